@@ -1,0 +1,111 @@
+//! Settings from flags and the environment, validated once at start.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "idem",
+    version,
+    about = "Lands data in Postgres idempotently, over HTTP"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply migrations, then serve HTTP until SIGTERM or SIGINT.
+    Serve(ServeArgs),
+    /// Apply the database migrations and exit.
+    Migrate(DatabaseArgs),
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct DatabaseArgs {
+    /// Postgres connection URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Secret,
+    /// Most connections idem holds to Postgres.
+    #[arg(long, env = "IDEM_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..))]
+    pub pool_size: u32,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Address to listen on; port 0 picks a free port (printed at start).
+    #[arg(long, env = "IDEM_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub settings: Settings,
+    /// Log lines as text or JSON.
+    #[arg(long, env = "IDEM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Seconds to let requests in flight finish after SIGTERM/SIGINT.
+    #[arg(long, env = "IDEM_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+}
+
+/// What the request handlers need to know.
+#[derive(Clone, Debug, Args)]
+pub struct Settings {
+    /// Largest request body, in bytes, both as sent and after gunzip.
+    #[arg(long, env = "IDEM_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024 * 1024)]
+    pub max_body_bytes: u64,
+    /// Create an undeclared table on its first write, with column types
+    /// inferred from the body.
+    #[arg(long, env = "IDEM_AUTO_CREATE_TABLES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_tables: bool,
+    /// Folder for spool files (a re-sent partition is spooled while its hash
+    /// is checked); the system's temporary folder when unset.
+    #[arg(long, env = "IDEM_SPOOL_DIR")]
+    pub spool_dir: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_body_bytes: 16 * 1024 * 1024 * 1024,
+            auto_create_tables: true,
+            spool_dir: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A value that never prints (a database URL holds a password).
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            Ok(Secret(s.to_string()))
+        } else {
+            Err("expected a postgres:// URL".into())
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! `/partitions`: replace a partition (PUT), read it back (GET, HEAD), drop
+//! it (DELETE), list a table's partitions.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::body::body_source;
+use super::parse_ds;
+use crate::app::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::names::validate_table_name;
+use crate::pipeline::{self, PutPartition};
+use crate::schema::TableDef;
+use crate::store::partitions::{PartitionInfo, RowFormat};
+use crate::store::publish::Conditions;
+
+/// The row count of a partition, on GET and HEAD.
+pub const ROW_COUNT_HEADER: &str = "idem-row-count";
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/partitions/{table}", get(list_partitions))
+        .route(
+            "/partitions/{table}/{ds}",
+            get(get_partition)
+                .head(head_partition)
+                .put(put_partition)
+                .delete(delete_partition),
+        )
+}
+
+fn etag(content_sha256: &str) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{content_sha256}\"")).expect("hex is a valid header value")
+}
+
+/// Entity tags of an `If-Match`/`If-None-Match` header: `Some(vec![])` for `*`.
+fn entity_tags(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
+    let values: Vec<&str> = headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if values.is_empty() {
+        return None;
+    }
+    let tags: Vec<String> = values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .map(|t| t.trim_start_matches("W/").trim_matches('"').to_string())
+        .collect();
+    if tags.iter().any(|t| t == "*") {
+        Some(Vec::new())
+    } else {
+        Some(tags)
+    }
+}
+
+fn conditions(headers: &HeaderMap) -> ApiResult<Conditions> {
+    let if_none_match = entity_tags(headers, header::IF_NONE_MATCH);
+    let if_none_match_any =
+        match if_none_match {
+            None => false,
+            Some(tags) if tags.is_empty() => true,
+            Some(_) => return Err(ApiError::InvalidRequest(
+                "a PUT takes If-None-Match: * only (create if absent); use If-Match for a version"
+                    .into(),
+            )),
+        };
+    Ok(Conditions {
+        if_match: entity_tags(headers, header::IF_MATCH),
+        if_none_match_any,
+    })
+}
+
+async fn table_def(state: &AppState, table: &str) -> ApiResult<TableDef> {
+    validate_table_name(table)?;
+    state
+        .store
+        .table(table)
+        .await?
+        .ok_or_else(|| ApiError::TableNotFound(table.to_string()))
+}
+
+async fn live_partition(
+    state: &AppState,
+    table: &str,
+    ds: &str,
+) -> ApiResult<(TableDef, PartitionInfo)> {
+    let def = table_def(state, table).await?;
+    let ds = parse_ds(ds)?;
+    let info = state
+        .store
+        .partition(table, ds)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("table {table:?} has no partition {ds}")))?;
+    Ok((def, info))
+}
+
+#[tracing::instrument(skip(state, headers, body))]
+async fn put_partition(
+    State(state): State<AppState>,
+    Path((table, ds)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    validate_table_name(&table)?;
+    let ds = parse_ds(&ds)?;
+    let conditions = conditions(&headers)?;
+    let body = body_source(&headers, body, state.settings.max_body_bytes)?;
+    let request = PutPartition {
+        table,
+        ds,
+        body,
+        conditions,
+    };
+    // Spawned, so that a client hanging up cannot cancel the load between
+    // two statements; a body cut short fails the load cleanly instead.
+    let receipt = tokio::spawn(pipeline::put_partition(state.clone(), request))
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("the load task failed: {e}")))??;
+    let etag = etag(&receipt.content_sha256);
+    let mut response = (StatusCode::OK, Json(receipt)).into_response();
+    response.headers_mut().insert(header::ETAG, etag);
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct ReadQuery {
+    format: Option<String>,
+}
+
+fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
+    if let Some(f) = &query.format {
+        return match f.as_str() {
+            "csv" => Ok(RowFormat::Csv),
+            "ndjson" | "jsonl" => Ok(RowFormat::Ndjson),
+            other => Err(ApiError::InvalidRequest(format!(
+                "format {other:?} is not csv or ndjson"
+            ))),
+        };
+    }
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    Ok(if accept.contains("text/csv") {
+        RowFormat::Csv
+    } else {
+        RowFormat::Ndjson
+    })
+}
+
+fn partition_headers(info: &PartitionInfo, format: RowFormat) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::ETAG, etag(&info.content_sha256));
+    headers.insert(ROW_COUNT_HEADER, HeaderValue::from(info.rows));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(match format {
+            RowFormat::Csv => "text/csv; charset=utf-8",
+            RowFormat::Ndjson => "application/x-ndjson",
+        }),
+    );
+    headers
+}
+
+fn not_modified(headers: &HeaderMap, info: &PartitionInfo) -> bool {
+    entity_tags(headers, header::IF_NONE_MATCH)
+        .is_some_and(|tags| tags.is_empty() || tags.contains(&info.content_sha256))
+}
+
+async fn get_partition(
+    State(state): State<AppState>,
+    Path((table, ds)): Path<(String, String)>,
+    Query(query): Query<ReadQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let format = read_format(&headers, &query)?;
+    let (def, info) = live_partition(&state, &table, &ds).await?;
+    let response_headers = partition_headers(&info, format);
+    if not_modified(&headers, &info) {
+        return Ok((StatusCode::NOT_MODIFIED, response_headers).into_response());
+    }
+    let rows = state.store.stream_partition(&def, info.ds, format);
+    Ok((
+        response_headers,
+        Body::from_stream(ReceiverStream::new(rows)),
+    )
+        .into_response())
+}
+
+async fn head_partition(
+    State(state): State<AppState>,
+    Path((table, ds)): Path<(String, String)>,
+    Query(query): Query<ReadQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let format = read_format(&headers, &query)?;
+    let (_, info) = live_partition(&state, &table, &ds).await?;
+    Ok((StatusCode::OK, partition_headers(&info, format)).into_response())
+}
+
+async fn delete_partition(
+    State(state): State<AppState>,
+    Path((table, ds)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let def = table_def(&state, &table).await?;
+    let ds = parse_ds(&ds)?;
+    state.store.delete_partition(&def, ds).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_partitions(
+    State(state): State<AppState>,
+    Path(table): Path<String>,
+) -> ApiResult<Json<Vec<PartitionInfo>>> {
+    table_def(&state, &table).await?;
+    Ok(Json(state.store.partitions(&table).await?))
+}

@@ -1,0 +1,545 @@
+//! Body formats (NDJSON, a JSON array, CSV) split into raw records, streaming
+//! from any `BufRead`. A record keeps its line number so that every error can
+//! name where it is; a record that cannot be read is reported and skipped, so
+//! one request can list all of its bad rows.
+
+use std::borrow::Cow;
+use std::io::{self, BufRead};
+use std::ops::ControlFlow;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::RowError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyFormat {
+    Ndjson,
+    JsonArray,
+    Csv,
+}
+
+impl BodyFormat {
+    /// From a `Content-Type` value, parameters ignored.
+    pub fn from_content_type(value: &str) -> Option<Self> {
+        let mime = value
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match mime.as_str() {
+            "application/x-ndjson"
+            | "application/ndjson"
+            | "application/jsonl"
+            | "application/x-jsonl"
+            | "application/jsonlines" => Some(Self::Ndjson),
+            "application/json" => Some(Self::JsonArray),
+            "text/csv" => Some(Self::Csv),
+            _ => None,
+        }
+    }
+}
+
+/// One field's value before typing: a JSON value, or CSV text (`None` for an
+/// empty field, which means NULL).
+#[derive(Clone, Copy, Debug)]
+pub enum RawField<'a> {
+    Json(&'a RawValue),
+    Text(Option<&'a str>),
+}
+
+pub struct RawRecord<'a> {
+    pub line: u64,
+    pub record: u64,
+    pub fields: &'a [(Cow<'a, str>, RawField<'a>)],
+}
+
+/// What the readers feed. `header` sees CSV's header once, before any record.
+pub trait RecordSink {
+    fn header(&mut self, _names: &[&str]) -> Result<(), RowError> {
+        Ok(())
+    }
+    fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()>;
+}
+
+#[derive(Debug)]
+pub enum ReadError {
+    /// The body's structure is broken (an unterminated array, a bad header):
+    /// nothing after this point can be read.
+    Malformed(RowError),
+    Io(io::Error),
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+pub fn read_records<R: BufRead>(
+    format: BodyFormat,
+    reader: R,
+    sink: &mut impl RecordSink,
+) -> Result<(), ReadError> {
+    match format {
+        BodyFormat::Ndjson => read_ndjson(reader, sink),
+        BodyFormat::JsonArray => read_json_array(reader, sink),
+        BodyFormat::Csv => read_csv(reader, sink),
+    }
+}
+
+fn read_ndjson<R: BufRead>(mut reader: R, sink: &mut impl RecordSink) -> Result<(), ReadError> {
+    let mut buf = Vec::with_capacity(1024);
+    let (mut line, mut record) = (0u64, 0u64);
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            return Ok(());
+        }
+        line += 1;
+        let text = buf.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        record += 1;
+        if feed_object(text, line, record, sink).is_break() {
+            return Ok(());
+        }
+    }
+}
+
+fn feed_object(text: &[u8], line: u64, record: u64, sink: &mut impl RecordSink) -> ControlFlow<()> {
+    match parse_object(text) {
+        Ok(fields) => sink.record(Ok(RawRecord {
+            line,
+            record,
+            fields: &fields,
+        })),
+        Err(message) => sink.record(Err(RowError {
+            line,
+            record,
+            column: None,
+            message,
+        })),
+    }
+}
+
+/// A JSON object's fields in order, values left raw (borrowed, not parsed).
+pub fn parse_object(text: &[u8]) -> Result<Vec<(Cow<'_, str>, RawField<'_>)>, String> {
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let fields = de.deserialize_any(ObjectVisitor).map_err(|e| {
+        let msg = e.to_string();
+        if e.is_data() {
+            msg
+        } else {
+            format!("invalid JSON: {msg}")
+        }
+    })?;
+    de.end().map_err(|e| format!("invalid JSON: {e}"))?;
+    Ok(fields)
+}
+
+struct ObjectVisitor;
+
+impl<'de> Visitor<'de> for ObjectVisitor {
+    type Value = Vec<(Cow<'de, str>, RawField<'de>)>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object (one row)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields: Self::Value = Vec::with_capacity(16);
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if fields.iter().any(|(k, _)| *k == key) {
+                return Err(serde::de::Error::custom(format!(
+                    "field {key:?} appears twice"
+                )));
+            }
+            let value: &'de RawValue = map.next_value()?;
+            fields.push((key, RawField::Json(value)));
+        }
+        Ok(fields)
+    }
+}
+
+/// A key borrowed from the input when it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A JSON array of objects, read one element at a time: a small scanner finds
+/// where each element ends (minding strings and nesting), and the element is
+/// parsed on its own. The array as a whole is never in memory.
+fn read_json_array<R: BufRead>(mut reader: R, sink: &mut impl RecordSink) -> Result<(), ReadError> {
+    let mut scan = Scanner { line: 1 };
+    let malformed = |line: u64, record: u64, message: &str| {
+        ReadError::Malformed(RowError {
+            line,
+            record,
+            column: None,
+            message: message.into(),
+        })
+    };
+    match scan.next_non_ws(&mut reader)? {
+        None => return Ok(()), // an empty body is an empty array
+        Some(b'[') => {}
+        Some(_) => return Err(malformed(scan.line, 0, "expected a JSON array of objects")),
+    }
+    let mut element = Vec::with_capacity(1024);
+    let mut record = 0u64;
+    loop {
+        let Some(first) = scan.next_non_ws(&mut reader)? else {
+            return Err(malformed(scan.line, record, "the JSON array is not closed"));
+        };
+        if first == b']' && record == 0 {
+            break;
+        }
+        record += 1;
+        let start_line = scan.line;
+        element.clear();
+        element.push(first);
+        let end = scan.rest_of_value(&mut reader, first, &mut element)?;
+        if feed_object(&element, start_line, record, sink).is_break() {
+            return Ok(());
+        }
+        let next = match end {
+            Some(b) => Some(b),
+            None => scan.next_non_ws(&mut reader)?,
+        };
+        match next {
+            Some(b',') => continue,
+            Some(b']') => break,
+            _ => {
+                return Err(malformed(
+                    scan.line,
+                    record,
+                    "expected ',' or ']' after an array element",
+                ))
+            }
+        }
+    }
+    match scan.next_non_ws(&mut reader)? {
+        None => Ok(()),
+        Some(_) => Err(malformed(
+            scan.line,
+            record,
+            "trailing data after the JSON array",
+        )),
+    }
+}
+
+struct Scanner {
+    line: u64,
+}
+
+impl Scanner {
+    fn next_byte<R: BufRead>(&mut self, reader: &mut R) -> io::Result<Option<u8>> {
+        let buf = reader.fill_buf()?;
+        let Some(&b) = buf.first() else {
+            return Ok(None);
+        };
+        reader.consume(1);
+        if b == b'\n' {
+            self.line += 1;
+        }
+        Ok(Some(b))
+    }
+
+    fn next_non_ws<R: BufRead>(&mut self, reader: &mut R) -> io::Result<Option<u8>> {
+        while let Some(b) = self.next_byte(reader)? {
+            if !b.is_ascii_whitespace() {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Copies the rest of a value that began with `first` into `out`. A
+    /// scalar ends at the delimiter after it, which is returned.
+    fn rest_of_value<R: BufRead>(
+        &mut self,
+        reader: &mut R,
+        first: u8,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<u8>, ReadError> {
+        let unterminated = |line| {
+            ReadError::Malformed(RowError {
+                line,
+                record: 0,
+                column: None,
+                message: "the JSON array ends inside an element".into(),
+            })
+        };
+        let mut depth: u32 = match first {
+            b'{' | b'[' => 1,
+            b'"' => 0,
+            _ => {
+                // A scalar element: runs until a delimiter.
+                while let Some(b) = self.next_byte(reader)? {
+                    if b == b',' || b == b']' || b.is_ascii_whitespace() {
+                        return Ok(Some(b).filter(|b| !b.is_ascii_whitespace()));
+                    }
+                    out.push(b);
+                }
+                return Err(unterminated(self.line));
+            }
+        };
+        let mut in_string = first == b'"';
+        let mut escaped = false;
+        loop {
+            // Copy whole runs of ordinary bytes at once; only quotes,
+            // backslashes, brackets and newlines need a look.
+            let buf = reader.fill_buf()?;
+            if buf.is_empty() {
+                return Err(unterminated(self.line));
+            }
+            let mut i = 0;
+            let mut done = false;
+            while i < buf.len() {
+                let b = buf[i];
+                i += 1;
+                if b == b'\n' {
+                    self.line += 1;
+                }
+                if in_string {
+                    if escaped {
+                        escaped = false;
+                    } else if b == b'\\' {
+                        escaped = true;
+                    } else if b == b'"' {
+                        in_string = false;
+                        if depth == 0 {
+                            done = true;
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                match b {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            done = true;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            out.extend_from_slice(&buf[..i]);
+            reader.consume(i);
+            if done {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+fn read_csv<R: BufRead>(reader: R, sink: &mut impl RecordSink) -> Result<(), ReadError> {
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .buffer_capacity(64 * 1024)
+        .from_reader(reader);
+    let mut header = csv::ByteRecord::new();
+    let header_ok = csv.read_byte_record(&mut header).map_err(csv_error)?;
+    if !header_ok {
+        return Ok(()); // an empty body: no header, no rows
+    }
+    let mut names: Vec<String> = Vec::with_capacity(header.len());
+    for (i, raw) in header.iter().enumerate() {
+        let raw = if i == 0 {
+            raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw)
+        } else {
+            raw
+        };
+        let name = std::str::from_utf8(raw).map_err(|_| {
+            ReadError::Malformed(RowError {
+                line: 1,
+                record: 0,
+                column: None,
+                message: format!("header field {} is not valid UTF-8", i + 1),
+            })
+        })?;
+        names.push(name.trim().to_string());
+    }
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    sink.header(&name_refs).map_err(ReadError::Malformed)?;
+
+    let mut row = csv::ByteRecord::new();
+    let mut record = 0u64;
+    loop {
+        let ok = match csv.read_byte_record(&mut row) {
+            Ok(ok) => ok,
+            Err(e) if e.is_io_error() => return Err(csv_error(e)),
+            Err(e) => return Err(csv_error(e)),
+        };
+        if !ok {
+            return Ok(());
+        }
+        record += 1;
+        let line = row.position().map(|p| p.line()).unwrap_or(0);
+        if row.len() == 1 && row[0].is_empty() && names.len() > 1 {
+            record -= 1; // a blank line
+            continue;
+        }
+        if row.len() != names.len() {
+            let message = format!("has {} fields; the header has {}", row.len(), names.len());
+            let flow = sink.record(Err(RowError {
+                line,
+                record,
+                column: None,
+                message,
+            }));
+            if flow.is_break() {
+                return Ok(());
+            }
+            continue;
+        }
+        let mut fields: Vec<(Cow<str>, RawField)> = Vec::with_capacity(names.len());
+        let mut bad_utf8 = None;
+        for (name, raw) in names.iter().zip(row.iter()) {
+            match std::str::from_utf8(raw) {
+                Ok(text) => fields.push((
+                    Cow::Borrowed(name.as_str()),
+                    RawField::Text(Some(text).filter(|t| !t.is_empty())),
+                )),
+                Err(_) => {
+                    bad_utf8 = Some(name.clone());
+                    break;
+                }
+            }
+        }
+        let flow = match bad_utf8 {
+            Some(column) => sink.record(Err(RowError {
+                line,
+                record,
+                column: Some(column),
+                message: "is not valid UTF-8".into(),
+            })),
+            None => sink.record(Ok(RawRecord {
+                line,
+                record,
+                fields: &fields,
+            })),
+        };
+        if flow.is_break() {
+            return Ok(());
+        }
+    }
+}
+
+fn csv_error(e: csv::Error) -> ReadError {
+    let line = e.position().map(|p| p.line()).unwrap_or(0);
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => ReadError::Io(io),
+        other => ReadError::Malformed(RowError {
+            line,
+            record: 0,
+            column: None,
+            message: format!("malformed CSV: {other:?}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// line, record, and the fields as (name, raw text)
+    type Row = (u64, u64, Vec<(String, String)>);
+
+    #[derive(Default)]
+    struct Collect {
+        rows: Vec<Row>,
+        errors: Vec<RowError>,
+    }
+
+    impl RecordSink for Collect {
+        fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
+            match record {
+                Ok(r) => self.rows.push((
+                    r.line,
+                    r.record,
+                    r.fields
+                        .iter()
+                        .map(|(k, v)| {
+                            let v = match v {
+                                RawField::Json(raw) => raw.get().to_string(),
+                                RawField::Text(t) => t.unwrap_or("<null>").to_string(),
+                            };
+                            (k.to_string(), v)
+                        })
+                        .collect(),
+                )),
+                Err(e) => self.errors.push(e),
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    fn read(format: BodyFormat, body: &str) -> (Collect, Result<(), ReadError>) {
+        let mut c = Collect::default();
+        let r = read_records(format, body.as_bytes(), &mut c);
+        (c, r)
+    }
+
+    #[test]
+    fn ndjson_skips_blank_lines_and_reports_bad_lines() {
+        let (c, r) = read(
+            BodyFormat::Ndjson,
+            "{\"a\":1}\n\n[1]\n{\"a\":\"x\\ny\"}\r\n",
+        );
+        assert!(r.is_ok());
+        assert_eq!(c.rows.len(), 2);
+        assert_eq!(c.rows[1].0, 4);
+        assert_eq!(c.errors.len(), 1);
+        assert_eq!(c.errors[0].line, 3);
+    }
+
+    #[test]
+    fn json_array_elements_are_found_across_lines_and_strings() {
+        let body = "[\n {\"a\": \"]},\\\"\"},\n {\"a\": {\"b\": [1,2]}}\n]";
+        let (c, r) = read(BodyFormat::JsonArray, body);
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(c.rows.len(), 2);
+        assert_eq!(c.rows[0].2[0].1, "\"]},\\\"\"");
+        assert_eq!(c.rows[1].0, 3);
+        let (_, r) = read(BodyFormat::JsonArray, "[{\"a\":1},");
+        assert!(matches!(r, Err(ReadError::Malformed(_))));
+        let (c, r) = read(BodyFormat::JsonArray, "[]");
+        assert!(r.is_ok() && c.rows.is_empty());
+    }
+
+    #[test]
+    fn csv_keeps_quoted_commas_and_newlines_and_reads_empty_as_null() {
+        let body = "a,b\n\"x, \"\"y\"\"\nz\",\n3,4\n";
+        let (c, r) = read(BodyFormat::Csv, body);
+        assert!(r.is_ok());
+        assert_eq!(c.rows[0].2[0].1, "x, \"y\"\nz");
+        assert_eq!(c.rows[0].2[1].1, "<null>");
+        assert_eq!(c.rows[1].0, 4);
+        assert_eq!(c.rows[1].1, 2);
+    }
+}

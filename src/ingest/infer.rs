@@ -1,0 +1,178 @@
+//! Column types guessed from the first records of a body, for a write to a
+//! table nobody declared. The guess is the narrowest type that every sampled
+//! value fits; it is stored and shown in the catalog like a declaration.
+
+use std::ops::ControlFlow;
+
+use super::cell::{parse_text, parse_timestamp};
+use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
+use crate::error::ApiError;
+use crate::names::validate_column_name;
+use crate::schema::{Column, ColumnType, TableDef};
+
+/// How many records the guess looks at (the sample is also cut at a byte size
+/// by the caller).
+pub const SAMPLE_RECORDS: usize = 1000;
+
+#[derive(Default)]
+struct Guess {
+    columns: Vec<(String, Option<ColumnType>)>,
+    records: usize,
+}
+
+impl Guess {
+    fn observe(&mut self, name: &str, ty: Option<ColumnType>) {
+        let slot = match self.columns.iter_mut().find(|(n, _)| n == name) {
+            Some(slot) => slot,
+            None => {
+                self.columns.push((name.to_string(), None));
+                self.columns.last_mut().unwrap()
+            }
+        };
+        slot.1 = match (slot.1, ty) {
+            (prev, None) => prev,
+            (None, t) => t,
+            (Some(a), Some(b)) if a == b => Some(a),
+            (Some(a), Some(b)) if a.widens_to(b) => Some(b),
+            (Some(a), Some(b)) if b.widens_to(a) => Some(a),
+            _ => Some(ColumnType::Text),
+        };
+    }
+}
+
+fn guess_text(text: &str) -> ColumnType {
+    use ColumnType::*;
+    for ty in [Bigint, Numeric, Boolean, Date, Uuid] {
+        if parse_text(ty, text).is_ok() && !(ty == Boolean && text.len() == 1) {
+            return ty;
+        }
+    }
+    if parse_timestamp(text).is_some() {
+        return Timestamptz;
+    }
+    Text
+}
+
+fn guess(raw: RawField<'_>) -> Option<ColumnType> {
+    match raw {
+        RawField::Text(None) => None,
+        RawField::Text(Some(t)) => Some(guess_text(t)),
+        RawField::Json(raw) => {
+            let raw = raw.get();
+            Some(match raw.as_bytes()[0] {
+                b'n' => return None,
+                b't' | b'f' => ColumnType::Boolean,
+                b'{' | b'[' => ColumnType::Jsonb,
+                b'"' => match serde_json::from_str::<String>(raw) {
+                    Ok(s) => match guess_text(&s) {
+                        // A string of digits stays text: "007" is not a number.
+                        ColumnType::Bigint | ColumnType::Numeric | ColumnType::Boolean => {
+                            ColumnType::Text
+                        }
+                        other => other,
+                    },
+                    Err(_) => ColumnType::Text,
+                },
+                _ if raw.contains(['.', 'e', 'E']) => ColumnType::Numeric,
+                _ => ColumnType::Bigint,
+            })
+        }
+    }
+}
+
+impl RecordSink for Guess {
+    fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
+        if let Ok(record) = record {
+            for (name, raw) in record.fields {
+                self.observe(name, guess(*raw));
+            }
+            self.records += 1;
+        }
+        if self.records >= SAMPLE_RECORDS {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// A definition for `table` from the sample `head` of a body. The table has
+/// no key (rows are appended) and is partitioned by `partition_by`.
+pub fn infer_table(
+    table: &str,
+    partition_by: &str,
+    format: BodyFormat,
+    head: &[u8],
+) -> Result<TableDef, ApiError> {
+    let mut guess = Guess::default();
+    // The sample may end inside a record; what could not be read is ignored
+    // here and reported by the real pass over the whole body.
+    let _ = read_records(format, head, &mut guess);
+    let mut columns = Vec::with_capacity(guess.columns.len() + 1);
+    for (name, ty) in guess.columns {
+        validate_column_name(&name)?;
+        let is_partition = name == partition_by;
+        columns.push(Column {
+            ty: if is_partition {
+                ColumnType::Date
+            } else {
+                ty.unwrap_or(ColumnType::Text)
+            },
+            nullable: !is_partition,
+            name,
+        });
+    }
+    if !columns.iter().any(|c| c.name == partition_by) {
+        columns.push(Column {
+            name: partition_by.to_string(),
+            ty: ColumnType::Date,
+            nullable: false,
+        });
+    }
+    Ok(TableDef {
+        name: table.to_string(),
+        columns,
+        partition_by: partition_by.to_string(),
+        primary_key: Vec::new(),
+        cursor: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_are_guessed_from_json_values() {
+        let body = br#"{"id":1,"amount":2.5,"at":"2026-10-12T00:00:00Z","ok":true,"tags":["a"],"zip":"007"}
+{"id":2,"amount":3,"at":null,"ok":false,"tags":null,"zip":"123"}"#;
+        let def = infer_table("t", "ds", BodyFormat::Ndjson, body).unwrap();
+        let types: Vec<_> = def
+            .columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.ty))
+            .collect();
+        use ColumnType::*;
+        assert_eq!(
+            types,
+            [
+                ("id", Bigint),
+                ("amount", Numeric),
+                ("at", Timestamptz),
+                ("ok", Boolean),
+                ("tags", Jsonb),
+                ("zip", Text),
+                ("ds", Date)
+            ]
+        );
+    }
+
+    #[test]
+    fn csv_values_are_guessed_from_their_text() {
+        let body = b"ds,n,when,name\n2026-10-12,5,2026-10-12,x\n2026-10-12,6.5,,y\n";
+        let def = infer_table("t", "ds", BodyFormat::Csv, body).unwrap();
+        let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
+        use ColumnType::*;
+        assert_eq!(types, [Date, Numeric, Date, Text]);
+    }
+}

@@ -1,0 +1,14 @@
+//! idem: an HTTP server that lands data in Postgres idempotently.
+//!
+//! HTTP (`http`) → decode and validate (`ingest`) → stage and publish
+//! (`pipeline`, `store`).
+
+pub mod app;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod ingest;
+pub mod names;
+pub mod pipeline;
+pub mod schema;
+pub mod store;

@@ -1,0 +1,381 @@
+//! A user table's definition: columns and types, partition column, key and
+//! cursor; how a declaration is validated and how one definition may evolve
+//! into another.
+
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::error::ApiError;
+use crate::names::{validate_column_name, validate_table_name};
+
+/// The column types idem validates and stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnType {
+    Text,
+    Bigint,
+    Integer,
+    #[serde(rename = "double precision")]
+    DoublePrecision,
+    Numeric,
+    Boolean,
+    Date,
+    Timestamptz,
+    Jsonb,
+    Uuid,
+}
+
+impl ColumnType {
+    /// Parses a Postgres type name, accepting the usual aliases.
+    pub fn parse(name: &str) -> Option<Self> {
+        let lower = name.trim().to_ascii_lowercase();
+        Some(match lower.as_str() {
+            "text" | "varchar" | "character varying" | "string" => Self::Text,
+            "bigint" | "int8" => Self::Bigint,
+            "integer" | "int" | "int4" => Self::Integer,
+            "double precision" | "float8" | "double" | "float" => Self::DoublePrecision,
+            "numeric" | "decimal" => Self::Numeric,
+            "boolean" | "bool" => Self::Boolean,
+            "date" => Self::Date,
+            "timestamptz" | "timestamp with time zone" => Self::Timestamptz,
+            "jsonb" | "json" => Self::Jsonb,
+            "uuid" => Self::Uuid,
+            _ => return None,
+        })
+    }
+
+    pub fn sql_name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Bigint => "bigint",
+            Self::Integer => "integer",
+            Self::DoublePrecision => "double precision",
+            Self::Numeric => "numeric",
+            Self::Boolean => "boolean",
+            Self::Date => "date",
+            Self::Timestamptz => "timestamptz",
+            Self::Jsonb => "jsonb",
+            Self::Uuid => "uuid",
+        }
+    }
+
+    /// Whether every value of `self` converts losslessly to `to`, so that
+    /// `ALTER COLUMN ... TYPE to` is a safe change.
+    pub fn widens_to(self, to: Self) -> bool {
+        use ColumnType::*;
+        matches!(
+            (self, to),
+            (Integer, Bigint) | (Integer, Numeric) | (Bigint, Numeric) | (Integer, DoublePrecision)
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Column {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: ColumnType,
+    pub nullable: bool,
+}
+
+/// A validated table definition, as stored in the catalog.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableDef {
+    pub name: String,
+    pub columns: Vec<Column>,
+    pub partition_by: String,
+    pub primary_key: Vec<String>,
+    pub cursor: Option<String>,
+}
+
+impl TableDef {
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    pub fn partition_index(&self) -> usize {
+        self.column_index(&self.partition_by)
+            .expect("a validated table has its partition column")
+    }
+}
+
+/// The body of `PUT /tables/{table}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableDeclaration {
+    #[serde(deserialize_with = "ordered_columns")]
+    pub columns: Vec<(String, String)>,
+    #[serde(default)]
+    pub partition_by: Option<String>,
+    #[serde(default)]
+    pub primary_key: Vec<String>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `columns` is a JSON object whose order is the column order; serde_json's
+/// map would sort it, so it is read pair by pair.
+fn ordered_columns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+    struct Ordered;
+    impl<'de> Visitor<'de> for Ordered {
+        type Value = Vec<(String, String)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object mapping column names to types")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((k, v)) = map.next_entry::<String, String>()? {
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Ordered)
+}
+
+pub const DEFAULT_PARTITION_COLUMN: &str = "ds";
+
+impl TableDeclaration {
+    /// Validates the declaration into a definition. The partition column is
+    /// added as a `date` when the declaration does not list it.
+    pub fn into_def(self, table: &str) -> Result<TableDef, ApiError> {
+        validate_table_name(table)?;
+        let invalid = |m: String| ApiError::InvalidDeclaration(m);
+        if self.columns.is_empty() {
+            return Err(invalid("a table needs at least one column".into()));
+        }
+        let partition_by = self
+            .partition_by
+            .unwrap_or_else(|| DEFAULT_PARTITION_COLUMN.to_string());
+        validate_column_name(&partition_by)?;
+        let mut columns: Vec<Column> = Vec::with_capacity(self.columns.len() + 1);
+        for (name, ty) in &self.columns {
+            validate_column_name(name)?;
+            if columns.iter().any(|c| &c.name == name) {
+                return Err(invalid(format!("column {name:?} is declared twice")));
+            }
+            let ty = ColumnType::parse(ty).ok_or_else(|| {
+                invalid(format!(
+                    "column {name:?} has unsupported type {ty:?}; supported: text, bigint, integer, double precision, numeric, boolean, date, timestamptz, jsonb, uuid"
+                ))
+            })?;
+            columns.push(Column {
+                name: name.clone(),
+                ty,
+                nullable: true,
+            });
+        }
+        match columns.iter_mut().find(|c| c.name == partition_by) {
+            Some(c) if c.ty != ColumnType::Date => {
+                return Err(invalid(format!(
+                    "partition column {partition_by:?} must be of type date"
+                )))
+            }
+            Some(c) => c.nullable = false,
+            None => columns.push(Column {
+                name: partition_by.clone(),
+                ty: ColumnType::Date,
+                nullable: false,
+            }),
+        }
+        for key in &self.primary_key {
+            if key == &partition_by {
+                return Err(invalid(format!(
+                    "the partition column {key:?} is implied in the key; list only the business key"
+                )));
+            }
+            let Some(c) = columns.iter_mut().find(|c| &c.name == key) else {
+                return Err(invalid(format!(
+                    "primary key column {key:?} is not a declared column"
+                )));
+            };
+            if c.ty == ColumnType::Jsonb {
+                return Err(invalid(format!(
+                    "primary key column {key:?} cannot be jsonb"
+                )));
+            }
+            c.nullable = false;
+        }
+        if has_duplicates(&self.primary_key) {
+            return Err(invalid("primary_key lists a column twice".into()));
+        }
+        if let Some(cursor) = &self.cursor {
+            let Some(c) = columns.iter().find(|c| &c.name == cursor) else {
+                return Err(invalid(format!(
+                    "cursor column {cursor:?} is not a declared column"
+                )));
+            };
+            if c.ty == ColumnType::Jsonb || c.ty == ColumnType::Boolean {
+                return Err(invalid(format!(
+                    "cursor column {cursor:?} must be an orderable type"
+                )));
+            }
+            if self.primary_key.is_empty() {
+                return Err(invalid(
+                    "a cursor needs a primary_key: it orders versions of one key".into(),
+                ));
+            }
+            if self.primary_key.contains(cursor) {
+                return Err(invalid(format!(
+                    "cursor column {cursor:?} cannot be part of the key"
+                )));
+            }
+        }
+        Ok(TableDef {
+            name: table.to_string(),
+            columns,
+            partition_by,
+            primary_key: self.primary_key,
+            cursor: self.cursor,
+        })
+    }
+}
+
+fn has_duplicates(items: &[String]) -> bool {
+    items
+        .iter()
+        .enumerate()
+        .any(|(i, a)| items[..i].contains(a))
+}
+
+/// One safe change from a stored definition towards a declared one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum SchemaChange {
+    AddColumn {
+        column: String,
+        #[serde(rename = "type")]
+        ty: ColumnType,
+    },
+    WidenColumn {
+        column: String,
+        from: ColumnType,
+        to: ColumnType,
+    },
+    SetCursor {
+        cursor: Option<String>,
+    },
+}
+
+/// The safe changes that turn `old` into `new`, or a 409 saying why there is
+/// none. Column order in the declaration does not matter for existing columns.
+pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>, ApiError> {
+    let conflict = |m: String| ApiError::SchemaConflict(m);
+    if old.partition_by != new.partition_by {
+        return Err(conflict(format!(
+            "the partition column is {:?}; changing it needs a new table",
+            old.partition_by
+        )));
+    }
+    if old.primary_key != new.primary_key {
+        return Err(conflict(format!(
+            "the primary key is {:?}; changing the key is unsafe",
+            old.primary_key
+        )));
+    }
+    let mut changes = Vec::new();
+    for col in &old.columns {
+        let Some(declared) = new.column(&col.name) else {
+            return Err(conflict(format!(
+                "column {:?} exists and is not in the declaration; dropping a column is unsafe",
+                col.name
+            )));
+        };
+        if declared.ty != col.ty {
+            if col.ty.widens_to(declared.ty) {
+                changes.push(SchemaChange::WidenColumn {
+                    column: col.name.clone(),
+                    from: col.ty,
+                    to: declared.ty,
+                });
+            } else {
+                return Err(conflict(format!(
+                    "column {:?} is {}; changing it to {} may lose data",
+                    col.name,
+                    col.ty.sql_name(),
+                    declared.ty.sql_name()
+                )));
+            }
+        }
+    }
+    for col in &new.columns {
+        if old.column(&col.name).is_none() {
+            changes.push(SchemaChange::AddColumn {
+                column: col.name.clone(),
+                ty: col.ty,
+            });
+        }
+    }
+    if old.cursor != new.cursor {
+        changes.push(SchemaChange::SetCursor {
+            cursor: new.cursor.clone(),
+        });
+    }
+    Ok(changes)
+}
+
+impl TableDef {
+    /// The definition after `changes` (as planned by `plan_changes`).
+    pub fn apply(&self, changes: &[SchemaChange]) -> TableDef {
+        let mut def = self.clone();
+        for change in changes {
+            match change {
+                SchemaChange::AddColumn { column, ty } => def.columns.push(Column {
+                    name: column.clone(),
+                    ty: *ty,
+                    nullable: true,
+                }),
+                SchemaChange::WidenColumn { column, to, .. } => {
+                    if let Some(c) = def.columns.iter_mut().find(|c| &c.name == column) {
+                        c.ty = *to;
+                    }
+                }
+                SchemaChange::SetCursor { cursor } => def.cursor = cursor.clone(),
+            }
+        }
+        def
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decl(json: &str) -> TableDeclaration {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn declaration_keeps_column_order_and_adds_partition_column() {
+        let def = decl(r#"{"columns":{"z":"text","a":"bigint"},"primary_key":["a"]}"#)
+            .into_def("t")
+            .unwrap();
+        let names: Vec<_> = def.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["z", "a", "ds"]);
+        assert!(!def.column("a").unwrap().nullable);
+        assert!(!def.column("ds").unwrap().nullable);
+        assert!(def.column("z").unwrap().nullable);
+    }
+
+    #[test]
+    fn changing_the_key_or_narrowing_is_refused_and_widening_is_planned() {
+        let old = decl(r#"{"columns":{"id":"integer","n":"integer"},"primary_key":["id"]}"#)
+            .into_def("t")
+            .unwrap();
+        let rekeyed = decl(r#"{"columns":{"id":"integer","n":"integer"},"primary_key":["n"]}"#)
+            .into_def("t")
+            .unwrap();
+        assert!(plan_changes(&old, &rekeyed).is_err());
+        let widened =
+            decl(r#"{"columns":{"id":"integer","n":"bigint","m":"text"},"primary_key":["id"]}"#)
+                .into_def("t")
+                .unwrap();
+        let changes = plan_changes(&old, &widened).unwrap();
+        assert_eq!(changes.len(), 2);
+        assert!(plan_changes(&widened, &old).is_err());
+    }
+}

@@ -1,0 +1,47 @@
+//! Removes stages that no live idem process owns: left by a crash or a kill
+//! between staging and publishing. Safe with several processes on one
+//! database, because a stage's owner holds its advisory lock until it is done.
+
+use sqlx::Row;
+
+use super::stage::{stage_lock_key, staging_table};
+use super::{Store, STAGING_SCHEMA};
+
+impl Store {
+    /// Drops every unowned stage; returns how many.
+    pub async fn sweep_stages(&self) -> Result<usize, sqlx::Error> {
+        let mut conn = self.pool().acquire().await?;
+        let names: Vec<String> = sqlx::query(
+            "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+              where n.nspname = $1 and c.relkind = 'r'",
+        )
+        .bind(STAGING_SCHEMA)
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+        let mut dropped = 0;
+        for name in names {
+            let key = stage_lock_key(&name);
+            let free: bool = sqlx::query_scalar("select pg_try_advisory_lock($1)")
+                .bind(key)
+                .fetch_one(&mut *conn)
+                .await?;
+            if !free {
+                continue; // its owner is alive
+            }
+            let result = sqlx::query(&format!("drop table if exists {}", staging_table(&name)))
+                .execute(&mut *conn)
+                .await;
+            sqlx::query("select pg_advisory_unlock($1)")
+                .bind(key)
+                .execute(&mut *conn)
+                .await?;
+            result?;
+            tracing::info!(stage = %name, "dropped a stage left behind");
+            dropped += 1;
+        }
+        Ok(dropped)
+    }
+}

@@ -1,0 +1,161 @@
+//! The partitions registry, reading a partition back, and dropping one.
+
+use bytes::Bytes;
+use chrono::{DateTime, NaiveDate, Utc};
+use futures::StreamExt;
+use serde::Serialize;
+use sqlx::Connection;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::publish::current;
+use super::{column_list, date_literal, parent_table, partition_lock_key, partition_table, Store};
+use crate::error::ApiResult;
+use crate::names::quote_ident;
+use crate::schema::TableDef;
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct PartitionInfo {
+    pub ds: NaiveDate,
+    pub rows: i64,
+    pub content_sha256: String,
+    pub load_id: Uuid,
+    pub published_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowFormat {
+    Ndjson,
+    Csv,
+}
+
+/// Rows are sent to the client in chunks of about this size.
+const READ_CHUNK: usize = 64 * 1024;
+
+impl Store {
+    pub async fn partition(&self, table: &str, ds: NaiveDate) -> ApiResult<Option<PartitionInfo>> {
+        Ok(sqlx::query_as(
+            "select ds, row_count as rows, content_sha256, load_id, published_at
+               from idem.partitions where table_name = $1 and ds = $2",
+        )
+        .bind(table)
+        .bind(ds)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    pub async fn partitions(&self, table: &str) -> ApiResult<Vec<PartitionInfo>> {
+        Ok(sqlx::query_as(
+            "select ds, row_count as rows, content_sha256, load_id, published_at
+               from idem.partitions where table_name = $1 order by ds",
+        )
+        .bind(table)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// The live partition's content hash and input hash, if it exists.
+    pub async fn current_partition(
+        &self,
+        table: &str,
+        ds: NaiveDate,
+    ) -> ApiResult<Option<super::publish::Current>> {
+        let mut conn = self.pool().acquire().await?;
+        Ok(current(&mut conn, table, ds).await?)
+    }
+
+    /// Streams the partition's user columns. One statement reads the rows,
+    /// so a swap in between is seen whole or not at all. The rows travel
+    /// through a small channel: a slow client slows the query, nothing piles up.
+    pub fn stream_partition(
+        &self,
+        def: &TableDef,
+        ds: NaiveDate,
+        format: RowFormat,
+    ) -> mpsc::Receiver<std::io::Result<Bytes>> {
+        let (tx, rx) = mpsc::channel(4);
+        let pool = self.pool().clone();
+        let select = format!(
+            "select {} from {} where {} = {}",
+            column_list(def),
+            parent_table(&def.name),
+            quote_ident(&def.partition_by),
+            date_literal(ds)
+        );
+        tokio::spawn(async move {
+            let result: Result<(), sqlx::Error> = async {
+                let mut conn = pool.acquire().await?;
+                match format {
+                    RowFormat::Csv => {
+                        let sql = format!("copy ({select}) to stdout with (format csv, header)");
+                        let mut chunks = conn.copy_out_raw(&sql).await?;
+                        while let Some(chunk) = chunks.next().await {
+                            if tx.send(Ok(chunk?)).await.is_err() {
+                                return Ok(()); // the client went away
+                            }
+                        }
+                    }
+                    RowFormat::Ndjson => {
+                        let sql = format!("select row_to_json(r)::text from ({select}) r");
+                        let mut rows = sqlx::query_scalar::<_, String>(&sql).fetch(&mut *conn);
+                        let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
+                        while let Some(line) = rows.next().await {
+                            buf.extend_from_slice(line?.as_bytes());
+                            buf.push(b'\n');
+                            if buf.len() >= READ_CHUNK {
+                                let chunk = Bytes::from(std::mem::take(&mut buf));
+                                if tx.send(Ok(chunk)).await.is_err() {
+                                    return Ok(());
+                                }
+                            }
+                        }
+                        if !buf.is_empty() {
+                            let _ = tx.send(Ok(Bytes::from(buf))).await;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            .await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, "reading a partition failed");
+                let _ = tx
+                    .send(Err(std::io::Error::other("reading the partition failed")))
+                    .await;
+            }
+        });
+        rx
+    }
+
+    /// Drops partition `ds`; false when it did not exist.
+    #[tracing::instrument(skip(self, def), fields(table = %def.name))]
+    pub async fn delete_partition(&self, def: &TableDef, ds: NaiveDate) -> ApiResult<bool> {
+        let mut conn = self.pool().acquire().await?;
+        let mut tx = conn.begin().await?;
+        sqlx::query("select pg_advisory_xact_lock($1)")
+            .bind(partition_lock_key(&def.name, ds))
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
+            .bind(&def.name)
+            .bind(ds)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if deleted == 0 {
+            return Ok(false);
+        }
+        let partition = partition_table(&def.name, ds);
+        sqlx::query(&format!(
+            "alter table {} detach partition {partition}",
+            parent_table(&def.name)
+        ))
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(&format!("drop table {partition}"))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,201 @@
+//! Staging: a load's rows COPYed into a table of their own beside the live
+//! partition, with duplicates resolved and the unique index built, ready to
+//! be swapped in by `publish`. Nothing here touches what readers see.
+//!
+//! A stage is claimed by a session-level advisory lock on its name for as
+//! long as its owner lives, so any idem process's janitor can tell a stage
+//! in use from one left behind by a crash.
+
+use std::io;
+
+use bytes::Bytes;
+use chrono::NaiveDate;
+use futures::{Stream, StreamExt};
+use sqlx::{Connection, PgConnection, Row};
+use uuid::Uuid;
+
+use super::{column_ddl, date_literal, is_unique_violation, lock_key, STAGING_SCHEMA};
+use crate::names::quote_ident;
+use crate::schema::TableDef;
+
+pub fn staging_name(load_id: Uuid) -> String {
+    format!("s_{}", load_id.simple())
+}
+
+pub fn staging_table(name: &str) -> String {
+    format!("{STAGING_SCHEMA}.{}", quote_ident(name))
+}
+
+pub fn stage_lock_key(name: &str) -> i64 {
+    lock_key("stage", &[name])
+}
+
+/// What staging left: the rows that stay, and the digests of the versions
+/// that lost to another version of their key (to take out of the hash).
+pub struct Staged {
+    pub rows: u64,
+    pub dropped_row_hashes: Vec<[u8; 32]>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// The row source failed (a bad body, a client gone): the COPY was aborted.
+    #[error("row source failed: {0}")]
+    Source(io::Error),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// Claims `name` for this connection's session.
+pub async fn claim(conn: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("select pg_advisory_lock($1)")
+        .bind(stage_lock_key(name))
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Drops the stage if it is still there and gives up the claim.
+pub async fn release(conn: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(&format!("drop table if exists {}", staging_table(name)))
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("select pg_advisory_unlock($1)")
+        .bind(stage_lock_key(name))
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Creates the stage for partition `ds` of `def` and COPYs `rows` (COPY text
+/// lines with `_load_id`, `_row_id` and `_row_hash` after the user columns)
+/// into it, all in one transaction: if anything fails, the stage is gone.
+#[tracing::instrument(skip_all, fields(table = %def.name, %ds, stage = name))]
+pub async fn stage_rows(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    ds: NaiveDate,
+    name: &str,
+    mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
+) -> Result<Staged, StageError> {
+    let stage = staging_table(name);
+    let partition_col = quote_ident(&def.partition_by);
+    let mut tx = conn.begin().await?;
+    // The CHECK matches the partition bound, so ATTACH PARTITION can skip
+    // scanning the rows to prove it.
+    sqlx::query(&format!(
+        "create table {stage} ({}, \"_row_hash\" bytea not null, \
+         constraint idem_partition_bound check ({partition_col} is not null and {partition_col} = {}))",
+        column_ddl(def),
+        date_literal(ds),
+    ))
+    .execute(&mut *tx)
+    .await?;
+    let columns: Vec<String> = def
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .chain([
+            "\"_load_id\"".into(),
+            "\"_row_id\"".into(),
+            "\"_row_hash\"".into(),
+        ])
+        .collect();
+    // FREEZE: the table is new in this transaction, so its rows can be
+    // written frozen and vacuum never has to visit them again.
+    let mut copy = tx
+        .copy_in_raw(&format!(
+            "copy {stage} ({}) from stdin with (freeze)",
+            columns.join(", ")
+        ))
+        .await?;
+    while let Some(chunk) = rows.next().await {
+        match chunk {
+            Ok(bytes) => {
+                copy.send(bytes).await?;
+            }
+            Err(e) => {
+                let _ = copy.abort("the row source failed").await;
+                let _ = tx.rollback().await;
+                return Err(StageError::Source(e));
+            }
+        }
+    }
+    let copied = copy.finish().await?;
+
+    let index_sql = format!("create unique index on {stage} ({partition_col}, \"_row_id\")");
+    sqlx::query("savepoint unique_rows")
+        .execute(&mut *tx)
+        .await?;
+    let mut dropped_row_hashes = Vec::new();
+    match sqlx::query(&index_sql).execute(&mut *tx).await {
+        Ok(_) => {}
+        // Most bodies carry no duplicates; they pay nothing for this path.
+        Err(e) if is_unique_violation(&e) => {
+            sqlx::query("rollback to savepoint unique_rows")
+                .execute(&mut *tx)
+                .await?;
+            if def.primary_key.is_empty() {
+                number_identical_rows(&mut tx, &stage).await?;
+            } else {
+                dropped_row_hashes = drop_losing_versions(&mut tx, def, &stage).await?;
+            }
+            sqlx::query(&index_sql).execute(&mut *tx).await?;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    // The partition has no `_row_hash`; a dropped column does not stop ATTACH.
+    sqlx::query(&format!("alter table {stage} drop column \"_row_hash\""))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Staged {
+        rows: copied - dropped_row_hashes.len() as u64,
+        dropped_row_hashes,
+    })
+}
+
+/// Versions of one key collapse to one: the largest cursor, then the
+/// smallest row digest. Neither depends on arrival order.
+async fn drop_losing_versions(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    stage: &str,
+) -> Result<Vec<[u8; 32]>, sqlx::Error> {
+    let order = match &def.cursor {
+        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", quote_ident(cursor)),
+        None => "\"_row_hash\"".to_string(),
+    };
+    // language=PostgreSQL
+    let sql = format!(
+        "delete from {stage} s
+          using (select ctid as victim
+                   from (select ctid, row_number() over (partition by \"_row_id\" order by {order}) as rank
+                           from {stage}) ranked
+                  where rank > 1) losers
+          where s.ctid = losers.victim
+      returning s.\"_row_hash\""
+    );
+    let rows = sqlx::query(&sql).fetch_all(conn).await?;
+    rows.iter()
+        .map(|r| {
+            let hash: Vec<u8> = r.try_get(0)?;
+            hash.try_into()
+                .map_err(|_| sqlx::Error::Protocol("row hash is not 32 bytes".into()))
+        })
+        .collect()
+}
+
+/// Without a key, identical rows stay distinct rows: the n-th copy (n >= 1)
+/// of a row gets `sha256(row id || n)`, so every re-send numbers them alike.
+async fn number_identical_rows(conn: &mut PgConnection, stage: &str) -> Result<(), sqlx::Error> {
+    // language=PostgreSQL
+    let sql = format!(
+        "update {stage} s
+            set \"_row_id\" = sha256(s.\"_row_id\" || int8send(numbered.occurrence))
+           from (select ctid, row_number() over (partition by \"_row_id\") - 1 as occurrence
+                   from {stage}) numbered
+          where s.ctid = numbered.ctid and numbered.occurrence > 0"
+    );
+    sqlx::query(&sql).execute(conn).await.map(|_| ())
+}

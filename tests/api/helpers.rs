@@ -1,0 +1,163 @@
+use std::io::Write;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use idem::app::AppState;
+use idem::config::Settings;
+use idem::store::Store;
+use reqwest::Response;
+use serde_json::{json, Value};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio::net::TcpListener;
+
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    /// A pool on the test's own database, for looking behind the API.
+    pub db: PgPool,
+    pub options: PgConnectOptions,
+}
+
+fn base_options() -> PgConnectOptions {
+    let url = std::env::var("DATABASE_URL")
+        .expect("DATABASE_URL is not set: run the tests with scripts/test, which starts Postgres");
+    PgConnectOptions::from_str(&url).expect("DATABASE_URL is a Postgres URL")
+}
+
+/// A database of the test's own on the test server.
+pub async fn fresh_database() -> PgConnectOptions {
+    let base = base_options();
+    let name = format!("idem_test_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = PgConnection::connect_with(&base.clone().database("postgres"))
+        .await
+        .expect("connect to the test server");
+    sqlx::query(&format!("create database {name}"))
+        .execute(&mut admin)
+        .await
+        .expect("create the test database");
+    base.database(&name)
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(Settings::default()).await
+}
+
+pub async fn spawn_app_with(settings: Settings) -> TestApp {
+    let options = fresh_database().await;
+    spawn_app_on(options, settings).await
+}
+
+/// Another server on the same database (as a second idem process would be).
+pub async fn spawn_app_on(options: PgConnectOptions, settings: Settings) -> TestApp {
+    let store = Store::connect_with(options.clone(), 10)
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    store.sweep_stages().await.expect("sweep");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = AppState {
+        store: store.clone(),
+        settings: Arc::new(settings),
+    };
+    tokio::spawn(idem::app::serve(listener, state, std::future::pending()));
+    let db = PgPool::connect_with(options.clone()).await.unwrap();
+    TestApp {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+        db,
+        options,
+    }
+}
+
+pub const ORDERS: &str = r#"{"columns": {"order_id": "bigint", "ds": "date", "customer_id": "bigint",
+  "status": "text", "amount": "numeric", "updated_at": "timestamptz", "note": "text"},
+  "partition_by": "ds", "primary_key": ["order_id"], "cursor": "updated_at"}"#;
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn declare(&self, table: &str, declaration: &str) -> Response {
+        self.client
+            .put(self.url(&format!("/tables/{table}")))
+            .header("content-type", "application/json")
+            .body(declaration.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn declare_orders(&self) {
+        let r = self.declare("orders", ORDERS).await;
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+
+    pub async fn put(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> Response {
+        self.client
+            .put(self.url(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn put_ndjson(&self, path: &str, rows: &[Value]) -> Response {
+        self.put(path, "application/x-ndjson", ndjson(rows)).await
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// The partition's rows via the API, sorted by their JSON text.
+    pub async fn rows(&self, table: &str, ds: &str) -> Vec<Value> {
+        let r = self.get(&format!("/partitions/{table}/{ds}")).await;
+        assert_eq!(r.status(), 200, "reading {table}/{ds}");
+        let text = r.text().await.unwrap();
+        let mut rows: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        rows.sort_by_key(|r| r.to_string());
+        rows
+    }
+
+    /// Rows of a table straight from Postgres, behind the API.
+    pub async fn count(&self, table: &str, ds: &str) -> i64 {
+        sqlx::query_scalar(&format!(
+            "select count(*) from idem_data.{table} where ds = '{ds}'"
+        ))
+        .fetch_one(&self.db)
+        .await
+        .unwrap()
+    }
+}
+
+pub fn ndjson(rows: &[Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+pub fn order(id: i64, status: &str, updated_at: &str) -> Value {
+    json!({"order_id": id, "ds": "2026-10-12", "customer_id": 7, "status": status,
+           "amount": "10.50", "updated_at": updated_at, "note": null})
+}
+
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+pub async fn json_body(r: Response) -> Value {
+    let text = r.text().await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}

@@ -1,0 +1,7 @@
+//! Black-box tests: the real server on a random port, over real TCP, each
+//! test against a fresh database on a real Postgres (`DATABASE_URL`, which
+//! `scripts/test` provides).
+
+mod helpers;
+mod partitions;
+mod tables;

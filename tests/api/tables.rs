@@ -1,0 +1,139 @@
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn declaring_the_same_table_twice_is_a_no_op() {
+    let app = spawn_app().await;
+    let first = app.declare("orders", ORDERS).await;
+    assert_eq!(first.status(), 201);
+    let second = app.declare("orders", ORDERS).await;
+    assert_eq!(second.status(), 200);
+    let body = json_body(second).await;
+    assert_eq!(body["changes"], json!([]));
+    assert_eq!(body["primary_key"], json!(["order_id"]));
+    let columns: Vec<&str> = body["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "order_id",
+            "ds",
+            "customer_id",
+            "status",
+            "amount",
+            "updated_at",
+            "note"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_new_nullable_column_is_added_and_a_key_change_is_refused() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let wider = ORDERS.replace(r#""note": "text""#, r#""note": "text", "channel": "text""#);
+    let r = app.declare("orders", &wider).await;
+    assert_eq!(r.status(), 200);
+    let body = json_body(r).await;
+    assert_eq!(body["changes"][0]["change"], "add_column");
+    // The column is really there: a row can carry it.
+    let mut row = order(1, "paid", "2026-10-12T01:00:00Z");
+    row["channel"] = json!("web");
+    let r = app
+        .put_ndjson("/partitions/orders/2026-10-12", &[row])
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
+    let rekeyed = ORDERS.replace(r#"["order_id"]"#, r#"["customer_id"]"#);
+    let r = app.declare("orders", &rekeyed).await;
+    assert_eq!(r.status(), 409);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let body = json_body(r).await;
+    assert_eq!(body["code"], "schema_conflict");
+    assert!(body["detail"].as_str().unwrap().contains("key"));
+
+    let dropped = ORDERS.replace(r#", "note": "text""#, "");
+    assert_eq!(app.declare("orders", &dropped).await.status(), 409);
+}
+
+#[tokio::test]
+async fn invalid_names_and_types_are_refused_before_reaching_sql() {
+    let app = spawn_app().await;
+    let r = app.declare("Orders", ORDERS).await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(json_body(r).await["code"], "invalid_name");
+    let r = app
+        .declare("t", r#"{"columns": {"a\"; drop table x; --": "text"}}"#)
+        .await;
+    assert_eq!(r.status(), 400);
+    let r = app
+        .declare("t", r#"{"columns": {"_load_id": "text"}}"#)
+        .await;
+    assert_eq!(json_body(r).await["code"], "invalid_name");
+    let r = app.declare("t", r#"{"columns": {"a": "money"}}"#).await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(json_body(r).await["code"], "invalid_declaration");
+    let r = app.declare("t", r#"{"columns": "#).await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(app.get("/tables").await.text().await.unwrap(), "[]");
+}
+
+#[tokio::test]
+async fn an_undeclared_table_is_created_with_inferred_types() {
+    let app = spawn_app().await;
+    let body = "{\"id\":1,\"price\":2.5,\"at\":\"2026-10-12T00:00:00Z\",\"tags\":[\"a\"]}\n{\"id\":2,\"price\":3,\"at\":null,\"tags\":null}\n";
+    let r = app
+        .put(
+            "/partitions/events/2026-10-12",
+            "application/x-ndjson",
+            body,
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let table = json_body(app.get("/tables/events").await).await;
+    assert_eq!(table["inferred"], true);
+    let types: Vec<(String, String)> = table["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().into(),
+                c["type"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("id", "bigint"),
+        ("price", "numeric"),
+        ("at", "timestamptz"),
+        ("tags", "jsonb"),
+        ("ds", "date"),
+    ];
+    assert_eq!(types, expected.map(|(a, b)| (a.to_string(), b.to_string())));
+    assert_eq!(table["rows"], 2);
+    assert_eq!(table["partitions"], 1);
+}
+
+#[tokio::test]
+async fn writes_to_undeclared_tables_can_be_refused_by_setting() {
+    let settings = idem::config::Settings {
+        auto_create_tables: false,
+        ..Default::default()
+    };
+    let app = spawn_app_with(settings).await;
+    let r = app
+        .put(
+            "/partitions/events/2026-10-12",
+            "application/x-ndjson",
+            "{\"id\":1}\n",
+        )
+        .await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(json_body(r).await["code"], "table_not_found");
+}
