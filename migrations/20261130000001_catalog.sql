@@ -30,9 +30,10 @@ create table idem.partitions (
     row_count       bigint not null,
     -- order-independent hash of the rows as stored (after duplicates collapsed)
     content_sha256  text not null,
-    -- the same over the rows as received, so an identical re-send is known
-    -- before anything is staged
-    input_sha256    text not null,
+    -- SHA-256 of the body it was built from (with its format and the table
+    -- definition), so that the same body sent again is known before decoding
+    body_sha256     text not null,
+    rows_received   bigint not null,
     load_id         uuid not null,
     published_at    timestamptz not null default now(),
     primary key (table_name, ds)

@@ -1,13 +1,16 @@
 //! The way of one `PUT /partitions/{table}/{ds}`: decode → validate → stage
 //! → publish.
 //!
-//! Decoding runs on a blocking thread and hands COPY text to the async side
-//! in chunks through a small channel, so memory stays bounded whatever the
-//! body's size. When the partition does not exist yet, the chunks go straight
-//! into COPY while the body is still arriving. When it does exist, the body
-//! may well be a re-send of the same content (a retried job), so the chunks
-//! are spooled to a temporary file first: if the rows as received hash equal
-//! to what the live partition was built from, nothing is staged at all.
+//! Decoding runs on a blocking thread and hands binary COPY data to the async
+//! side in chunks through a small channel, so memory stays bounded whatever
+//! the body's size, and COPY runs while the body is still being decoded.
+//!
+//! When the partition exists already, the body may well be a re-send of the
+//! one it was built from (a retried job), so the body is first spooled to a
+//! temporary file while its SHA-256 is taken: if it is the same body (same
+//! bytes, format and table definition), nothing is decoded or staged. Bodies
+//! that differ in bytes but hold the same rows are found out at publish time,
+//! by the order-independent content hash, and change nothing either.
 
 use std::io::{self, BufReader};
 use std::ops::ControlFlow;
@@ -15,24 +18,26 @@ use std::ops::ControlFlow;
 use bytes::Bytes;
 use chrono::{NaiveDate, Utc};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::io::{ReaderStream, SyncIoBridge};
+use tokio_util::io::SyncIoBridge;
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::http::body::{classify_read_error, BodySource};
+use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
 use crate::ingest::formats::ReadError;
 use crate::ingest::infer::infer_table;
 use crate::ingest::{
-    read_records, ContentHash, ErrorLog, RawRecord, RecordSink, RowEncoder, RowError,
+    read_records, BodyFormat, ContentHash, ErrorLog, RawRecord, RecordSink, RowEncoder, RowError,
 };
 use crate::schema::{TableDef, DEFAULT_PARTITION_COLUMN};
 use crate::store::catalog::Declared;
 use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::publish::{publish, Conditions, Published};
+use crate::store::publish::{publish, BodyFacts, Conditions, Current, Published};
 use crate::store::stage::{self, StageError, Staged};
 
 /// COPY text is handed over in chunks of about this size.
@@ -70,7 +75,10 @@ pub struct PutPartition {
 /// What the decoder saw of the whole body.
 struct Decoded {
     rows_received: u64,
+    /// The content hash of the rows as received (before duplicates collapse).
     input_hash: ContentHash,
+    /// SHA-256 of the body (see `body_hash_prefix`).
+    body_sha256: String,
     errors: ErrorLog,
     read_error: Option<ReadError>,
 }
@@ -110,9 +118,24 @@ pub async fn put_partition(state: AppState, req: PutPartition) -> ApiResult<Rece
         None => return Err(ApiError::TableNotFound(table)),
     };
 
-    let (chunks_tx, chunks_rx) = mpsc::channel::<io::Result<Bytes>>(CHUNKS_IN_FLIGHT);
-    let bridge = SyncIoBridge::new(reader);
     let format = body.format;
+    let body_hash = body_hash_prefix(format, &def);
+    let source: Box<dyn AsyncRead + Send + Unpin> = match &live {
+        None => reader,
+        Some(live) => {
+            let (spooled, body_sha256) = spool_body(reader, body_hash.clone(), &state).await?;
+            if body_sha256 == live.body_sha256 {
+                return same_body(&state, load_id, &def.name, ds, live, started_at).await;
+            }
+            Box::new(spooled)
+        }
+    };
+
+    let (chunks_tx, chunks_rx) = mpsc::channel::<io::Result<Bytes>>(CHUNKS_IN_FLIGHT);
+    let bridge = HashingReader {
+        inner: SyncIoBridge::new(source),
+        hash: body_hash,
+    };
     let decode_def = def.clone();
     let decoder = tokio::task::spawn_blocking(move || {
         decode(
@@ -129,65 +152,22 @@ pub async fn put_partition(state: AppState, req: PutPartition) -> ApiResult<Rece
     let stage_name = stage::staging_name(load_id);
     stage::claim(&mut conn, &stage_name).await?;
     let result = async {
-        let staged = match &live {
-            None => {
-                // Nothing to compare with: COPY while the body arrives.
-                let staged = stage::stage_rows(
-                    &mut conn,
-                    &def,
-                    ds,
-                    &stage_name,
-                    ReceiverStream::new(chunks_rx),
-                )
-                .await;
-                let decoded = join_decoder(decoder).await?;
-                check_decoded(&decoded)?;
-                (staged_or_error(staged)?, decoded)
-            }
-            Some(live) => {
-                let (spool, decoded) = spool(chunks_rx, decoder, &state).await?;
-                check_decoded(&decoded)?;
-                let input_sha256 = decoded.input_hash.hex();
-                if input_sha256 == live.input_sha256 {
-                    return Ok(Outcome::SameInput {
-                        decoded,
-                        live: live.clone(),
-                    });
-                }
-                let rows = ReaderStream::with_capacity(spool, CHUNK_BYTES);
-                let staged = stage::stage_rows(&mut conn, &def, ds, &stage_name, rows).await;
-                (staged_or_error(staged)?, decoded)
-            }
-        };
-        Ok(Outcome::Staged {
-            staged: staged.0,
-            decoded: staged.1,
-        })
+        let staged = stage::stage_rows(
+            &mut conn,
+            &def,
+            ds,
+            &stage_name,
+            ReceiverStream::new(chunks_rx),
+        )
+        .await;
+        let decoded = join_decoder(decoder).await?;
+        check_decoded(&decoded)?;
+        Ok::<_, ApiError>((staged_or_error(staged)?, decoded))
     }
     .await;
 
     let receipt = match result {
-        Ok(Outcome::SameInput { decoded, live }) => {
-            let row_count = live.row_count as u64;
-            let receipt = Receipt {
-                load_id,
-                table: def.name.clone(),
-                ds,
-                mode: "replace",
-                rows_received: decoded.rows_received,
-                rows_written: 0,
-                duplicates: decoded.rows_received.saturating_sub(row_count),
-                rejected: 0,
-                row_count,
-                content_sha256: live.content_sha256.clone(),
-                changed: false,
-                replayed: false,
-            };
-            let entry = ledger_entry(&receipt, LoadStatus::Unchanged, started_at);
-            let recorded = crate::store::ledger::record_load(&mut conn, &entry).await;
-            recorded.map(|_| receipt).map_err(ApiError::from)
-        }
-        Ok(Outcome::Staged { staged, decoded }) => {
+        Ok((staged, decoded)) => {
             let mut content = decoded.input_hash;
             for dropped in &staged.dropped_row_hashes {
                 content.remove(dropped);
@@ -206,14 +186,17 @@ pub async fn put_partition(state: AppState, req: PutPartition) -> ApiResult<Rece
                 changed: true,
                 replayed: false,
             };
-            let input_sha256 = decoded.input_hash.hex();
             let mut entry = ledger_entry(&receipt, LoadStatus::Published, started_at);
+            let body = BodyFacts {
+                sha256: &decoded.body_sha256,
+                rows_received: decoded.rows_received,
+            };
             match publish(
                 &mut conn,
                 &def,
                 ds,
                 &stage_name,
-                &input_sha256,
+                body,
                 &conditions,
                 &mut entry,
             )
@@ -242,17 +225,6 @@ pub async fn put_partition(state: AppState, req: PutPartition) -> ApiResult<Rece
         record_refusal(&state, load_id, &def.name, ds, started_at, e).await;
     }
     receipt
-}
-
-enum Outcome {
-    SameInput {
-        decoded: Decoded,
-        live: crate::store::publish::Current,
-    },
-    Staged {
-        staged: Staged,
-        decoded: Decoded,
-    },
 }
 
 fn ledger_entry<'a>(
@@ -352,13 +324,57 @@ fn staged_or_error(staged: Result<Staged, StageError>) -> ApiResult<Staged> {
     }
 }
 
-/// Writes the chunks to an unnamed temporary file (gone when closed) and
-/// returns it rewound, with the decoder's verdict.
-async fn spool(
-    mut chunks: mpsc::Receiver<io::Result<Bytes>>,
-    decoder: tokio::task::JoinHandle<Decoded>,
+/// The body hash covers what the bytes mean too: their format and the
+/// table definition they are read against.
+fn body_hash_prefix(format: BodyFormat, def: &TableDef) -> Sha256 {
+    let mut hash = Sha256::new();
+    hash.update(b"idem-body-v1\0");
+    hash.update(format!("{format:?}\0").as_bytes());
+    hash.update(serde_json::to_vec(def).expect("a definition serializes"));
+    hash.update(b"\0");
+    hash
+}
+
+/// A body that is the very one the live partition was built from: nothing
+/// to do but say so.
+async fn same_body(
     state: &AppState,
-) -> ApiResult<(tokio::fs::File, Decoded)> {
+    load_id: Uuid,
+    table: &str,
+    ds: NaiveDate,
+    live: &Current,
+    started_at: chrono::DateTime<Utc>,
+) -> ApiResult<Receipt> {
+    let row_count = live.row_count as u64;
+    let rows_received = live.rows_received as u64;
+    let receipt = Receipt {
+        load_id,
+        table: table.to_string(),
+        ds,
+        mode: "replace",
+        rows_received,
+        rows_written: 0,
+        duplicates: rows_received.saturating_sub(row_count),
+        rejected: 0,
+        row_count,
+        content_sha256: live.content_sha256.clone(),
+        changed: false,
+        replayed: false,
+    };
+    state
+        .store
+        .record_load(&ledger_entry(&receipt, LoadStatus::Unchanged, started_at))
+        .await?;
+    Ok(receipt)
+}
+
+/// Copies the body to an unnamed temporary file (gone when closed), taking
+/// its SHA-256 on the way, and returns the file rewound.
+async fn spool_body(
+    mut body: Box<dyn AsyncRead + Send + Unpin>,
+    mut hash: Sha256,
+    state: &AppState,
+) -> ApiResult<(tokio::fs::File, String)> {
     let file = match &state.settings.spool_dir {
         Some(dir) => tempfile::tempfile_in(dir),
         None => tempfile::tempfile(),
@@ -366,35 +382,47 @@ async fn spool(
     .map_err(|e| ApiError::Internal(anyhow::anyhow!("cannot create a spool file: {e}")))?;
     let mut file = tokio::fs::File::from_std(file);
     let spool_error = |e: io::Error| ApiError::Internal(anyhow::anyhow!("spool file: {e}"));
-    let mut source_failed = false;
-    while let Some(chunk) = chunks.recv().await {
-        match chunk {
-            Ok(bytes) => file.write_all(&bytes).await.map_err(spool_error)?,
-            Err(_) => source_failed = true,
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    loop {
+        let n = body
+            .read(&mut buf)
+            .await
+            .map_err(|e| classify_read_error(&e))?;
+        if n == 0 {
+            break;
         }
-    }
-    let decoded = join_decoder(decoder).await?;
-    check_decoded(&decoded)?;
-    if source_failed {
-        return Err(ApiError::Internal(anyhow::anyhow!(
-            "the decoder failed without saying why"
-        )));
+        hash.update(&buf[..n]);
+        file.write_all(&buf[..n]).await.map_err(spool_error)?;
     }
     file.flush().await.map_err(spool_error)?;
     file.rewind().await.map_err(spool_error)?;
-    Ok((file, decoded))
+    Ok((file, hex::encode(hash.finalize())))
+}
+
+/// Takes the SHA-256 of everything read through it.
+struct HashingReader<R> {
+    inner: R,
+    hash: Sha256,
+}
+
+impl<R: io::Read> io::Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// The blocking half: reads every record, encodes the good ones into COPY
 /// text chunks, counts and lists the bad ones. Once a row is bad nothing
 /// more is sent (the load will be refused), but reading goes on so the
 /// answer can list every bad row.
-fn decode(
+fn decode<R: io::Read>(
     def: &TableDef,
     ds: NaiveDate,
     load_id: Uuid,
-    format: crate::ingest::BodyFormat,
-    reader: impl io::BufRead,
+    format: BodyFormat,
+    mut reader: BufReader<HashingReader<R>>,
     chunks: mpsc::Sender<io::Result<Bytes>>,
 ) -> Decoded {
     struct Encoding<'d> {
@@ -471,13 +499,13 @@ fn decode(
         chunks,
         receiver_gone: false,
     };
-    let read_error = read_records(format, reader, &mut sink).err();
+    sink.out.extend_from_slice(COPY_BINARY_HEADER);
+    let read_error = read_records(format, &mut reader, &mut sink).err();
     if read_error.is_none() && sink.errors.is_empty() && !sink.receiver_gone {
-        if !sink.out.is_empty() {
-            let _ = sink
-                .chunks
-                .blocking_send(Ok(Bytes::from(std::mem::take(&mut sink.out))));
-        }
+        sink.out.extend_from_slice(COPY_BINARY_TRAILER);
+        let _ = sink
+            .chunks
+            .blocking_send(Ok(Bytes::from(std::mem::take(&mut sink.out))));
     } else {
         // Makes the COPY abort instead of committing a partial stage.
         let _ = sink
@@ -487,6 +515,7 @@ fn decode(
     Decoded {
         rows_received: sink.rows_received,
         input_hash: sink.input_hash,
+        body_sha256: hex::encode(reader.into_inner().hash.finalize()),
         errors: sink.errors,
         read_error,
     }

@@ -1,30 +1,38 @@
 //! One value checked against its column type, and its two encodings: the
-//! canonical one (hashed; equal values encode equally) and Postgres's COPY text.
+//! canonical one (hashed; equal values encode equally) and Postgres's binary
+//! COPY format (which the server reads without parsing text).
 
 use std::borrow::Cow;
 use std::io::Write;
 
-use chrono::{DateTime, DurationRound, NaiveDate, NaiveDateTime, TimeDelta, Utc};
+use chrono::{
+    DateTime, Datelike, DurationRound, NaiveDate, NaiveDateTime, TimeDelta, Timelike, Utc,
+};
 use uuid::Uuid;
 
 use super::RawField;
 use crate::schema::ColumnType;
 
+/// A checked value. Text borrows from the body where it can.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Cell {
+pub enum Cell<'a> {
     Null,
-    Text(String),
-    /// An integer, numeric or float in its normalized decimal text.
-    Number(String),
+    Text(Cow<'a, str>),
+    Int(i64),
+    Float(f64),
+    /// A validated decimal literal, as written less a leading `+`
+    /// (numeric keeps the scale it was given, so the text is the value).
+    Numeric(Cow<'a, str>),
     Bool(bool),
     Date(NaiveDate),
-    Timestamp(DateTime<Utc>),
+    /// Microseconds since the Unix epoch, UTC.
+    Timestamp(i64),
     /// Compact JSON with object keys sorted.
     Json(String),
     Uuid(Uuid),
 }
 
-/// The kinds of JSON scalar a raw value can be, judged by its first byte.
+/// The kinds of JSON value a raw value can be, judged by its first byte.
 enum Json<'a> {
     Null,
     Bool(bool),
@@ -65,8 +73,10 @@ fn expected(ty: ColumnType, got: &str) -> String {
     format!("expected {}, got {}", ty.sql_name(), snippet(got))
 }
 
+const NUL_REFUSED: &str = "contains a NUL character (\\u0000), which Postgres cannot store";
+
 /// Checks one raw value against `ty`.
-pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell, String> {
+pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String> {
     match raw {
         RawField::Text(None) => Ok(Cell::Null),
         RawField::Text(Some(text)) => parse_text(ty, text),
@@ -74,15 +84,19 @@ pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell, String> {
             let raw = raw.get();
             match classify(raw)? {
                 Json::Null => Ok(Cell::Null),
-                Json::Str(s) => parse_text(ty, &s),
+                Json::Str(Cow::Borrowed(s)) => parse_text(ty, s),
+                Json::Str(Cow::Owned(s)) => match ty {
+                    ColumnType::Text => text_cell(Cow::Owned(s)),
+                    _ => parse_text(ty, &s).map(Cell::into_owned),
+                },
                 Json::Bool(b) => match ty {
                     ColumnType::Boolean => Ok(Cell::Bool(b)),
-                    ColumnType::Text => Ok(Cell::Text(raw.to_string())),
+                    ColumnType::Text => Ok(Cell::Text(Cow::Borrowed(raw))),
                     ColumnType::Jsonb => Ok(Cell::Json(raw.to_string())),
                     _ => Err(expected(ty, raw)),
                 },
                 Json::Number(n) => match ty {
-                    ColumnType::Text => Ok(Cell::Text(n.to_string())),
+                    ColumnType::Text => Ok(Cell::Text(Cow::Borrowed(n))),
                     ColumnType::Boolean => Err(expected(ty, n)),
                     ColumnType::Jsonb => canonical_json(n),
                     _ => parse_text(ty, n),
@@ -96,22 +110,36 @@ pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell, String> {
     }
 }
 
-fn canonical_json(text: &str) -> Result<Cell, String> {
+fn text_cell(text: Cow<'_, str>) -> Result<Cell<'_>, String> {
+    if text.contains('\0') {
+        return Err(NUL_REFUSED.into());
+    }
+    Ok(Cell::Text(text))
+}
+
+fn canonical_json(text: &str) -> Result<Cell<'static>, String> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
     // serde_json's map is ordered by key, so equal documents print equally.
-    Ok(Cell::Json(value.to_string()))
+    let canonical = value.to_string();
+    if canonical.contains("\\u0000") {
+        return Err(NUL_REFUSED.into());
+    }
+    Ok(Cell::Json(canonical))
 }
 
 /// Parses text (a CSV field, or a JSON string) as `ty`.
-pub fn parse_text(ty: ColumnType, text: &str) -> Result<Cell, String> {
+pub fn parse_text(ty: ColumnType, text: &str) -> Result<Cell<'_>, String> {
     let t = text.trim();
     let bad = || expected(ty, text);
     match ty {
-        ColumnType::Text => Ok(Cell::Text(text.to_string())),
-        ColumnType::Bigint => parse_int(t, i64::MIN, i64::MAX).ok_or_else(bad),
-        ColumnType::Integer => parse_int(t, i32::MIN as i64, i32::MAX as i64).ok_or_else(bad),
-        ColumnType::DoublePrecision => parse_float(t).ok_or_else(bad),
+        ColumnType::Text => text_cell(Cow::Borrowed(text)),
+        ColumnType::Bigint => t.parse::<i64>().map(Cell::Int).map_err(|_| bad()),
+        ColumnType::Integer => t
+            .parse::<i32>()
+            .map(|v| Cell::Int(v.into()))
+            .map_err(|_| bad()),
+        ColumnType::DoublePrecision => parse_float(t).map(Cell::Float).ok_or_else(bad),
         ColumnType::Numeric => parse_numeric(t).ok_or_else(bad),
         ColumnType::Boolean => match t.to_ascii_lowercase().as_str() {
             "true" | "t" | "1" | "yes" | "y" => Ok(Cell::Bool(true)),
@@ -125,62 +153,70 @@ pub fn parse_text(ty: ColumnType, text: &str) -> Result<Cell, String> {
     }
 }
 
-fn parse_int(t: &str, min: i64, max: i64) -> Option<Cell> {
-    let v: i64 = t.parse().ok()?;
-    (min..=max)
-        .contains(&v)
-        .then(|| Cell::Number(v.to_string()))
-}
-
-fn parse_float(t: &str) -> Option<Cell> {
-    let text = match t.to_ascii_lowercase().as_str() {
-        "nan" => "NaN".to_string(),
-        "infinity" | "inf" | "+infinity" => "Infinity".to_string(),
-        "-infinity" | "-inf" => "-Infinity".to_string(),
-        _ => {
-            if !t
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
-            {
-                return None;
-            }
-            let v: f64 = t.parse().ok()?;
-            if !v.is_finite() {
-                return None;
-            }
-            // Rust prints the shortest text that reads back to the same f64.
-            v.to_string()
+fn parse_float(t: &str) -> Option<f64> {
+    match t.to_ascii_lowercase().as_str() {
+        "nan" => Some(f64::NAN),
+        "infinity" | "inf" | "+infinity" => Some(f64::INFINITY),
+        "-infinity" | "-inf" => Some(f64::NEG_INFINITY),
+        _ if t
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) =>
+        {
+            t.parse::<f64>().ok().filter(|v| v.is_finite())
         }
-    };
-    Some(Cell::Number(text))
+        _ => None,
+    }
 }
 
-/// A decimal literal `[+-]digits[.digits][e[+-]digits]`; kept as written
-/// (scale included, as numeric keeps it), less a leading `+`.
-fn parse_numeric(t: &str) -> Option<Cell> {
+/// A decimal literal `[+-]digits[.digits][e[+-]digits]`, or NaN.
+fn parse_numeric(t: &str) -> Option<Cell<'_>> {
     if t.eq_ignore_ascii_case("nan") {
-        return Some(Cell::Number("NaN".into()));
+        return Some(Cell::Numeric(Cow::Borrowed("NaN")));
     }
-    let body = t.strip_prefix(['+', '-']).unwrap_or(t);
-    let (mantissa, exponent) = match body.find(['e', 'E']) {
-        Some(i) => (&body[..i], Some(&body[i + 1..])),
-        None => (body, None),
-    };
-    let (int, frac) = match mantissa.split_once('.') {
-        Some((i, f)) => (i, f),
-        None => (mantissa, ""),
-    };
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
-        return None;
-    }
-    if let Some(e) = exponent {
-        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
-        if e.is_empty() || !digits(e) || e.len() > 4 {
+    DecimalParts::parse(t)?;
+    Some(Cell::Numeric(Cow::Borrowed(
+        t.strip_prefix('+').unwrap_or(t),
+    )))
+}
+
+/// The pieces of a decimal literal.
+struct DecimalParts<'a> {
+    negative: bool,
+    int: &'a str,
+    frac: &'a str,
+    exponent: i32,
+}
+
+impl<'a> DecimalParts<'a> {
+    fn parse(t: &'a str) -> Option<Self> {
+        let negative = t.starts_with('-');
+        let body = t.strip_prefix(['+', '-']).unwrap_or(t);
+        let (mantissa, exponent) = match body.find(['e', 'E']) {
+            Some(i) => (&body[..i], Some(&body[i + 1..])),
+            None => (body, None),
+        };
+        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
             return None;
         }
+        let exponent = match exponent {
+            None => 0,
+            Some(e) => {
+                let magnitude = e.strip_prefix(['+', '-']).unwrap_or(e);
+                if magnitude.is_empty() || magnitude.len() > 4 || !digits(magnitude) {
+                    return None;
+                }
+                e.parse().ok()?
+            }
+        };
+        Some(DecimalParts {
+            negative,
+            int,
+            frac,
+            exponent,
+        })
     }
-    Some(Cell::Number(t.strip_prefix('+').unwrap_or(t).to_string()))
 }
 
 fn parse_date(t: &str) -> Option<NaiveDate> {
@@ -190,53 +226,129 @@ fn parse_date(t: &str) -> Option<NaiveDate> {
     NaiveDate::parse_from_str(t, "%Y-%m-%d").ok()
 }
 
-/// RFC 3339 (`T` or space between date and time); without an offset the
-/// time is taken as UTC. Rounded to microseconds, Postgres's precision, so
-/// the canonical form is what reads back.
-pub fn parse_timestamp(t: &str) -> Option<DateTime<Utc>> {
+/// RFC 3339 (`T` or space between date and time; `Z`, `+hh:mm`, `+hh`);
+/// without an offset the time is taken as UTC. Rounded to microseconds,
+/// Postgres's precision, so the canonical form is what reads back.
+pub fn parse_timestamp(t: &str) -> Option<i64> {
     let ts = DateTime::parse_from_rfc3339(t)
-        .map(|d| d.with_timezone(&Utc))
-        .or_else(|_| {
-            let spaced = t.replacen(' ', "T", 1);
-            DateTime::parse_from_rfc3339(&spaced).map(|d| d.with_timezone(&Utc))
-        })
-        .or_else(|_| {
-            // Postgres's own output: `2026-10-12 01:00:00+00`.
+        .ok()
+        .or_else(|| {
+            // Postgres's own output (`2026-10-12 01:00:00+00`) and kin.
             ["%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M:%S%.f%#z"]
                 .iter()
                 .find_map(|f| DateTime::parse_from_str(t, f).ok())
-                .map(|d| d.with_timezone(&Utc))
-                .ok_or(())
         })
-        .or_else(|_| {
+        .map(|d| d.with_timezone(&Utc))
+        .or_else(|| {
             ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
                 .iter()
                 .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
                 .map(|n| n.and_utc())
-                .ok_or(())
-        })
-        .ok()?;
-    ts.duration_round(TimeDelta::microseconds(1)).ok()
+        })?;
+    Some(
+        ts.duration_round(TimeDelta::microseconds(1))
+            .ok()?
+            .timestamp_micros(),
+    )
 }
 
-fn write_timestamp(out: &mut Vec<u8>, ts: &DateTime<Utc>) {
-    let _ = write!(out, "{}", ts.format("%Y-%m-%dT%H:%M:%S%.6fZ"));
+fn push_2(out: &mut Vec<u8>, v: u32) {
+    out.push(b'0' + (v / 10) as u8);
+    out.push(b'0' + (v % 10) as u8);
 }
 
-impl Cell {
+fn write_date(out: &mut Vec<u8>, d: NaiveDate) {
+    let year = d.year();
+    if (0..=9999).contains(&year) {
+        push_2(out, year as u32 / 100);
+        push_2(out, year as u32 % 100);
+    } else {
+        let _ = write!(out, "{year}");
+    }
+    out.push(b'-');
+    push_2(out, d.month());
+    out.push(b'-');
+    push_2(out, d.day());
+}
+
+/// `2026-10-12T01:02:03.000000Z`, written by hand: this runs for every
+/// timestamp of every row, and chrono's formatter is slow.
+fn write_timestamp(out: &mut Vec<u8>, micros: i64) {
+    let Some(ts) = DateTime::from_timestamp_micros(micros) else {
+        let _ = write!(out, "{micros}");
+        return;
+    };
+    write_date(out, ts.date_naive());
+    out.push(b'T');
+    push_2(out, ts.hour());
+    out.push(b':');
+    push_2(out, ts.minute());
+    out.push(b':');
+    push_2(out, ts.second());
+    let _ = write!(out, ".{:06}Z", micros.rem_euclid(1_000_000));
+}
+
+/// Days from 0001-01-01 to 2000-01-01, Postgres's date epoch.
+const PG_EPOCH_DAYS_FROM_CE: i32 = 730_120;
+/// Microseconds from the Unix epoch to 2000-01-01, Postgres's timestamp epoch.
+const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
+
+impl Cell<'_> {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Cell::Null)
+    }
+
+    pub fn into_owned(self) -> Cell<'static> {
+        match self {
+            Cell::Text(t) => Cell::Text(Cow::Owned(t.into_owned())),
+            Cell::Numeric(n) => Cell::Numeric(Cow::Owned(n.into_owned())),
+            Cell::Null => Cell::Null,
+            Cell::Int(v) => Cell::Int(v),
+            Cell::Float(v) => Cell::Float(v),
+            Cell::Bool(v) => Cell::Bool(v),
+            Cell::Date(v) => Cell::Date(v),
+            Cell::Timestamp(v) => Cell::Timestamp(v),
+            Cell::Json(v) => Cell::Json(v),
+            Cell::Uuid(v) => Cell::Uuid(v),
+        }
+    }
+
     /// The canonical encoding: one JSON value.
     pub fn write_canonical(&self, out: &mut Vec<u8>) {
         match self {
             Cell::Null => out.extend_from_slice(b"null"),
-            Cell::Text(s) => serde_json::to_writer(&mut *out, s).expect("writing to a Vec"),
-            Cell::Number(n) => out.extend_from_slice(n.as_bytes()),
+            Cell::Text(s) => {
+                serde_json::to_writer(&mut *out, s.as_ref()).expect("writing to a Vec")
+            }
+            Cell::Int(v) => {
+                let _ = write!(out, "{v}");
+            }
+            Cell::Float(v) if v.is_finite() => {
+                let _ = write!(out, "{v}");
+            }
+            Cell::Float(v) => {
+                let _ = write!(
+                    out,
+                    "\"{}\"",
+                    if v.is_nan() {
+                        "NaN"
+                    } else if *v > 0.0 {
+                        "Infinity"
+                    } else {
+                        "-Infinity"
+                    }
+                );
+            }
+            Cell::Numeric(n) => out.extend_from_slice(n.as_bytes()),
             Cell::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
             Cell::Date(d) => {
-                let _ = write!(out, "\"{}\"", d.format("%Y-%m-%d"));
-            }
-            Cell::Timestamp(ts) => {
                 out.push(b'"');
-                write_timestamp(out, ts);
+                write_date(out, *d);
+                out.push(b'"');
+            }
+            Cell::Timestamp(micros) => {
+                out.push(b'"');
+                write_timestamp(out, *micros);
                 out.push(b'"');
             }
             Cell::Json(j) => out.extend_from_slice(j.as_bytes()),
@@ -246,40 +358,97 @@ impl Cell {
         }
     }
 
-    /// Postgres COPY text format: `\N` for NULL, backslash escapes.
-    pub fn write_copy(&self, out: &mut Vec<u8>) {
+    /// One field of a binary COPY tuple: its length, then its bytes.
+    pub fn write_binary(&self, ty: ColumnType, out: &mut Vec<u8>) {
         match self {
-            Cell::Null => out.extend_from_slice(b"\\N"),
-            Cell::Text(s) | Cell::Json(s) => write_copy_escaped(out, s),
-            Cell::Number(n) => out.extend_from_slice(n.as_bytes()),
-            Cell::Bool(b) => out.push(if *b { b't' } else { b'f' }),
-            Cell::Date(d) => {
-                let _ = write!(out, "{}", d.format("%Y-%m-%d"));
+            Cell::Null => out.extend_from_slice(&(-1i32).to_be_bytes()),
+            Cell::Text(s) => write_field(out, s.as_bytes()),
+            Cell::Int(v) if ty == ColumnType::Integer => {
+                write_field(out, &(*v as i32).to_be_bytes())
             }
-            Cell::Timestamp(ts) => write_timestamp(out, ts),
-            Cell::Uuid(u) => {
-                let _ = write!(out, "{}", u.hyphenated());
+            Cell::Int(v) if ty == ColumnType::Numeric => write_numeric(out, &v.to_string()),
+            Cell::Int(v) => write_field(out, &v.to_be_bytes()),
+            Cell::Float(v) => write_field(out, &v.to_be_bytes()),
+            Cell::Numeric(n) => write_numeric(out, n),
+            Cell::Bool(b) => write_field(out, &[*b as u8]),
+            Cell::Date(d) => write_field(
+                out,
+                &(d.num_days_from_ce() - PG_EPOCH_DAYS_FROM_CE).to_be_bytes(),
+            ),
+            Cell::Timestamp(micros) => {
+                write_field(out, &(micros - PG_EPOCH_UNIX_MICROS).to_be_bytes())
             }
+            Cell::Json(j) => {
+                // jsonb's binary form: a version byte, then the text.
+                out.extend_from_slice(&(j.len() as i32 + 1).to_be_bytes());
+                out.push(1);
+                out.extend_from_slice(j.as_bytes());
+            }
+            Cell::Uuid(u) => write_field(out, u.as_bytes()),
         }
     }
 }
 
-pub fn write_copy_escaped(out: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escaped: &[u8] = match b {
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        out.extend_from_slice(escaped);
-        start = i + 1;
+pub fn write_field(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Postgres's binary numeric: base-10000 digits with a weight (the power of
+/// 10000 of the first digit), a sign and the display scale.
+fn write_numeric(out: &mut Vec<u8>, text: &str) {
+    const POSITIVE: u16 = 0x0000;
+    const NEGATIVE: u16 = 0x4000;
+    const NAN: u16 = 0xC000;
+    let header = |out: &mut Vec<u8>, ndigits: usize, weight: i32, sign: u16, dscale: i32| {
+        out.extend_from_slice(&((8 + 2 * ndigits) as i32).to_be_bytes());
+        out.extend_from_slice(&(ndigits as i16).to_be_bytes());
+        out.extend_from_slice(&(weight as i16).to_be_bytes());
+        out.extend_from_slice(&sign.to_be_bytes());
+        out.extend_from_slice(&(dscale as i16).to_be_bytes());
+    };
+    let Some(parts) = DecimalParts::parse(text) else {
+        return header(out, 0, 0, NAN, 0);
+    };
+    let dscale = (parts.frac.len() as i32 - parts.exponent).max(0);
+    // All significant digits, and how many of them stand before the point.
+    let digits: Vec<u8> = parts
+        .int
+        .bytes()
+        .chain(parts.frac.bytes())
+        .map(|b| b - b'0')
+        .collect();
+    let mut point = parts.int.len() as i32 + parts.exponent;
+    let leading = digits.iter().take_while(|&&d| d == 0).count();
+    point -= leading as i32;
+    let digits = &digits[leading..];
+    let trailing = digits.iter().rev().take_while(|&&d| d == 0).count();
+    let digits = &digits[..digits.len() - trailing];
+    if digits.is_empty() {
+        return header(out, 0, 0, POSITIVE, dscale);
     }
-    out.extend_from_slice(&bytes[start..]);
+    // The first digit's power of ten is point - 1; groups of four are
+    // aligned on powers that are multiples of four.
+    let first_power = point - 1;
+    let weight = first_power.div_euclid(4);
+    let pad = (3 - first_power.rem_euclid(4)) as usize;
+    let mut padded = vec![0u8; pad];
+    padded.extend_from_slice(digits);
+    while padded.len() % 4 != 0 {
+        padded.push(0);
+    }
+    let groups = padded.len() / 4;
+    header(
+        out,
+        groups,
+        weight,
+        if parts.negative { NEGATIVE } else { POSITIVE },
+        dscale,
+    );
+    for g in padded.chunks(4) {
+        let v = g[0] as i16 * 1000 + g[1] as i16 * 100 + g[2] as i16 * 10 + g[3] as i16;
+        out.extend_from_slice(&v.to_be_bytes());
+    }
 }
 
 #[cfg(test)]
@@ -287,31 +456,34 @@ mod tests {
     use super::*;
     use serde_json::value::RawValue;
 
-    fn json(ty: ColumnType, raw: &str) -> Result<Cell, String> {
+    fn json(ty: ColumnType, raw: &str) -> Result<Cell<'static>, String> {
         let raw: Box<RawValue> = serde_json::from_str(raw).unwrap();
-        parse_cell(ty, RawField::Json(&raw))
+        parse_cell(ty, RawField::Json(&raw)).map(Cell::into_owned)
+    }
+
+    fn canonical(cell: &Cell) -> String {
+        let mut out = Vec::new();
+        cell.write_canonical(&mut out);
+        String::from_utf8(out).unwrap()
     }
 
     #[test]
     fn numbers_keep_their_exact_text() {
         assert_eq!(
-            json(ColumnType::Numeric, "1234.50"),
-            Ok(Cell::Number("1234.50".into()))
+            canonical(&json(ColumnType::Numeric, "1234.50").unwrap()),
+            "1234.50"
         );
         assert_eq!(
-            json(ColumnType::Numeric, "\"+7\""),
-            Ok(Cell::Number("7".into()))
+            canonical(&json(ColumnType::Numeric, "\"+7\"").unwrap()),
+            "7"
         );
         assert!(json(ColumnType::Numeric, "\"1.2.3\"").is_err());
-        assert_eq!(
-            json(ColumnType::Bigint, "42"),
-            Ok(Cell::Number("42".into()))
-        );
+        assert_eq!(json(ColumnType::Bigint, "42"), Ok(Cell::Int(42)));
         assert!(json(ColumnType::Bigint, "4.2").is_err());
         assert!(json(ColumnType::Integer, "3000000000").is_err());
         assert_eq!(
-            json(ColumnType::DoublePrecision, "0.1"),
-            Ok(Cell::Number("0.1".into()))
+            canonical(&json(ColumnType::DoublePrecision, "0.1").unwrap()),
+            "0.1"
         );
     }
 
@@ -322,9 +494,9 @@ mod tests {
         let c = json(ColumnType::Timestamptz, "\"2026-10-12 01:00:00+01\"").unwrap();
         assert_eq!(a, b);
         assert_eq!(a, c);
-        let mut out = Vec::new();
-        a.write_canonical(&mut out);
-        assert_eq!(out, b"\"2026-10-12T00:00:00.000000Z\"");
+        assert_eq!(canonical(&a), "\"2026-10-12T00:00:00.000000Z\"");
+        let d = json(ColumnType::Timestamptz, "\"1969-12-31T23:59:59.5Z\"").unwrap();
+        assert_eq!(canonical(&d), "\"1969-12-31T23:59:59.500000Z\"");
     }
 
     #[test]
@@ -341,12 +513,31 @@ mod tests {
         assert!(err.contains("bigint") && err.contains("abc"), "{err}");
         assert!(json(ColumnType::Date, "\"2026-13-01\"").is_err());
         assert!(json(ColumnType::Boolean, "1").is_err());
+        assert!(json(ColumnType::Text, "\"a\\u0000b\"").is_err());
+    }
+
+    fn numeric_binary(text: &str) -> Vec<i16> {
+        let mut out = Vec::new();
+        write_numeric(&mut out, text);
+        assert_eq!(
+            i32::from_be_bytes(out[..4].try_into().unwrap()) as usize,
+            out.len() - 4
+        );
+        out[4..]
+            .chunks(2)
+            .map(|c| i16::from_be_bytes([c[0], c[1]]))
+            .collect()
     }
 
     #[test]
-    fn copy_text_escapes_control_characters() {
-        let mut out = Vec::new();
-        Cell::Text("a\tb\\c\nd".into()).write_copy(&mut out);
-        assert_eq!(out, b"a\\tb\\\\c\\nd");
+    fn numeric_binary_matches_postgres_layout() {
+        // [ndigits, weight, sign, dscale, digits...]
+        assert_eq!(numeric_binary("1234.50"), [2, 0, 0, 2, 1234, 5000]);
+        assert_eq!(numeric_binary("-12345.6"), [3, 1, 0x4000, 1, 1, 2345, 6000]);
+        assert_eq!(numeric_binary("0.0015"), [1, -1, 0, 4, 15]);
+        assert_eq!(numeric_binary("1e3"), [1, 0, 0, 0, 1000]);
+        assert_eq!(numeric_binary("10000"), [1, 1, 0, 0, 1]);
+        assert_eq!(numeric_binary("0.00"), [0, 0, 0, 2]);
+        assert_eq!(numeric_binary("NaN"), [0, 0, 0xC000u16 as i16, 0]);
     }
 }

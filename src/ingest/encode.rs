@@ -4,7 +4,7 @@
 use chrono::NaiveDate;
 use sha2::{Digest, Sha256};
 
-use super::cell::{parse_cell, Cell};
+use super::cell::{parse_cell, write_field, Cell};
 use super::{ErrorLog, RawRecord, RowError};
 use crate::schema::TableDef;
 
@@ -21,17 +21,21 @@ pub struct EncodedRow {
 pub struct RowEncoder<'d> {
     def: &'d TableDef,
     ds: NaiveDate,
-    load_id: String,
+    load_id: uuid::Uuid,
     partition_index: usize,
     key_indexes: Vec<usize>,
     /// Hashing state after the row-id prefix (table and ds), cloned per row.
     row_id_prefix: Sha256,
-    cells: Vec<Cell>,
     seen: Vec<bool>,
     /// Columns whose value failed its type check (reported once, not again as null).
     bad: Vec<bool>,
     canonical: Vec<u8>,
 }
+
+/// Binary COPY starts with this signature, flags and header extension length.
+pub const COPY_BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
+/// ... and ends with a tuple of field count -1.
+pub const COPY_BINARY_TRAILER: &[u8] = &[0xff, 0xff];
 
 impl<'d> RowEncoder<'d> {
     pub fn new(def: &'d TableDef, ds: NaiveDate, load_id: uuid::Uuid) -> Self {
@@ -44,7 +48,7 @@ impl<'d> RowEncoder<'d> {
         RowEncoder {
             def,
             ds,
-            load_id: load_id.hyphenated().to_string(),
+            load_id,
             partition_index: def.partition_index(),
             key_indexes: def
                 .primary_key
@@ -52,16 +56,15 @@ impl<'d> RowEncoder<'d> {
                 .map(|k| def.column_index(k).expect("validated key"))
                 .collect(),
             row_id_prefix,
-            cells: vec![Cell::Null; def.columns.len()],
             seen: vec![false; def.columns.len()],
             bad: vec![false; def.columns.len()],
             canonical: Vec::with_capacity(256),
         }
     }
 
-    /// Checks `record`; when it is good, appends its COPY line (the table's
-    /// columns, then `_load_id`, `_row_id`, `_row_hash`) to `copy_out`.
-    /// Every problem with the record goes to `errors`.
+    /// Checks `record`; when it is good, appends it to `copy_out` as a binary
+    /// COPY tuple (the table's columns, then `_load_id`, `_row_id`,
+    /// `_row_hash`). Every problem with the record goes to `errors`.
     pub fn encode(
         &mut self,
         record: &RawRecord<'_>,
@@ -77,6 +80,7 @@ impl<'d> RowEncoder<'d> {
         };
         self.seen.fill(false);
         self.bad.fill(false);
+        let mut cells: Vec<Cell<'_>> = vec![Cell::Null; self.def.columns.len()];
         for (name, raw) in record.fields {
             let Some(i) = self.def.column_index(name) else {
                 errors.push(error(name, "is not a column of this table".into()));
@@ -84,30 +88,25 @@ impl<'d> RowEncoder<'d> {
             };
             self.seen[i] = true;
             match parse_cell(self.def.columns[i].ty, *raw) {
-                Ok(cell) => self.cells[i] = cell,
+                Ok(cell) => cells[i] = cell,
                 Err(message) => {
                     errors.push(error(name, message));
-                    self.cells[i] = Cell::Null;
                     self.bad[i] = true;
                 }
             }
         }
         for (i, column) in self.def.columns.iter().enumerate() {
-            if !self.seen[i] {
-                self.cells[i] = Cell::Null;
-            }
             if i == self.partition_index {
-                match &self.cells[i] {
+                match &cells[i] {
                     // A row may omit its partition value: it takes the one it is sent to.
-                    Cell::Null => self.cells[i] = Cell::Date(self.ds),
-                    Cell::Date(d) if *d == self.ds => {}
-                    Cell::Date(d) => errors.push(error(
+                    Cell::Null if !self.bad[i] => cells[i] = Cell::Date(self.ds),
+                    Cell::Date(d) if *d != self.ds => errors.push(error(
                         &column.name,
                         format!("partition value {d} differs from the partition {}", self.ds),
                     )),
-                    _ => {} // already reported as a type error
+                    _ => {}
                 }
-            } else if !column.nullable && !self.bad[i] && matches!(self.cells[i], Cell::Null) {
+            } else if !column.nullable && !self.bad[i] && cells[i].is_null() {
                 errors.push(error(
                     &column.name,
                     "is part of the primary key and must not be null".into(),
@@ -120,7 +119,7 @@ impl<'d> RowEncoder<'d> {
 
         self.canonical.clear();
         self.canonical.push(b'[');
-        for (i, cell) in self.cells.iter().enumerate() {
+        for (i, cell) in cells.iter().enumerate() {
             if i > 0 {
                 self.canonical.push(b',');
             }
@@ -139,33 +138,22 @@ impl<'d> RowEncoder<'d> {
                 if n > 0 {
                     self.canonical.push(b',');
                 }
-                self.cells[i].write_canonical(&mut self.canonical);
+                cells[i].write_canonical(&mut self.canonical);
             }
             self.canonical.push(b']');
             id.update(&self.canonical);
         }
         let row_id: [u8; 32] = id.finalize().into();
 
-        for cell in &self.cells {
-            cell.write_copy(copy_out);
-            copy_out.push(b'\t');
+        copy_out.extend_from_slice(&(cells.len() as i16 + 3).to_be_bytes());
+        for (cell, column) in cells.iter().zip(&self.def.columns) {
+            cell.write_binary(column.ty, copy_out);
         }
-        copy_out.extend_from_slice(self.load_id.as_bytes());
-        copy_out.push(b'\t');
-        write_bytea(copy_out, &row_id);
-        copy_out.push(b'\t');
-        write_bytea(copy_out, &row_hash);
-        copy_out.push(b'\n');
+        write_field(copy_out, self.load_id.as_bytes());
+        write_field(copy_out, &row_id);
+        write_field(copy_out, &row_hash);
         Some(EncodedRow { row_hash, row_id })
     }
-}
-
-/// A bytea in COPY text: `\x` + hex, with the backslash itself escaped.
-fn write_bytea(out: &mut Vec<u8>, bytes: &[u8; 32]) {
-    let mut hex = [0u8; 64];
-    hex::encode_to_slice(bytes, &mut hex).expect("64 bytes hold 32 in hex");
-    out.extend_from_slice(b"\\\\x");
-    out.extend_from_slice(&hex);
 }
 
 #[cfg(test)]
@@ -184,7 +172,7 @@ mod tests {
         .unwrap()
     }
 
-    fn encode(def: &TableDef, line: &str) -> (Option<EncodedRow>, ErrorLog, String) {
+    fn encode(def: &TableDef, line: &str) -> (Option<EncodedRow>, ErrorLog, Vec<u8>) {
         let ds = NaiveDate::from_ymd_opt(2026, 10, 12).unwrap();
         let mut enc = RowEncoder::new(def, ds, uuid::Uuid::nil());
         let fields = parse_object(line.as_bytes()).unwrap();
@@ -199,7 +187,7 @@ mod tests {
             &mut out,
             &mut errors,
         );
-        (row, errors, String::from_utf8(out).unwrap())
+        (row, errors, out)
     }
 
     #[test]
@@ -207,7 +195,12 @@ mod tests {
         let def = orders();
         let (a, _, copy) = encode(&def, r#"{"order_id":1,"status":"paid"}"#);
         let (b, _, _) = encode(&def, r#"{"status":"paid","ds":"2026-10-12","order_id":1}"#);
-        assert!(copy.starts_with("1\t2026-10-12\tpaid\t\\N\t"), "{copy}");
+        // field count 7, then order_id as 8 bytes, then ds as 4 bytes
+        assert_eq!(copy[..2], [0, 7]);
+        assert_eq!(
+            copy[2..18],
+            [0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 4]
+        );
         assert_eq!(a.unwrap().row_hash, b.unwrap().row_hash);
     }
 

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, Row};
 
-use super::{column_ddl, lock_key, parent_table, Store};
+use super::{column_ddl, key_index_columns, lock_key, parent_table, Store};
 use crate::error::{ApiError, ApiResult};
 use crate::names::quote_ident;
 use crate::schema::{plan_changes, SchemaChange, TableDef};
@@ -143,8 +143,9 @@ async fn create_table(conn: &mut PgConnection, def: &TableDef) -> ApiResult<()> 
     // Unique per partition; a staged table carries the same index, so ATTACH
     // adopts it instead of building one under the swap's lock.
     sqlx::query(&format!(
-        "create unique index {} on {parent} ({partition_col}, \"_row_id\")",
-        quote_ident(&format!("{}__row_id", def.name))
+        "create unique index {} on {parent} ({})",
+        quote_ident(&format!("{}__key", def.name)),
+        key_index_columns(def)
     ))
     .execute(&mut *conn)
     .await?;

@@ -111,7 +111,10 @@ pub fn date_literal(ds: NaiveDate) -> String {
     format!("date '{}'", ds.format("%Y-%m-%d"))
 }
 
-/// The column list of a user table, system columns included, as DDL.
+/// The column list of a user table, system columns included, as DDL:
+/// `_load_id` (the load that wrote the row), `_row_id` (see API.md) and
+/// `_row_hash` (SHA-256 of the row's canonical encoding; a partition's
+/// content hash is built from these).
 pub fn column_ddl(def: &TableDef) -> String {
     let mut cols: Vec<String> = def
         .columns
@@ -127,6 +130,21 @@ pub fn column_ddl(def: &TableDef) -> String {
         .collect();
     cols.push("\"_load_id\" uuid not null".into());
     cols.push("\"_row_id\" bytea not null".into());
+    cols.push("\"_row_hash\" bytea not null".into());
+    cols.join(", ")
+}
+
+/// The columns of a partition's unique index: the partition column, then
+/// the primary key, or `_row_id` for a table without one. (`_row_id` is a
+/// function of the key, so both say the same; a bigint key sorts far faster
+/// than a 32-byte digest when the index is built.)
+pub fn key_index_columns(def: &TableDef) -> String {
+    let mut cols = vec![quote_ident(&def.partition_by)];
+    if def.primary_key.is_empty() {
+        cols.push("\"_row_id\"".into());
+    } else {
+        cols.extend(def.primary_key.iter().map(|k| quote_ident(k)));
+    }
     cols.join(", ")
 }
 

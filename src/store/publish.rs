@@ -60,8 +60,17 @@ impl Conditions {
 #[derive(Clone, Debug)]
 pub struct Current {
     pub content_sha256: String,
-    pub input_sha256: String,
+    pub body_sha256: String,
     pub row_count: i64,
+    pub rows_received: i64,
+}
+
+/// What the registry keeps of the body a partition was built from, so that
+/// the same body sent again is known before anything is decoded.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyFacts<'a> {
+    pub sha256: &'a str,
+    pub rows_received: u64,
 }
 
 pub async fn current(
@@ -70,7 +79,8 @@ pub async fn current(
     ds: NaiveDate,
 ) -> Result<Option<Current>, sqlx::Error> {
     let row = sqlx::query(
-        "select content_sha256, input_sha256, row_count from idem.partitions where table_name = $1 and ds = $2",
+        "select content_sha256, body_sha256, row_count, rows_received
+           from idem.partitions where table_name = $1 and ds = $2",
     )
     .bind(table)
     .bind(ds)
@@ -79,8 +89,9 @@ pub async fn current(
     row.map(|r| {
         Ok(Current {
             content_sha256: r.try_get(0)?,
-            input_sha256: r.try_get(1)?,
+            body_sha256: r.try_get(1)?,
             row_count: r.try_get(2)?,
+            rows_received: r.try_get(3)?,
         })
     })
     .transpose()
@@ -103,7 +114,7 @@ pub async fn publish(
     def: &TableDef,
     ds: NaiveDate,
     stage_name: &str,
-    input_sha256: &str,
+    body: BodyFacts<'_>,
     conditions: &Conditions,
     entry: &mut LoadEntry<'_>,
 ) -> ApiResult<Published> {
@@ -161,18 +172,20 @@ pub async fn publish(
     .await?;
     // language=PostgreSQL
     sqlx::query(
-        "insert into idem.partitions (table_name, ds, row_count, content_sha256, input_sha256, load_id, published_at)
-         values ($1, $2, $3, $4, $5, $6, now())
+        "insert into idem.partitions (table_name, ds, row_count, content_sha256, body_sha256, rows_received,
+                                      load_id, published_at)
+         values ($1, $2, $3, $4, $5, $6, $7, now())
          on conflict (table_name, ds) do update
             set row_count = excluded.row_count, content_sha256 = excluded.content_sha256,
-                input_sha256 = excluded.input_sha256, load_id = excluded.load_id,
-                published_at = excluded.published_at",
+                body_sha256 = excluded.body_sha256, rows_received = excluded.rows_received,
+                load_id = excluded.load_id, published_at = excluded.published_at",
     )
     .bind(&def.name)
     .bind(ds)
     .bind(entry.rows_written as i64)
     .bind(content_sha256)
-    .bind(input_sha256)
+    .bind(body.sha256)
+    .bind(body.rows_received as i64)
     .bind(entry.load_id)
     .execute(&mut *tx)
     .await?;

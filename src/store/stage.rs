@@ -14,7 +14,9 @@ use futures::{Stream, StreamExt};
 use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
-use super::{column_ddl, date_literal, is_unique_violation, lock_key, STAGING_SCHEMA};
+use super::{
+    column_ddl, date_literal, is_unique_violation, key_index_columns, lock_key, STAGING_SCHEMA,
+};
 use crate::names::quote_ident;
 use crate::schema::TableDef;
 
@@ -67,8 +69,8 @@ pub async fn release(conn: &mut PgConnection, name: &str) -> Result<(), sqlx::Er
         .map(|_| ())
 }
 
-/// Creates the stage for partition `ds` of `def` and COPYs `rows` (COPY text
-/// lines with `_load_id`, `_row_id` and `_row_hash` after the user columns)
+/// Creates the stage for partition `ds` of `def` and COPYs `rows` (binary
+/// COPY data with `_load_id`, `_row_id` and `_row_hash` after the user columns)
 /// into it, all in one transaction: if anything fails, the stage is gone.
 #[tracing::instrument(skip_all, fields(table = %def.name, %ds, stage = name))]
 pub async fn stage_rows(
@@ -84,7 +86,7 @@ pub async fn stage_rows(
     // The CHECK matches the partition bound, so ATTACH PARTITION can skip
     // scanning the rows to prove it.
     sqlx::query(&format!(
-        "create table {stage} ({}, \"_row_hash\" bytea not null, \
+        "create table {stage} ({}, \
          constraint idem_partition_bound check ({partition_col} is not null and {partition_col} = {}))",
         column_ddl(def),
         date_literal(ds),
@@ -105,7 +107,7 @@ pub async fn stage_rows(
     // written frozen and vacuum never has to visit them again.
     let mut copy = tx
         .copy_in_raw(&format!(
-            "copy {stage} ({}) from stdin with (freeze)",
+            "copy {stage} ({}) from stdin with (format binary, freeze)",
             columns.join(", ")
         ))
         .await?;
@@ -123,7 +125,14 @@ pub async fn stage_rows(
     }
     let copied = copy.finish().await?;
 
-    let index_sql = format!("create unique index on {stage} ({partition_col}, \"_row_id\")");
+    let index_sql = format!(
+        "create unique index on {stage} ({})",
+        key_index_columns(def)
+    );
+    // Enough to sort a large day's keys in memory rather than on disk.
+    sqlx::query("set local maintenance_work_mem = '256MB'")
+        .execute(&mut *tx)
+        .await?;
     sqlx::query("savepoint unique_rows")
         .execute(&mut *tx)
         .await?;
@@ -144,10 +153,6 @@ pub async fn stage_rows(
         }
         Err(e) => return Err(e.into()),
     }
-    // The partition has no `_row_hash`; a dropped column does not stop ATTACH.
-    sqlx::query(&format!("alter table {stage} drop column \"_row_hash\""))
-        .execute(&mut *tx)
-        .await?;
     tx.commit().await?;
     Ok(Staged {
         rows: copied - dropped_row_hashes.len() as u64,

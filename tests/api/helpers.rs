@@ -50,6 +50,10 @@ pub async fn spawn_app_with(settings: Settings) -> TestApp {
 
 /// Another server on the same database (as a second idem process would be).
 pub async fn spawn_app_on(options: PgConnectOptions, settings: Settings) -> TestApp {
+    // TEST_LOG=1 shows the server's logs.
+    if std::env::var_os("TEST_LOG").is_some() {
+        idem::app::init_tracing(idem::config::LogFormat::Text);
+    }
     let store = Store::connect_with(options.clone(), 10)
         .await
         .expect("connect");

@@ -545,3 +545,59 @@ async fn stages_left_by_a_dead_process_are_swept_and_live_ones_are_kept() {
     .unwrap();
     assert_eq!(left, ["s_alive"]);
 }
+
+#[tokio::test]
+async fn every_type_lands_as_postgres_itself_would_read_the_text() {
+    let app = spawn_app().await;
+    let declaration = r#"{"columns": {"id": "integer", "big": "bigint", "n": "numeric", "f": "double precision",
+        "b": "boolean", "d": "date", "t": "timestamptz", "j": "jsonb", "u": "uuid", "s": "text"},
+        "primary_key": ["id"]}"#;
+    assert_eq!(app.declare("types", declaration).await.status(), 201);
+    let numerics = [
+        "0",
+        "-0.0015",
+        "1e3",
+        "123456789.000100",
+        "-12.5e-2",
+        "99999999999999999999.5",
+        "0.00",
+        "NaN",
+        "7",
+    ];
+    let rows: Vec<Value> = numerics
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            json!({"id": i, "big": -9_000_000_000_000_i64 - i as i64, "n": n, "f": 0.1 + i as f64,
+                   "b": i % 2 == 0, "d": "1999-12-31", "t": "1970-01-01T00:00:00.123456+01:00",
+                   "j": {"z": [1, "x"], "a": null}, "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11",
+                   "s": "tab\there \\ backslash"})
+        })
+        .collect();
+    let r = app.put_ndjson("/partitions/types/2026-10-12", &rows).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    for (i, n) in numerics.iter().enumerate() {
+        let (stored, parsed): (String, String) =
+            sqlx::query_as("select n::text, $2::numeric::text from idem_data.types where id = $1")
+                .bind(i as i32)
+                .bind(n)
+                .fetch_one(&app.db)
+                .await
+                .unwrap();
+        assert_eq!(stored, parsed, "numeric {n}");
+    }
+    let (big, f, b, d, t, j, u, s): (i64, f64, bool, String, String, String, String, String) = sqlx::query_as(
+        "select big, f, b, d::text, (t at time zone 'UTC')::text, j::text, u::text, s from idem_data.types where id = 3",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(big, -9_000_000_000_003);
+    assert_eq!(f, 3.1);
+    assert!(!b);
+    assert_eq!(d, "1999-12-31");
+    assert_eq!(t, "1969-12-31 23:00:00.123456");
+    assert_eq!(j, r#"{"a": null, "z": [1, "x"]}"#);
+    assert_eq!(u, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+    assert_eq!(s, "tab\there \\ backslash");
+}

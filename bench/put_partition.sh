@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Benchmark of PUT /partitions against its physical limit, in one run:
+#   anchor   psql \copy of the CSV into a staging table + unique index + ATTACH
+#   PUT      curl -T of the same rows, NDJSON and CSV, into an empty partition
+#   re-PUT   the same body again (unchanged content: nothing is rewritten)
+#   replace  a different body over the existing partition
+# Prints rows/s, the PUT/COPY ratios and idem's peak RSS.
+#
+# usage: bench/put_partition.sh [ROWS]        (default 1000000)
+# Uses DATABASE_URL when set; otherwise starts a Postgres in .idem/bench-pg.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROWS=${1:-1000000}
+DS=2026-10-12
+OUT=bench/out
+mkdir -p "$OUT"
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  . scripts/pg.sh
+  PG_DATABASE=idem_bench pg_start .idem/bench-pg "${IDEM_BENCH_PG_PORT:-54339}"
+  trap 'pg_stop .idem/bench-pg' EXIT
+fi
+PSQL=(psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -qAt)
+
+echo "== building release"
+cargo build --release --quiet
+
+gen() { # gen FILE FORMAT SEED
+  [ -s "$1" ] || python3 ../shared/bench/gen_orders.py "$ROWS" --ds "$DS" --format "$2" --seed "$3" > "$1"
+}
+echo "== generating $ROWS rows"
+gen "$OUT/orders-$ROWS.ndjson" ndjson 42
+gen "$OUT/orders-$ROWS.csv" csv 42
+gen "$OUT/orders-$ROWS-b.csv" csv 7
+ls -la "$OUT"/orders-"$ROWS"* | awk '{printf "   %s %.0f MB\n", $9, $5/1e6}'
+
+# A clean slate: the benchmark owns this database.
+"${PSQL[@]}" -c "drop schema if exists idem, idem_data, idem_parts, idem_staging, bench cascade; drop table if exists _sqlx_migrations"
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+target/release/idem serve --listen "127.0.0.1:$PORT" > "$OUT/idem.log" 2>&1 &
+IDEM_PID=$!
+trap 'kill $IDEM_PID 2>/dev/null || true; [ -n "${PG_BIN:-}" ] && pg_stop .idem/bench-pg' EXIT
+BASE="http://127.0.0.1:$PORT"
+for _ in $(seq 100); do curl -fs "$BASE/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+
+COLUMNS='"order_id": "bigint", "ds": "date", "customer_id": "bigint", "status": "text", "amount": "numeric", "updated_at": "timestamptz", "note": "text"'
+curl -fsS -X PUT "$BASE/tables/orders" -H 'content-type: application/json' \
+  -d "{\"columns\": {$COLUMNS}, \"primary_key\": [\"order_id\"], \"cursor\": \"updated_at\"}" >/dev/null
+
+now() { date +%s.%N; }
+elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
+rate() { python3 -c "print(f'{$ROWS / $1:,.0f}')"; }
+
+echo "== anchor: psql \\copy into a staging table + unique index + attach"
+"${PSQL[@]}" <<'SQL'
+create schema bench;
+create table bench.orders (order_id bigint not null, ds date not null, customer_id bigint, status text,
+  amount numeric, updated_at timestamptz, note text) partition by list (ds);
+create unique index on bench.orders (ds, order_id);
+SQL
+t0=$(now)
+"${PSQL[@]}" <<SQL
+begin;
+create table bench.orders_stage (order_id bigint not null, ds date not null, customer_id bigint, status text,
+  amount numeric, updated_at timestamptz, note text, check (ds is not null and ds = date '$DS'));
+\copy bench.orders_stage from '$OUT/orders-$ROWS.csv' with (format csv, header)
+create unique index on bench.orders_stage (ds, order_id);
+alter table bench.orders attach partition bench.orders_stage for values in ('$DS');
+commit;
+SQL
+t1=$(now); T_COPY=$(elapsed "$t0" "$t1")
+
+put() { # put FILE CONTENT_TYPE -> prints seconds; receipt in $OUT/receipt.json
+  local t0 t1
+  t0=$(now)
+  curl -fsS -X PUT -T "$1" -H "content-type: $2" "$BASE/partitions/orders/$DS" -o "$OUT/receipt.json"
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+
+echo "== PUT NDJSON (new partition)";  T_NDJSON=$(put "$OUT/orders-$ROWS.ndjson" application/x-ndjson); cat "$OUT/receipt.json"; echo
+echo "== PUT NDJSON again (unchanged)"; T_NDJSON_AGAIN=$(put "$OUT/orders-$ROWS.ndjson" application/x-ndjson); cat "$OUT/receipt.json"; echo
+curl -fsS -X DELETE "$BASE/partitions/orders/$DS"
+echo "== PUT CSV (new partition)";     T_CSV=$(put "$OUT/orders-$ROWS.csv" text/csv); cat "$OUT/receipt.json"; echo
+echo "== PUT CSV again (unchanged)";    T_CSV_AGAIN=$(put "$OUT/orders-$ROWS.csv" text/csv); cat "$OUT/receipt.json"; echo
+echo "== PUT CSV with other rows (replace)"; T_REPLACE=$(put "$OUT/orders-$ROWS-b.csv" text/csv); cat "$OUT/receipt.json"; echo
+
+RSS_KB=$(awk '/VmHWM/ {print $2}' /proc/$IDEM_PID/status)
+BODY_MB=$(stat -c %s "$OUT/orders-$ROWS.ndjson" | awk '{printf "%.0f", $1/1e6}')
+
+python3 - "$ROWS" "$T_COPY" "$T_NDJSON" "$T_NDJSON_AGAIN" "$T_CSV" "$T_CSV_AGAIN" "$T_REPLACE" "$RSS_KB" "$BODY_MB" <<'PY'
+import sys
+rows = int(sys.argv[1])
+copy, nd, nd2, csv, csv2, rep = map(float, sys.argv[2:8])
+rss_mb = int(sys.argv[8]) / 1024
+body_mb = sys.argv[9]
+print()
+print(f"{'path':44} {'seconds':>8} {'rows/s':>12} {'vs COPY':>8}")
+for name, t in [("anchor: psql \\copy + index + attach", copy),
+                ("PUT NDJSON, new partition", nd),
+                ("PUT CSV, new partition", csv),
+                ("PUT CSV, replacing other rows", rep),
+                ("PUT NDJSON again, unchanged", nd2),
+                ("PUT CSV again, unchanged", csv2)]:
+    print(f"{name:44} {t:8.3f} {rows / t:12,.0f} {copy / t:8.2f}")
+print()
+ok = lambda b: "ok" if b else "MISSED"
+print(f"PUT/COPY rows/s ratio: NDJSON {copy / nd:.2f}, CSV {copy / csv:.2f} (goal >= 0.80: {ok(min(copy / nd, copy / csv) >= 0.8)})")
+print(f"unchanged re-PUT / first PUT time: NDJSON {nd2 / nd:.2f}, CSV {csv2 / csv:.2f} (goal < 0.33: {ok(max(nd2 / nd, csv2 / csv) < 1 / 3)})")
+print(f"idem peak RSS: {rss_mb:.1f} MB for a {body_mb} MB NDJSON body (goal < 100 MB: {ok(rss_mb < 100)})")
+PY
