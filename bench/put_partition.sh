@@ -52,24 +52,38 @@ now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 rate() { python3 -c "print(f'{$ROWS / $1:,.0f}')"; }
 
-echo "== anchor: psql \\copy into a staging table + unique index + attach"
+REPEAT=${IDEM_BENCH_REPEAT:-3}
+median() { python3 -c "import statistics,sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
+# Each measurement starts from the same state: a fresh checkpoint, so that
+# one step's WAL does not land on the next one's clock.
+checkpoint() { "${PSQL[@]}" -c checkpoint; }
+
+echo "== anchor: psql \\copy into a staging table + unique index + attach (x$REPEAT)"
 "${PSQL[@]}" <<'SQL'
 create schema bench;
 create table bench.orders (order_id bigint not null, ds date not null, customer_id bigint, status text,
   amount numeric, updated_at timestamptz, note text) partition by list (ds);
 create unique index on bench.orders (ds, order_id);
 SQL
-t0=$(now)
-"${PSQL[@]}" <<SQL
+anchor_once() {
+  "${PSQL[@]}" -c "drop table if exists bench.orders_stage"
+  checkpoint
+  local t0 t1
+  t0=$(now)
+  "${PSQL[@]}" <<SQL
 begin;
 create table bench.orders_stage (order_id bigint not null, ds date not null, customer_id bigint, status text,
   amount numeric, updated_at timestamptz, note text, check (ds is not null and ds = date '$DS'));
-\copy bench.orders_stage from '$OUT/orders-$ROWS.csv' with (format csv, header)
+\\copy bench.orders_stage from '$OUT/orders-$ROWS.csv' with (format csv, header)
 create unique index on bench.orders_stage (ds, order_id);
 alter table bench.orders attach partition bench.orders_stage for values in ('$DS');
 commit;
 SQL
-t1=$(now); T_COPY=$(elapsed "$t0" "$t1")
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+times=(); for _ in $(seq "$REPEAT"); do times+=("$(anchor_once)"); done
+echo "   ${times[*]}"; T_COPY=$(median "${times[@]}")
 
 put() { # put FILE CONTENT_TYPE -> prints seconds; receipt in $OUT/receipt.json
   local t0 t1
@@ -78,13 +92,26 @@ put() { # put FILE CONTENT_TYPE -> prints seconds; receipt in $OUT/receipt.json
   t1=$(now)
   elapsed "$t0" "$t1"
 }
+drop_day() { curl -fsS -X DELETE "$BASE/partitions/orders/$DS"; }
 
-echo "== PUT NDJSON (new partition)";  T_NDJSON=$(put "$OUT/orders-$ROWS.ndjson" application/x-ndjson); cat "$OUT/receipt.json"; echo
-echo "== PUT NDJSON again (unchanged)"; T_NDJSON_AGAIN=$(put "$OUT/orders-$ROWS.ndjson" application/x-ndjson); cat "$OUT/receipt.json"; echo
-curl -fsS -X DELETE "$BASE/partitions/orders/$DS"
-echo "== PUT CSV (new partition)";     T_CSV=$(put "$OUT/orders-$ROWS.csv" text/csv); cat "$OUT/receipt.json"; echo
-echo "== PUT CSV again (unchanged)";    T_CSV_AGAIN=$(put "$OUT/orders-$ROWS.csv" text/csv); cat "$OUT/receipt.json"; echo
-echo "== PUT CSV with other rows (replace)"; T_REPLACE=$(put "$OUT/orders-$ROWS-b.csv" text/csv); cat "$OUT/receipt.json"; echo
+# measure NAME SETUP FILE TYPE: runs SETUP, a checkpoint, then the timed PUT; median of REPEAT.
+measure() {
+  local name=$1 setup=$2 file=$3 type=$4 times=()
+  for _ in $(seq "$REPEAT"); do
+    eval "$setup"
+    checkpoint
+    times+=("$(put "$file" "$type")")
+  done
+  echo "== $name: ${times[*]}" >&2
+  cat "$OUT/receipt.json" >&2; echo >&2
+  median "${times[@]}"
+}
+T_NDJSON=$(measure "PUT NDJSON, new partition" drop_day "$OUT/orders-$ROWS.ndjson" application/x-ndjson)
+T_NDJSON_AGAIN=$(measure "PUT NDJSON again, unchanged" : "$OUT/orders-$ROWS.ndjson" application/x-ndjson)
+T_CSV=$(measure "PUT CSV, new partition" drop_day "$OUT/orders-$ROWS.csv" text/csv)
+T_CSV_AGAIN=$(measure "PUT CSV again, unchanged" : "$OUT/orders-$ROWS.csv" text/csv)
+T_REPLACE=$(measure "PUT CSV with other rows over the day (replace)" \
+  "put $OUT/orders-$ROWS.csv text/csv >/dev/null" "$OUT/orders-$ROWS-b.csv" text/csv)
 
 RSS_KB=$(awk '/VmHWM/ {print $2}' /proc/$IDEM_PID/status)
 BODY_MB=$(stat -c %s "$OUT/orders-$ROWS.ndjson" | awk '{printf "%.0f", $1/1e6}')
@@ -96,7 +123,7 @@ copy, nd, nd2, csv, csv2, rep = map(float, sys.argv[2:8])
 rss_mb = int(sys.argv[8]) / 1024
 body_mb = sys.argv[9]
 print()
-print(f"{'path':44} {'seconds':>8} {'rows/s':>12} {'vs COPY':>8}")
+print(f"{'path (median of runs)':44} {'seconds':>8} {'rows/s':>12} {'vs COPY':>8}")
 for name, t in [("anchor: psql \\copy + index + attach", copy),
                 ("PUT NDJSON, new partition", nd),
                 ("PUT CSV, new partition", csv),

@@ -130,7 +130,12 @@ fn canonical_json(text: &str) -> Result<Cell<'static>, String> {
 
 /// Parses text (a CSV field, or a JSON string) as `ty`.
 pub fn parse_text(ty: ColumnType, text: &str) -> Result<Cell<'_>, String> {
-    let t = text.trim();
+    let padded = |b: Option<&u8>| b.is_some_and(u8::is_ascii_whitespace);
+    let t = if padded(text.as_bytes().first()) || padded(text.as_bytes().last()) {
+        text.trim()
+    } else {
+        text
+    };
     let bad = || expected(ty, text);
     match ty {
         ColumnType::Text => text_cell(Cow::Borrowed(text)),
@@ -219,11 +224,18 @@ impl<'a> DecimalParts<'a> {
     }
 }
 
+/// `YYYY-MM-DD`, parsed by hand: every row of a partition carries one.
 fn parse_date(t: &str) -> Option<NaiveDate> {
-    if t.len() != 10 {
+    let b = t.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    NaiveDate::parse_from_str(t, "%Y-%m-%d").ok()
+    let num = |r: std::ops::Range<usize>| {
+        b[r].iter().try_fold(0u32, |acc, &d| {
+            d.is_ascii_digit().then(|| acc * 10 + (d - b'0') as u32)
+        })
+    };
+    NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)
 }
 
 /// RFC 3339 (`T` or space between date and time; `Z`, `+hh:mm`, `+hh`);
@@ -285,7 +297,12 @@ fn write_timestamp(out: &mut Vec<u8>, micros: i64) {
     push_2(out, ts.minute());
     out.push(b':');
     push_2(out, ts.second());
-    let _ = write!(out, ".{:06}Z", micros.rem_euclid(1_000_000));
+    out.push(b'.');
+    let fraction = micros.rem_euclid(1_000_000) as u32;
+    push_2(out, fraction / 10_000);
+    push_2(out, fraction / 100 % 100);
+    push_2(out, fraction % 100);
+    out.push(b'Z');
 }
 
 /// Days from 0001-01-01 to 2000-01-01, Postgres's date epoch.
@@ -320,9 +337,7 @@ impl Cell<'_> {
             Cell::Text(s) => {
                 serde_json::to_writer(&mut *out, s.as_ref()).expect("writing to a Vec")
             }
-            Cell::Int(v) => {
-                let _ = write!(out, "{v}");
-            }
+            Cell::Int(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
             Cell::Float(v) if v.is_finite() => {
                 let _ = write!(out, "{v}");
             }
