@@ -449,7 +449,7 @@ fn write_numeric(out: &mut Vec<u8>, text: &str) {
     let pad = (3 - first_power.rem_euclid(4)) as usize;
     let mut padded = vec![0u8; pad];
     padded.extend_from_slice(digits);
-    while padded.len() % 4 != 0 {
+    while !padded.len().is_multiple_of(4) {
         padded.push(0);
     }
     let groups = padded.len() / 4;
