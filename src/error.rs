@@ -43,7 +43,7 @@ pub enum ApiError {
     #[error("the database is unavailable")]
     DatabaseUnavailable(#[source] sqlx::Error),
     #[error("internal error")]
-    Database(#[from] sqlx::Error),
+    Database(#[source] sqlx::Error),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -138,6 +138,12 @@ impl ApiError {
             | sqlx::Error::Tls(_) => ApiError::DatabaseUnavailable(err),
             other => ApiError::Database(other),
         }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(err: sqlx::Error) -> Self {
+        ApiError::from_db(err)
     }
 }
 
