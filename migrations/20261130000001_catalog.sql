@@ -30,6 +30,9 @@ create table idem.partitions (
     row_count       bigint not null,
     -- order-independent hash of the rows as stored (after duplicates collapsed)
     content_sha256  text not null,
+    -- the 256-bit sum of the rows' digests behind content_sha256, so that a
+    -- merge can add and remove rows without reading the partition
+    content_sum     bytea not null,
     -- SHA-256 of the body it was built from (with its format and the table
     -- definition), so that the same body sent again is known before decoding
     body_sha256     text not null,

@@ -65,6 +65,24 @@ pub struct Settings {
     /// is checked); the system's temporary folder when unset.
     #[arg(long, env = "IDEM_SPOOL_DIR")]
     pub spool_dir: Option<PathBuf>,
+    /// How long a request waits for another one with the same
+    /// Idempotency-Key to finish before answering 409 with Retry-After, in
+    /// milliseconds.
+    #[arg(long, env = "IDEM_IDEMPOTENCY_WAIT_MS", default_value_t = 10_000)]
+    pub idempotency_wait_ms: u64,
+    /// How long a completed Idempotency-Key is kept (and replayed), in seconds.
+    #[arg(long, env = "IDEM_IDEMPOTENCY_RETENTION_SECS", default_value_t = 72 * 3600)]
+    pub idempotency_retention_secs: u64,
+}
+
+impl Settings {
+    pub fn idempotency_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.idempotency_wait_ms)
+    }
+
+    pub fn idempotency_retention(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.idempotency_retention_secs)
+    }
 }
 
 impl Default for Settings {
@@ -73,6 +91,8 @@ impl Default for Settings {
             max_body_bytes: 16 * 1024 * 1024 * 1024,
             auto_create_tables: true,
             spool_dir: None,
+            idempotency_wait_ms: 10_000,
+            idempotency_retention_secs: 72 * 3600,
         }
     }
 }

@@ -40,6 +40,16 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     PreconditionFailed(String),
+    #[error("this request needs an Idempotency-Key header (1 to 255 visible ASCII characters)")]
+    IdempotencyKeyMissing,
+    #[error("{0}")]
+    IdempotencyKeyInvalid(String),
+    #[error("the Idempotency-Key was used for a different request (method, path, content type or body differ)")]
+    IdempotencyKeyReused,
+    #[error(
+        "a request with this Idempotency-Key is still running; retry after {retry_after_secs} s"
+    )]
+    KeyInFlight { retry_after_secs: u64 },
     #[error("the database is unavailable")]
     DatabaseUnavailable(#[source] sqlx::Error),
     #[error("internal error")]
@@ -76,6 +86,9 @@ impl ApiError {
             TableNotFound(_) | NotFound(_) => StatusCode::NOT_FOUND,
             SchemaConflict(_) | Conflict(_) => StatusCode::CONFLICT,
             PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
+            IdempotencyKeyMissing | IdempotencyKeyInvalid(_) => StatusCode::BAD_REQUEST,
+            IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            KeyInFlight { .. } => StatusCode::CONFLICT,
             DatabaseUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Database(_) | Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -100,6 +113,10 @@ impl ApiError {
             SchemaConflict(_) => "schema_conflict",
             Conflict(_) => "conflict",
             PreconditionFailed(_) => "precondition_failed",
+            IdempotencyKeyMissing => "idempotency_key_missing",
+            IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
+            IdempotencyKeyReused => "idempotency_key_reused",
+            KeyInFlight { .. } => "idempotency_key_in_flight",
             DatabaseUnavailable(_) => "database_unavailable",
             Database(_) | Internal(_) => "internal",
         }
@@ -123,6 +140,10 @@ impl ApiError {
             SchemaConflict(_) => "Schema conflict",
             Conflict(_) => "Conflict",
             PreconditionFailed(_) => "Precondition failed",
+            IdempotencyKeyMissing => "Idempotency-Key missing",
+            IdempotencyKeyInvalid(_) => "Idempotency-Key invalid",
+            IdempotencyKeyReused => "Idempotency-Key reused",
+            KeyInFlight { .. } => "Request in flight",
             DatabaseUnavailable(_) => "Database unavailable",
             Database(_) | Internal(_) => "Internal server error",
         }
@@ -179,6 +200,11 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let ApiError::KeyInFlight { retry_after_secs } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        }
         response
     }
 }

@@ -3,12 +3,14 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use async_compression::tokio::bufread::GzipDecoder;
 use axum::body::Body;
 use axum::http::{header, HeaderMap};
 use futures::TryStreamExt;
+use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::io::StreamReader;
 
@@ -18,6 +20,45 @@ use crate::ingest::BodyFormat;
 pub struct BodySource {
     pub format: BodyFormat,
     pub reader: Box<dyn AsyncRead + Send + Unpin>,
+    /// The SHA-256 of the body as read (after gunzip), when asked for.
+    pub digest: Option<BodyDigest>,
+}
+
+/// The SHA-256 of everything read from a body so far; complete once the
+/// body has been read to its end (every successful write does).
+#[derive(Clone, Default)]
+pub struct BodyDigest(Arc<Mutex<Sha256>>);
+
+impl BodyDigest {
+    pub fn hex(&self) -> String {
+        let hash = self.0.lock().expect("digest lock").clone();
+        hex::encode(hash.finalize())
+    }
+}
+
+struct Digesting<R> {
+    inner: R,
+    digest: BodyDigest,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Digesting<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            this.digest
+                .0
+                .lock()
+                .expect("digest lock")
+                .update(&buf.filled()[before..]);
+        }
+        polled
+    }
 }
 
 /// The error a body past its limit reads as; found again by `classify_read_error`.
@@ -25,7 +66,14 @@ pub struct BodySource {
 #[error("the body is larger than the limit of {0} bytes")]
 pub struct BodyTooLarge(pub u64);
 
-pub fn body_source(headers: &HeaderMap, body: Body, limit: u64) -> ApiResult<BodySource> {
+/// The body of a write. With `digest`, its SHA-256 is taken as it is read
+/// (for an Idempotency-Key's request fingerprint).
+pub fn body_source(
+    headers: &HeaderMap,
+    body: Body,
+    limit: u64,
+    digest: bool,
+) -> ApiResult<BodySource> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -70,7 +118,21 @@ pub fn body_source(headers: &HeaderMap, body: Body, limit: u64) -> ApiResult<Bod
     } else {
         Box::new(wire)
     };
-    Ok(BodySource { format, reader })
+    let (reader, digest) = if digest {
+        let digest = BodyDigest::default();
+        let reader: Box<dyn AsyncRead + Send + Unpin> = Box::new(Digesting {
+            inner: reader,
+            digest: digest.clone(),
+        });
+        (reader, Some(digest))
+    } else {
+        (reader, None)
+    };
+    Ok(BodySource {
+        format,
+        reader,
+        digest,
+    })
 }
 
 /// Maps a failure to read the body to its answer.

@@ -2,7 +2,7 @@
 //! it (DELETE), list a table's partitions.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{OriginalUri, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -11,11 +11,13 @@ use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::body::body_source;
-use super::parse_ds;
+use super::rows::{content_type, keyed_response};
+use super::{idempotency_key, parse_ds, Caller};
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::names::validate_table_name;
-use crate::pipeline::{self, PutPartition};
+use crate::pipeline::keyed::{self, KeyedRequest, Write};
+use crate::pipeline::partition::{self, PutPartition};
 use crate::schema::TableDef;
 use crate::store::partitions::{PartitionInfo, RowFormat};
 use crate::store::publish::Conditions;
@@ -104,9 +106,11 @@ async fn live_partition(
     Ok((def, info))
 }
 
-#[tracing::instrument(skip(state, headers, body))]
+#[tracing::instrument(skip(state, caller, uri, headers, body))]
 async fn put_partition(
     State(state): State<AppState>,
+    caller: Caller,
+    OriginalUri(uri): OriginalUri,
     Path((table, ds)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
@@ -114,18 +118,43 @@ async fn put_partition(
     validate_table_name(&table)?;
     let ds = parse_ds(&ds)?;
     let conditions = conditions(&headers)?;
-    let body = body_source(&headers, body, state.settings.max_body_bytes)?;
+    let key = idempotency_key(&headers)?;
+    let body = body_source(&headers, body, state.settings.max_body_bytes, key.is_some())?;
     let request = PutPartition {
         table,
         ds,
         body,
         conditions,
+        idempotency_key: key.clone(),
     };
     // Spawned, so that a client hanging up cannot cancel the load between
     // two statements; a body cut short fails the load cleanly instead.
-    let receipt = tokio::spawn(pipeline::put_partition(state.clone(), request))
-        .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("the load task failed: {e}")))??;
+    let spawned = match key {
+        Some(key) => {
+            let keyed = KeyedRequest {
+                principal: caller.principal,
+                key,
+                method: "PUT",
+                path_and_query: uri
+                    .path_and_query()
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
+                content_type: content_type(&headers),
+            };
+            tokio::spawn(async move {
+                keyed::run(&state, keyed, Write::Partition(request))
+                    .await
+                    .map(keyed_response)
+            })
+            .await
+        }
+        None => tokio::spawn(async move { put_partition_once(&state, request).await }).await,
+    };
+    spawned.map_err(|e| ApiError::Internal(anyhow::anyhow!("the load task failed: {e}")))?
+}
+
+async fn put_partition_once(state: &AppState, request: PutPartition) -> ApiResult<Response> {
+    let receipt = partition::put_partition(state, request, None).await?;
     let etag = etag(&receipt.content_sha256);
     let mut response = (StatusCode::OK, Json(receipt)).into_response();
     response.headers_mut().insert(header::ETAG, etag);

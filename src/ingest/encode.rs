@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 use super::cell::{parse_cell, write_field, Cell};
 use super::{ErrorLog, RawRecord, RowError};
-use crate::schema::TableDef;
+use crate::schema::{ColumnType, TableDef};
 
 /// The digests of one accepted row.
 #[derive(Clone, Copy, Debug)]
@@ -18,19 +18,35 @@ pub struct EncodedRow {
     pub row_id: [u8; 32],
 }
 
+/// Where rows are going, which decides how they are encoded.
+#[derive(Clone, Debug)]
+pub struct EncodeOptions {
+    /// The partition the body is for (PUT); `None` when each row names its
+    /// own (POST), and the partition column is then required.
+    pub ds: Option<NaiveDate>,
+    /// Mixed into the row id of rows without a key (an append): the
+    /// idempotency scope, so a retry of one request numbers its rows alike
+    /// and another request's identical rows stay distinct rows.
+    pub row_id_scope: Option<Vec<u8>>,
+    /// Read `"_deleted": true` as a tombstone, and append a boolean
+    /// `_deleted` field to every tuple.
+    pub tombstones: bool,
+}
+
 pub struct RowEncoder<'d> {
     def: &'d TableDef,
-    ds: NaiveDate,
+    options: EncodeOptions,
     load_id: uuid::Uuid,
     partition_index: usize,
     key_indexes: Vec<usize>,
-    /// Hashing state after the row-id prefix (table and ds), cloned per row.
-    row_id_prefix: Sha256,
     seen: Vec<bool>,
     /// Columns whose value failed its type check (reported once, not again as null).
     bad: Vec<bool>,
     canonical: Vec<u8>,
 }
+
+/// The field that marks a tombstone in `POST /rows` merge mode.
+pub const DELETED_FIELD: &str = "_deleted";
 
 /// Binary COPY starts with this signature, flags and header extension length.
 pub const COPY_BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
@@ -38,16 +54,10 @@ pub const COPY_BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 pub const COPY_BINARY_TRAILER: &[u8] = &[0xff, 0xff];
 
 impl<'d> RowEncoder<'d> {
-    pub fn new(def: &'d TableDef, ds: NaiveDate, load_id: uuid::Uuid) -> Self {
-        let mut row_id_prefix = Sha256::new();
-        row_id_prefix.update(b"idem-row-v1\0");
-        row_id_prefix.update(def.name.as_bytes());
-        row_id_prefix.update(b"\0");
-        row_id_prefix.update(ds.format("%Y-%m-%d").to_string().as_bytes());
-        row_id_prefix.update(b"\0");
+    pub fn new(def: &'d TableDef, options: EncodeOptions, load_id: uuid::Uuid) -> Self {
         RowEncoder {
             def,
-            ds,
+            options,
             load_id,
             partition_index: def.partition_index(),
             key_indexes: def
@@ -55,7 +65,6 @@ impl<'d> RowEncoder<'d> {
                 .iter()
                 .map(|k| def.column_index(k).expect("validated key"))
                 .collect(),
-            row_id_prefix,
             seen: vec![false; def.columns.len()],
             bad: vec![false; def.columns.len()],
             canonical: Vec::with_capacity(256),
@@ -64,7 +73,8 @@ impl<'d> RowEncoder<'d> {
 
     /// Checks `record`; when it is good, appends it to `copy_out` as a binary
     /// COPY tuple (the table's columns, then `_load_id`, `_row_id`,
-    /// `_row_hash`). Every problem with the record goes to `errors`.
+    /// `_row_hash`, and `_deleted` with tombstones on). Every problem with the
+    /// record goes to `errors`.
     pub fn encode(
         &mut self,
         record: &RawRecord<'_>,
@@ -80,10 +90,19 @@ impl<'d> RowEncoder<'d> {
         };
         self.seen.fill(false);
         self.bad.fill(false);
+        let mut deleted = false;
         let mut cells: Vec<Cell<'_>> = vec![Cell::Null; self.def.columns.len()];
         for (name, raw) in record.fields {
             let Some(i) = self.def.column_index(name) else {
-                errors.push(error(name, "is not a column of this table".into()));
+                if self.options.tombstones && name == DELETED_FIELD {
+                    match parse_cell(ColumnType::Boolean, *raw) {
+                        Ok(Cell::Bool(b)) => deleted = b,
+                        Ok(_) => {}
+                        Err(message) => errors.push(error(name, message)),
+                    }
+                } else {
+                    errors.push(error(name, "is not a column of this table".into()));
+                }
                 continue;
             };
             self.seen[i] = true;
@@ -97,12 +116,16 @@ impl<'d> RowEncoder<'d> {
         }
         for (i, column) in self.def.columns.iter().enumerate() {
             if i == self.partition_index {
-                match &cells[i] {
+                match (&cells[i], self.options.ds) {
                     // A row may omit its partition value: it takes the one it is sent to.
-                    Cell::Null if !self.bad[i] => cells[i] = Cell::Date(self.ds),
-                    Cell::Date(d) if *d != self.ds => errors.push(error(
+                    (Cell::Null, Some(ds)) if !self.bad[i] => cells[i] = Cell::Date(ds),
+                    (Cell::Null, None) if !self.bad[i] => errors.push(error(
                         &column.name,
-                        format!("partition value {d} differs from the partition {}", self.ds),
+                        "is the partition column; each row must give it".into(),
+                    )),
+                    (Cell::Date(d), Some(ds)) if *d != ds => errors.push(error(
+                        &column.name,
+                        format!("partition value {d} differs from the partition {ds}"),
                     )),
                     _ => {}
                 }
@@ -128,9 +151,21 @@ impl<'d> RowEncoder<'d> {
         self.canonical.push(b']');
         let row_hash: [u8; 32] = Sha256::digest(&self.canonical).into();
 
-        let mut id = self.row_id_prefix.clone();
+        let mut id = Sha256::new();
+        id.update(b"idem-row-v1\0");
+        id.update(self.def.name.as_bytes());
+        id.update(b"\0");
+        let Cell::Date(ds) = cells[self.partition_index] else {
+            unreachable!("checked above")
+        };
+        id.update(ds.to_string().as_bytes());
+        id.update(b"\0");
         if self.key_indexes.is_empty() {
             id.update(&self.canonical);
+            if let Some(scope) = &self.options.row_id_scope {
+                id.update(b"\0");
+                id.update(scope);
+            }
         } else {
             self.canonical.clear();
             self.canonical.push(b'[');
@@ -145,13 +180,17 @@ impl<'d> RowEncoder<'d> {
         }
         let row_id: [u8; 32] = id.finalize().into();
 
-        copy_out.extend_from_slice(&(cells.len() as i16 + 3).to_be_bytes());
+        let fields = cells.len() as i16 + 3 + self.options.tombstones as i16;
+        copy_out.extend_from_slice(&fields.to_be_bytes());
         for (cell, column) in cells.iter().zip(&self.def.columns) {
             cell.write_binary(column.ty, copy_out);
         }
         write_field(copy_out, self.load_id.as_bytes());
         write_field(copy_out, &row_id);
         write_field(copy_out, &row_hash);
+        if self.options.tombstones {
+            write_field(copy_out, &[deleted as u8]);
+        }
         Some(EncodedRow { row_hash, row_id })
     }
 }
@@ -173,8 +212,13 @@ mod tests {
     }
 
     fn encode(def: &TableDef, line: &str) -> (Option<EncodedRow>, ErrorLog, Vec<u8>) {
-        let ds = NaiveDate::from_ymd_opt(2026, 10, 12).unwrap();
-        let mut enc = RowEncoder::new(def, ds, uuid::Uuid::nil());
+        let ds = NaiveDate::from_ymd_opt(2026, 10, 12);
+        let options = EncodeOptions {
+            ds,
+            row_id_scope: None,
+            tombstones: false,
+        };
+        let mut enc = RowEncoder::new(def, options, uuid::Uuid::nil());
         let fields = parse_object(line.as_bytes()).unwrap();
         let mut errors = ErrorLog::default();
         let mut out = Vec::new();

@@ -52,6 +52,23 @@ impl ContentHash {
         self.count
     }
 
+    /// The running sum, big-endian, to be stored beside the digest so that
+    /// later merges can add and remove rows without reading the partition.
+    pub fn sum_bytes(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for (i, limb) in self.sum.iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&limb.to_be_bytes());
+        }
+        out
+    }
+
+    pub fn from_parts(sum: &[u8; 32], count: u64) -> Self {
+        ContentHash {
+            sum: limbs(sum),
+            count,
+        }
+    }
+
     /// The hex SHA-256 that names this multiset of rows.
     pub fn hex(&self) -> String {
         let mut h = Sha256::new();
@@ -87,6 +104,7 @@ mod tests {
         assert_ne!(a.hex(), b.hex());
         b.remove(&digest("x"));
         assert_eq!(a.hex(), b.hex());
+        assert_eq!(ContentHash::from_parts(&a.sum_bytes(), a.rows()), a);
     }
 
     #[test]

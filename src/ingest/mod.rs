@@ -13,7 +13,7 @@ pub mod infer;
 
 use serde::Serialize;
 
-pub use encode::{EncodedRow, RowEncoder};
+pub use encode::{EncodeOptions, EncodedRow, RowEncoder};
 pub use formats::{read_records, BodyFormat, RawField, RawRecord, RecordSink};
 pub use hash::ContentHash;
 

@@ -63,6 +63,7 @@ pub struct LoadEntry<'a> {
     pub rejected: u64,
     pub content_sha256: Option<&'a str>,
     pub changed: bool,
+    pub idempotency_key: Option<&'a str>,
     pub error: Option<serde_json::Value>,
     pub started_at: DateTime<Utc>,
 }
@@ -74,8 +75,9 @@ pub async fn record_load(
     // language=PostgreSQL
     sqlx::query(
         "insert into idem.loads (load_id, table_name, ds, mode, status, rows_received, rows_written,
-                                 duplicates, rejected, content_sha256, changed, error, started_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                                 duplicates, rejected, content_sha256, changed, error, started_at,
+                                 idempotency_key)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
     )
     .bind(entry.load_id)
     .bind(entry.table)
@@ -90,6 +92,7 @@ pub async fn record_load(
     .bind(entry.changed)
     .bind(&entry.error)
     .bind(entry.started_at)
+    .bind(entry.idempotency_key)
     .execute(conn)
     .await
     .map(|_| ())

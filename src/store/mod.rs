@@ -5,8 +5,10 @@
 //! `names::validate_*`; values travel as bind parameters or COPY data.
 
 pub mod catalog;
+pub mod idempotency;
 pub mod janitor;
 pub mod ledger;
+pub mod merge;
 pub mod partitions;
 pub mod publish;
 pub mod stage;

@@ -60,6 +60,7 @@ impl Conditions {
 #[derive(Clone, Debug)]
 pub struct Current {
     pub content_sha256: String,
+    pub content_sum: Vec<u8>,
     pub body_sha256: String,
     pub row_count: i64,
     pub rows_received: i64,
@@ -71,6 +72,8 @@ pub struct Current {
 pub struct BodyFacts<'a> {
     pub sha256: &'a str,
     pub rows_received: u64,
+    /// The content hash of the rows staged (what the partition will hold).
+    pub content: &'a crate::ingest::ContentHash,
 }
 
 pub async fn current(
@@ -79,7 +82,7 @@ pub async fn current(
     ds: NaiveDate,
 ) -> Result<Option<Current>, sqlx::Error> {
     let row = sqlx::query(
-        "select content_sha256, body_sha256, row_count, rows_received
+        "select content_sha256, body_sha256, row_count, rows_received, content_sum
            from idem.partitions where table_name = $1 and ds = $2",
     )
     .bind(table)
@@ -92,6 +95,7 @@ pub async fn current(
             body_sha256: r.try_get(1)?,
             row_count: r.try_get(2)?,
             rows_received: r.try_get(3)?,
+            content_sum: r.try_get(4)?,
         })
     })
     .transpose()
@@ -173,10 +177,11 @@ pub async fn publish(
     // language=PostgreSQL
     sqlx::query(
         "insert into idem.partitions (table_name, ds, row_count, content_sha256, body_sha256, rows_received,
-                                      load_id, published_at)
-         values ($1, $2, $3, $4, $5, $6, $7, now())
+                                      load_id, content_sum, published_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, now())
          on conflict (table_name, ds) do update
             set row_count = excluded.row_count, content_sha256 = excluded.content_sha256,
+                content_sum = excluded.content_sum,
                 body_sha256 = excluded.body_sha256, rows_received = excluded.rows_received,
                 load_id = excluded.load_id, published_at = excluded.published_at",
     )
@@ -187,6 +192,7 @@ pub async fn publish(
     .bind(body.sha256)
     .bind(body.rows_received as i64)
     .bind(entry.load_id)
+    .bind(&body.content.sum_bytes()[..])
     .execute(&mut *tx)
     .await?;
     entry.status = super::ledger::LoadStatus::Published;

@@ -78,7 +78,7 @@ pub async fn stage_rows(
     def: &TableDef,
     ds: NaiveDate,
     name: &str,
-    mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
+    rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> Result<Staged, StageError> {
     let stage = staging_table(name);
     let partition_col = quote_ident(&def.partition_by);
@@ -93,37 +93,7 @@ pub async fn stage_rows(
     ))
     .execute(&mut *tx)
     .await?;
-    let columns: Vec<String> = def
-        .columns
-        .iter()
-        .map(|c| quote_ident(&c.name))
-        .chain([
-            "\"_load_id\"".into(),
-            "\"_row_id\"".into(),
-            "\"_row_hash\"".into(),
-        ])
-        .collect();
-    // FREEZE: the table is new in this transaction, so its rows can be
-    // written frozen and vacuum never has to visit them again.
-    let mut copy = tx
-        .copy_in_raw(&format!(
-            "copy {stage} ({}) from stdin with (format binary, freeze)",
-            columns.join(", ")
-        ))
-        .await?;
-    while let Some(chunk) = rows.next().await {
-        match chunk {
-            Ok(bytes) => {
-                copy.send(bytes).await?;
-            }
-            Err(e) => {
-                let _ = copy.abort("the row source failed").await;
-                let _ = tx.rollback().await;
-                return Err(StageError::Source(e));
-            }
-        }
-    }
-    let copied = copy.finish().await?;
+    let copied = copy_binary(&mut tx, &stage, def, &[], rows).await?;
 
     let index_sql = format!(
         "create unique index on {stage} ({})",
@@ -160,9 +130,57 @@ pub async fn stage_rows(
     })
 }
 
+/// COPYs binary tuples (see `ingest::encode`) into `table`: the user
+/// columns, `_load_id`, `_row_id`, `_row_hash`, then `extra` columns. A
+/// failing source aborts the COPY; the caller's transaction is then void.
+pub(super) async fn copy_binary(
+    conn: &mut PgConnection,
+    table: &str,
+    def: &TableDef,
+    extra: &[&str],
+    mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
+) -> Result<u64, StageError> {
+    let columns: Vec<String> = def
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .chain(
+            ["_load_id", "_row_id", "_row_hash"]
+                .iter()
+                .chain(extra)
+                .map(|c| quote_ident(c)),
+        )
+        .collect();
+    // FREEZE: a stage is new in this transaction, so its rows can be written
+    // frozen and vacuum never has to visit them again.
+    let freeze = if table.starts_with(STAGING_SCHEMA) {
+        ", freeze"
+    } else {
+        ""
+    };
+    let mut copy = conn
+        .copy_in_raw(&format!(
+            "copy {table} ({}) from stdin with (format binary{freeze})",
+            columns.join(", ")
+        ))
+        .await?;
+    while let Some(chunk) = rows.next().await {
+        match chunk {
+            Ok(bytes) => {
+                copy.send(bytes).await?;
+            }
+            Err(e) => {
+                let _ = copy.abort("the row source failed").await;
+                return Err(StageError::Source(e));
+            }
+        }
+    }
+    Ok(copy.finish().await?)
+}
+
 /// Versions of one key collapse to one: the largest cursor, then the
 /// smallest row digest. Neither depends on arrival order.
-async fn drop_losing_versions(
+pub(super) async fn drop_losing_versions(
     conn: &mut PgConnection,
     def: &TableDef,
     stage: &str,
@@ -193,7 +211,10 @@ async fn drop_losing_versions(
 
 /// Without a key, identical rows stay distinct rows: the n-th copy (n >= 1)
 /// of a row gets `sha256(row id || n)`, so every re-send numbers them alike.
-async fn number_identical_rows(conn: &mut PgConnection, stage: &str) -> Result<(), sqlx::Error> {
+pub(super) async fn number_identical_rows(
+    conn: &mut PgConnection,
+    stage: &str,
+) -> Result<(), sqlx::Error> {
     // language=PostgreSQL
     let sql = format!(
         "update {stage} s

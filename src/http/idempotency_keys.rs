@@ -1,0 +1,45 @@
+//! `GET /idempotency-keys/{key}`: what became of a key.
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::Caller;
+use crate::app::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::store::idempotency::KeyState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/idempotency-keys/{key}", get(get_key))
+}
+
+async fn get_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(key): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let retention = state.settings.idempotency_retention_secs;
+    match state.store.key_state(&caller.principal, &key).await? {
+        KeyState::Completed(stored) => Ok(Json(json!({
+            "key": stored.key,
+            "principal": stored.principal,
+            "status": "completed",
+            "load_id": stored.load_id,
+            "fingerprint": stored.fingerprint,
+            "created_at": stored.created_at,
+            "expires_at": stored.expires_at,
+            "retention_seconds": retention,
+            "response": {"status": stored.response_status, "body": stored.response_body},
+        }))),
+        KeyState::InFlight => Ok(Json(json!({
+            "key": key,
+            "principal": caller.principal,
+            "status": "in_flight",
+            "retention_seconds": retention,
+        }))),
+        KeyState::Absent => Err(ApiError::NotFound(format!(
+            "no completed request with Idempotency-Key {key:?} (keys are kept {retention} s)"
+        ))),
+    }
+}

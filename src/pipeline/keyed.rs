@@ -1,0 +1,141 @@
+//! A write under an `Idempotency-Key` (IETF httpapi draft "The
+//! Idempotency-Key HTTP Header Field"):
+//!
+//! - first use: the write runs in the transaction that claimed the key, and
+//!   the key, the request's fingerprint and the response are stored in it;
+//! - the same key and request again: the stored response, replayed;
+//! - the same key, another request: 422;
+//! - the same key while the first is running: wait for it (bounded), then
+//!   replay; past the bound, 409 with `Retry-After`.
+//!
+//! Only completed writes are stored. A refusal (4xx) or a failure (5xx)
+//! rolls the key back with the write, so the client can fix the request and
+//! retry under the same key.
+
+use axum::http::StatusCode;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::partition::{put_partition, PutPartition};
+use super::rows::{post_rows, PostRows};
+use crate::app::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::http::body::{classify_read_error, BodyDigest};
+use crate::store::idempotency::{complete_key, Claim};
+
+/// What the fingerprint of a keyed request is made of.
+pub struct KeyedRequest {
+    pub principal: String,
+    pub key: String,
+    pub method: &'static str,
+    pub path_and_query: String,
+    pub content_type: String,
+}
+
+pub enum Write {
+    Rows(PostRows),
+    Partition(PutPartition),
+}
+
+/// A keyed write's answer: status and body, and whether it was replayed.
+pub struct KeyedAnswer {
+    pub status: StatusCode,
+    pub body: serde_json::Value,
+    pub replayed: bool,
+}
+
+impl Write {
+    fn body_parts(&mut self) -> (&mut crate::pipeline::BodyReader, Option<BodyDigest>) {
+        let body = match self {
+            Write::Rows(r) => &mut r.body,
+            Write::Partition(p) => &mut p.body,
+        };
+        (&mut body.reader, body.digest.clone())
+    }
+}
+
+/// SHA-256 of method, path and query, content type and the body's SHA-256.
+fn fingerprint(req: &KeyedRequest, body_sha256: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        req.method,
+        &req.path_and_query,
+        &req.content_type,
+        body_sha256,
+    ] {
+        h.update(part.as_bytes());
+        h.update(b"\0");
+    }
+    hex::encode(h.finalize())
+}
+
+pub async fn run(state: &AppState, req: KeyedRequest, mut write: Write) -> ApiResult<KeyedAnswer> {
+    let settings = &state.settings;
+    let (_, digest) = write.body_parts();
+    let digest = digest.expect("a keyed body is digested");
+    match state
+        .store
+        .claim_key(&req.principal, &req.key, settings.idempotency_wait())
+        .await?
+    {
+        Claim::Completed(stored) => {
+            // The body must be read to know whether it is the same request.
+            let (reader, _) = write.body_parts();
+            tokio::io::copy(reader, &mut tokio::io::sink())
+                .await
+                .map_err(|e| classify_read_error(&e))?;
+            if fingerprint(&req, &digest.hex()) != stored.fingerprint {
+                return Err(ApiError::IdempotencyKeyReused);
+            }
+            let mut body = stored.response_body;
+            body["replayed"] = serde_json::Value::Bool(true);
+            let status =
+                StatusCode::from_u16(stored.response_status as u16).unwrap_or(StatusCode::OK);
+            Ok(KeyedAnswer {
+                status,
+                body,
+                replayed: true,
+            })
+        }
+        Claim::Fresh(mut tx) => {
+            let written: ApiResult<(serde_json::Value, Uuid)> = match write {
+                Write::Rows(rows) => post_rows(state, rows, &mut tx)
+                    .await
+                    .map(|r| (json(&r), r.load_id)),
+                Write::Partition(put) => put_partition(state, put, Some(&mut tx))
+                    .await
+                    .map(|r| (json(&r), r.load_id)),
+            };
+            let (body, load_id) = match written {
+                Ok(done) => done,
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    return Err(e);
+                }
+            };
+            let status = StatusCode::OK;
+            let fingerprint = fingerprint(&req, &digest.hex());
+            complete_key(
+                &mut tx,
+                &req.principal,
+                &req.key,
+                &fingerprint,
+                Some(load_id),
+                status.as_u16(),
+                &body,
+                settings.idempotency_retention(),
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(KeyedAnswer {
+                status,
+                body,
+                replayed: false,
+            })
+        }
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(value).expect("a receipt serializes")
+}

@@ -1,0 +1,188 @@
+//! Idempotency keys: claimed by inserting their row at the start of a keyed
+//! write, in the write's own transaction. The primary key does the locking:
+//! a second request with the same key waits on the first one's uncommitted
+//! row (bounded by `lock_timeout`) and then sees it completed, or takes the
+//! key over if the first one rolled back.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, Postgres, Transaction};
+use uuid::Uuid;
+
+use super::Store;
+use crate::error::{ApiError, ApiResult};
+
+/// A completed key, as stored.
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct StoredKey {
+    pub principal: String,
+    pub key: String,
+    pub fingerprint: String,
+    pub load_id: Option<Uuid>,
+    pub response_status: i32,
+    pub response_body: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+pub enum Claim {
+    /// The key is ours: write in this transaction, then `complete` and commit.
+    Fresh(Transaction<'static, Postgres>),
+    /// The key was used by a completed request.
+    Completed(StoredKey),
+}
+
+/// What `GET /idempotency-keys/{key}` can find.
+pub enum KeyState {
+    Completed(StoredKey),
+    InFlight,
+    Absent,
+}
+
+fn is_lock_timeout(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
+}
+
+const STORED_KEY_SQL: &str =
+    "select principal, key, fingerprint, load_id, response_status, response_body,
+        created_at, expires_at
+   from idem.idempotency_keys where principal = $1 and key = $2";
+
+/// Inserts the key's placeholder row; an expired row is taken over. Returns
+/// whether the key is ours.
+async fn insert_placeholder(
+    conn: &mut PgConnection,
+    principal: &str,
+    key: &str,
+) -> Result<bool, sqlx::Error> {
+    // language=PostgreSQL
+    let inserted = sqlx::query(
+        "insert into idem.idempotency_keys as k
+                (principal, key, fingerprint, response_status, response_body, expires_at)
+         values ($1, $2, '', 0, 'null', now())
+         on conflict (principal, key) do update
+            set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
+                created_at = now(), expires_at = now()
+          where k.expires_at < now()",
+    )
+    .bind(principal)
+    .bind(key)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(inserted == 1)
+}
+
+impl Store {
+    /// Claims `key` for `principal`, waiting up to `wait` for a request in
+    /// flight with the same key (then 409).
+    #[tracing::instrument(skip(self))]
+    pub async fn claim_key(&self, principal: &str, key: &str, wait: Duration) -> ApiResult<Claim> {
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(&format!(
+            "set local lock_timeout = {}",
+            wait.as_millis().max(1)
+        ))
+        .execute(&mut *tx)
+        .await?;
+        match insert_placeholder(&mut tx, principal, key).await {
+            Ok(true) => {
+                sqlx::query("set local lock_timeout to default")
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(Claim::Fresh(tx))
+            }
+            Ok(false) => {
+                let stored: StoredKey = sqlx::query_as(STORED_KEY_SQL)
+                    .bind(principal)
+                    .bind(key)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.rollback().await?;
+                Ok(Claim::Completed(stored))
+            }
+            Err(e) if is_lock_timeout(&e) => Err(ApiError::KeyInFlight {
+                retry_after_secs: wait.as_secs().max(1),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub async fn key_state(&self, principal: &str, key: &str) -> ApiResult<KeyState> {
+        let stored: Option<StoredKey> = sqlx::query_as(STORED_KEY_SQL)
+            .bind(principal)
+            .bind(key)
+            .fetch_optional(self.pool())
+            .await?;
+        if let Some(stored) = stored.filter(|s| s.expires_at > Utc::now()) {
+            return Ok(KeyState::Completed(stored));
+        }
+        // Not committed: either absent or held by a request in flight, which
+        // only a write attempt can tell.
+        let mut tx = self.pool().begin().await?;
+        sqlx::query("set local lock_timeout = 50")
+            .execute(&mut *tx)
+            .await?;
+        let state = match insert_placeholder(&mut tx, principal, key).await {
+            Ok(_) => KeyState::Absent,
+            Err(e) if is_lock_timeout(&e) => KeyState::InFlight,
+            Err(e) => return Err(e.into()),
+        };
+        let _ = tx.rollback().await;
+        Ok(state)
+    }
+
+    /// Deletes expired keys, a batch at a time; `skip locked` lets several
+    /// idem processes reap side by side. Returns how many went.
+    pub async fn reap_keys(&self) -> Result<u64, sqlx::Error> {
+        let mut total = 0;
+        loop {
+            // language=PostgreSQL
+            let n = sqlx::query(
+                "delete from idem.idempotency_keys where ctid in (
+                   select ctid from idem.idempotency_keys where expires_at < now()
+                    limit 1000 for update skip locked)",
+            )
+            .execute(self.pool())
+            .await?
+            .rows_affected();
+            total += n;
+            if n < 1000 {
+                return Ok(total);
+            }
+        }
+    }
+}
+
+/// Records the completed request in the claiming transaction.
+#[allow(clippy::too_many_arguments)]
+pub async fn complete_key(
+    conn: &mut PgConnection,
+    principal: &str,
+    key: &str,
+    fingerprint: &str,
+    load_id: Option<Uuid>,
+    status: u16,
+    body: &serde_json::Value,
+    retention: Duration,
+) -> Result<(), sqlx::Error> {
+    // language=PostgreSQL
+    sqlx::query(
+        "update idem.idempotency_keys
+            set fingerprint = $3, load_id = $4, response_status = $5, response_body = $6,
+                created_at = now(), expires_at = now() + make_interval(secs => $7)
+          where principal = $1 and key = $2",
+    )
+    .bind(principal)
+    .bind(key)
+    .bind(fingerprint)
+    .bind(load_id)
+    .bind(status as i32)
+    .bind(body)
+    .bind(retention.as_secs_f64())
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
