@@ -154,7 +154,7 @@ async fn put_partition(
 }
 
 async fn put_partition_once(state: &AppState, request: PutPartition) -> ApiResult<Response> {
-    let receipt = partition::put_partition(state, request, None).await?;
+    let receipt = partition::put_partition_unkeyed(state, request).await?;
     let etag = etag(&receipt.content_sha256);
     let mut response = (StatusCode::OK, Json(receipt)).into_response();
     response.headers_mut().insert(header::ETAG, etag);

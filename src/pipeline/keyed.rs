@@ -14,10 +14,10 @@
 
 use axum::http::StatusCode;
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
-use super::partition::{put_partition, PutPartition};
+use super::partition::{put_partition, PutPartition, MODE as PUT_MODE};
 use super::rows::{post_rows, PostRows};
+use super::Refusal;
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::http::body::{classify_read_error, BodyDigest};
@@ -73,12 +73,21 @@ pub async fn run(state: &AppState, req: KeyedRequest, mut write: Write) -> ApiRe
     let settings = &state.settings;
     let (_, digest) = write.body_parts();
     let digest = digest.expect("a keyed body is digested");
-    match state
+    // Every connection the write needs is taken before the key is claimed:
+    // requests waiting for the key hold connections while they wait, and
+    // must not starve the one they wait for.
+    let mut stage_conn = match &write {
+        Write::Partition(_) => Some(state.store.pool().acquire().await?),
+        Write::Rows(_) => None,
+    };
+    let mut tx = match state
         .store
         .claim_key(&req.principal, &req.key, settings.idempotency_wait())
         .await?
     {
+        Claim::Fresh(tx) => tx,
         Claim::Completed(stored) => {
+            drop(stage_conn);
             // The body must be read to know whether it is the same request.
             let (reader, _) = write.body_parts();
             tokio::io::copy(reader, &mut tokio::io::sink())
@@ -91,49 +100,60 @@ pub async fn run(state: &AppState, req: KeyedRequest, mut write: Write) -> ApiRe
             body["replayed"] = serde_json::Value::Bool(true);
             let status =
                 StatusCode::from_u16(stored.response_status as u16).unwrap_or(StatusCode::OK);
-            Ok(KeyedAnswer {
+            return Ok(KeyedAnswer {
                 status,
                 body,
                 replayed: true,
-            })
+            });
         }
-        Claim::Fresh(mut tx) => {
-            let written: ApiResult<(serde_json::Value, Uuid)> = match write {
-                Write::Rows(rows) => post_rows(state, rows, &mut tx)
-                    .await
-                    .map(|r| (json(&r), r.load_id)),
-                Write::Partition(put) => put_partition(state, put, Some(&mut tx))
-                    .await
-                    .map(|r| (json(&r), r.load_id)),
-            };
-            let (body, load_id) = match written {
-                Ok(done) => done,
-                Err(e) => {
-                    let _ = tx.rollback().await;
-                    return Err(e);
-                }
-            };
-            let status = StatusCode::OK;
-            let fingerprint = fingerprint(&req, &digest.hex());
-            complete_key(
-                &mut tx,
-                &req.principal,
-                &req.key,
-                &fingerprint,
-                Some(load_id),
-                status.as_u16(),
-                &body,
-                settings.idempotency_retention(),
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(KeyedAnswer {
-                status,
-                body,
-                replayed: false,
-            })
+    };
+
+    let (refusal, written) = match write {
+        Write::Rows(rows) => {
+            let refusal = Refusal::new(&rows.table, None, rows.mode_name(), Some(&req.key));
+            let written = post_rows(state, rows, refusal.load_id, &mut tx)
+                .await
+                .map(|r| json(&r));
+            (refusal, written)
         }
-    }
+        Write::Partition(put) => {
+            let refusal = Refusal::new(&put.table, Some(put.ds), PUT_MODE, Some(&req.key));
+            let conn = stage_conn.as_deref_mut().expect("taken above");
+            let written = put_partition(state, put, refusal.load_id, conn, Some(&mut tx))
+                .await
+                .map(|r| json(&r));
+            (refusal, written)
+        }
+    };
+    let body = match written {
+        Ok(body) => body,
+        Err(e) => {
+            // The key goes with the write, so that the fixed request can use it.
+            let _ = tx.rollback().await;
+            drop(stage_conn);
+            refusal.record(state, &e).await;
+            return Err(e);
+        }
+    };
+    let status = StatusCode::OK;
+    let fingerprint = fingerprint(&req, &digest.hex());
+    complete_key(
+        &mut tx,
+        &req.principal,
+        &req.key,
+        &fingerprint,
+        Some(refusal.load_id),
+        status.as_u16(),
+        &body,
+        settings.idempotency_retention(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(KeyedAnswer {
+        status,
+        body,
+        replayed: false,
+    })
 }
 
 fn json(value: &impl serde::Serialize) -> serde_json::Value {

@@ -10,6 +10,7 @@ pub mod partition;
 pub mod rows;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::PgConnection;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use uuid::Uuid;
 
@@ -19,7 +20,7 @@ use crate::http::body::classify_read_error;
 use crate::ingest::infer::infer_table;
 use crate::ingest::BodyFormat;
 use crate::schema::{TableDef, DEFAULT_PARTITION_COLUMN};
-use crate::store::catalog::Declared;
+use crate::store::catalog::{self, Declared};
 use crate::store::ledger::{LoadEntry, LoadStatus};
 
 /// How much of a body is sampled to infer an undeclared table's columns.
@@ -32,11 +33,12 @@ pub type BodyReader = Box<dyn AsyncRead + Send + Unpin>;
 /// front of the rest of the body.
 pub async fn resolve_table(
     state: &AppState,
+    conn: &mut PgConnection,
     table: &str,
     format: BodyFormat,
     mut body: BodyReader,
 ) -> ApiResult<(TableDef, BodyReader)> {
-    if let Some(def) = state.store.table(table).await? {
+    if let Some(def) = catalog::table_def(&mut *conn, table).await? {
         return Ok((def, body));
     }
     if !state.settings.auto_create_tables {
@@ -50,35 +52,72 @@ pub async fn resolve_table(
         .map_err(|e| classify_read_error(&e))?;
     let def = infer_table(table, DEFAULT_PARTITION_COLUMN, format, &head)?;
     let body: BodyReader = Box::new(std::io::Cursor::new(head).chain(body));
-    let def = match state.store.declare(&def, true).await? {
+    let def = match catalog::declare(conn, &def, true).await? {
         Declared::Created(d) | Declared::Unchanged(d) | Declared::Changed(d, _) => d,
     };
     Ok((def, body))
 }
 
-/// Refused and failed loads go to the ledger too, with what was wrong.
-pub async fn record_refusal(state: &AppState, entry: LoadEntry<'_>, error: &ApiError) {
-    let (status, rejected, detail) = match error {
-        ApiError::BadRows { count, errors } => (
-            LoadStatus::Rejected,
-            *count,
-            serde_json::json!({"code": error.code(), "errors": errors}),
-        ),
-        e if e.status().is_client_error() => (
-            LoadStatus::Rejected,
-            0,
-            serde_json::json!({"code": e.code(), "detail": e.to_string()}),
-        ),
-        e => (LoadStatus::Failed, 0, serde_json::json!({"code": e.code()})),
-    };
-    let entry = LoadEntry {
-        status,
-        rejected,
-        error: Some(detail),
-        ..entry
-    };
-    if let Err(e) = state.store.record_load(&entry).await {
-        tracing::warn!(error = ?e, "could not record a refused load");
+/// What the ledger keeps of a write that was refused or failed: enough to
+/// record it after its transaction is gone.
+pub struct Refusal {
+    pub load_id: Uuid,
+    pub table: String,
+    pub ds: Option<NaiveDate>,
+    pub mode: String,
+    pub idempotency_key: Option<String>,
+    pub started_at: DateTime<Utc>,
+}
+
+impl Refusal {
+    /// A new load: its id (UUIDv7) and start time.
+    pub fn new(
+        table: &str,
+        ds: Option<NaiveDate>,
+        mode: &str,
+        idempotency_key: Option<&str>,
+    ) -> Self {
+        Refusal {
+            load_id: Uuid::now_v7(),
+            table: table.to_string(),
+            ds,
+            mode: mode.to_string(),
+            idempotency_key: idempotency_key.map(str::to_string),
+            started_at: Utc::now(),
+        }
+    }
+
+    /// Records the load as refused (4xx) or failed (5xx), with what was wrong.
+    pub async fn record(&self, state: &AppState, error: &ApiError) {
+        let (status, rejected, detail) = match error {
+            ApiError::BadRows { count, errors } => (
+                LoadStatus::Rejected,
+                *count,
+                serde_json::json!({"code": error.code(), "errors": errors}),
+            ),
+            e if e.status().is_client_error() => (
+                LoadStatus::Rejected,
+                0,
+                serde_json::json!({"code": e.code(), "detail": e.to_string()}),
+            ),
+            e => (LoadStatus::Failed, 0, serde_json::json!({"code": e.code()})),
+        };
+        let entry = LoadEntry {
+            status,
+            rejected,
+            error: Some(detail),
+            ..blank_entry(
+                self.load_id,
+                &self.table,
+                self.ds,
+                &self.mode,
+                self.idempotency_key.as_deref(),
+                self.started_at,
+            )
+        };
+        if let Err(e) = state.store.record_load(&entry).await {
+            tracing::warn!(error = ?e, "could not record a refused load");
+        }
     }
 }
 

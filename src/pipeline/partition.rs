@@ -19,14 +19,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use super::decode::{self, CHUNK_BYTES};
-use super::{blank_entry, record_refusal, resolve_table, BodyReader};
+use super::{resolve_table, BodyReader, Refusal};
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::http::body::{classify_read_error, BodySource};
 use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::schema::TableDef;
-use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::publish::{publish, BodyFacts, Conditions, Current, Published};
+use crate::store::ledger::{record_load, LoadEntry, LoadStatus};
+use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published};
 use crate::store::stage;
 
 /// The answer to an accepted PUT (API.md "A write's answer").
@@ -55,19 +55,33 @@ pub struct PutPartition {
     pub idempotency_key: Option<String>,
 }
 
-const MODE: &str = "replace";
+pub const MODE: &str = "replace";
 
-/// Replaces partition `ds`. With `key_tx` (a keyed PUT), the swap happens
-/// inside that transaction, so the key's record commits with it.
-#[tracing::instrument(skip_all, fields(table = %req.table, ds = %req.ds, load_id))]
+/// A PUT without an Idempotency-Key: its own connection, its refusals
+/// recorded in the ledger.
+pub async fn put_partition_unkeyed(state: &AppState, req: PutPartition) -> ApiResult<Receipt> {
+    let refusal = Refusal::new(&req.table, Some(req.ds), MODE, None);
+    let mut conn = state.store.pool().acquire().await?;
+    let result = put_partition(state, req, refusal.load_id, &mut conn, None).await;
+    if let Err(e) = &result {
+        refusal.record(state, e).await;
+    }
+    result
+}
+
+/// Replaces partition `ds`, doing all its database work on `stage_conn`
+/// and, for a keyed PUT, `key_tx`: the swap then happens inside that
+/// transaction, so the key's record commits with it. (A keyed write holds
+/// every connection it needs before it claims its key, so the requests that
+/// wait for the key cannot starve it of connections.)
+#[tracing::instrument(skip_all, fields(table = %req.table, ds = %req.ds, %load_id))]
 pub async fn put_partition(
     state: &AppState,
     req: PutPartition,
+    load_id: Uuid,
+    stage_conn: &mut PgConnection,
     key_tx: Option<&mut PgConnection>,
 ) -> ApiResult<Receipt> {
-    let load_id = Uuid::now_v7();
-    tracing::Span::current().record("load_id", tracing::field::display(load_id));
-    let started_at = Utc::now();
     let PutPartition {
         table,
         ds,
@@ -75,19 +89,13 @@ pub async fn put_partition(
         conditions,
         idempotency_key,
     } = req;
-    let key = idempotency_key.as_deref();
     let target = Target {
         table: &table,
         ds,
         conditions: &conditions,
-        key,
+        key: idempotency_key.as_deref(),
     };
-    let result = replace(state, target, body, load_id, key_tx).await;
-    if let Err(e) = &result {
-        let entry = blank_entry(load_id, &table, Some(ds), MODE, key, started_at);
-        record_refusal(state, entry, e).await;
-    }
-    result
+    replace(state, target, body, load_id, stage_conn, key_tx).await
 }
 
 /// What a PUT names besides its body.
@@ -104,6 +112,7 @@ async fn replace(
     target: Target<'_>,
     body: BodySource,
     load_id: Uuid,
+    conn: &mut PgConnection,
     key_tx: Option<&mut PgConnection>,
 ) -> ApiResult<Receipt> {
     let started_at = Utc::now();
@@ -113,20 +122,22 @@ async fn replace(
         conditions,
         key,
     } = target;
-    let store = &state.store;
 
-    let live = store.current_partition(table, ds).await?;
+    let live = current(&mut *conn, table, ds).await?;
     conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
 
     let format = body.format;
-    let (def, body) = resolve_table(state, table, format, body.reader).await?;
+    let (def, body) = resolve_table(state, &mut *conn, table, format, body.reader).await?;
     let body_hash = body_hash_prefix(format, &def);
     let body: BodyReader = match &live {
         None => body,
         Some(live) => {
             let (spooled, body_sha256) = spool_body(body, body_hash.clone(), state).await?;
             if body_sha256 == live.body_sha256 {
-                return same_body(state, load_id, &def.name, ds, live, key, started_at).await;
+                let receipt = same_body(load_id, &def.name, ds, live);
+                let entry = ledger_entry(&receipt, LoadStatus::Unchanged, key, started_at);
+                record_load(key_tx.unwrap_or(conn), &entry).await?;
+                return Ok(receipt);
             }
             Box::new(spooled)
         }
@@ -139,12 +150,11 @@ async fn replace(
     };
     let decoding = decode::spawn_decoder(def.clone(), options, load_id, format, body, body_hash);
 
-    let mut conn = store.pool().acquire().await?;
     let stage_name = stage::staging_name(load_id);
-    stage::claim(&mut conn, &stage_name).await?;
+    stage::claim(&mut *conn, &stage_name).await?;
     let result = async {
         let staged = stage::stage_rows(
-            &mut conn,
+            &mut *conn,
             &def,
             ds,
             &stage_name,
@@ -180,7 +190,7 @@ async fn replace(
         };
         let publish_conn: &mut PgConnection = match key_tx {
             Some(tx) => tx,
-            None => &mut conn,
+            None => &mut *conn,
         };
         if let Published::Unchanged = publish(
             publish_conn,
@@ -202,9 +212,11 @@ async fn replace(
 
     // The stage is gone after a swap; otherwise it is dropped here. Either
     // way the claim ends, and a connection that cannot say so is closed.
-    if let Err(e) = stage::release(&mut conn, &stage_name).await {
-        tracing::warn!(error = %e, "could not release the stage; closing its connection");
-        let _ = conn.close().await;
+    let published = result.as_ref().is_ok_and(|r| r.changed);
+    if let Err(e) = stage::release(&mut *conn, &stage_name, published).await {
+        // The session ends with the connection, and with it the claim.
+        tracing::warn!(error = %e, "could not release the stage");
+        return Err(result.err().unwrap_or_else(|| e.into()));
     }
     result
 }
@@ -244,20 +256,12 @@ fn body_hash_prefix(format: BodyFormat, def: &TableDef) -> Sha256 {
     hash
 }
 
-/// A body that is the very one the live partition was built from: nothing
-/// to do but say so.
-async fn same_body(
-    state: &AppState,
-    load_id: Uuid,
-    table: &str,
-    ds: NaiveDate,
-    live: &Current,
-    key: Option<&str>,
-    started_at: chrono::DateTime<Utc>,
-) -> ApiResult<Receipt> {
+/// The answer when the body is the very one the live partition was built
+/// from: nothing to do but say so.
+fn same_body(load_id: Uuid, table: &str, ds: NaiveDate, live: &Current) -> Receipt {
     let row_count = live.row_count as u64;
     let rows_received = live.rows_received as u64;
-    let receipt = Receipt {
+    Receipt {
         load_id,
         table: table.to_string(),
         ds,
@@ -270,10 +274,7 @@ async fn same_body(
         content_sha256: live.content_sha256.clone(),
         changed: false,
         replayed: false,
-    };
-    let entry = ledger_entry(&receipt, LoadStatus::Unchanged, key, started_at);
-    state.store.record_load(&entry).await?;
-    Ok(receipt)
+    }
 }
 
 /// Copies the body to an unnamed temporary file (gone when closed), taking

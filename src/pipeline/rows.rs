@@ -8,7 +8,7 @@ use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::{blank_entry, decode, record_refusal, resolve_table};
+use super::{blank_entry, decode, resolve_table};
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::http::body::BodySource;
@@ -71,15 +71,16 @@ fn choose_mode(def: &TableDef, asked: Option<MergeMode>) -> ApiResult<MergeMode>
     }
 }
 
-/// Writes the body's rows in `tx`; the caller commits.
-#[tracing::instrument(skip_all, fields(table = %req.table, load_id))]
+/// Writes the body's rows in `tx`, and nothing else: every statement of
+/// the write runs in that transaction (the caller commits, and records a
+/// refusal after rolling back).
+#[tracing::instrument(skip_all, fields(table = %req.table, %load_id))]
 pub async fn post_rows(
     state: &AppState,
     req: PostRows,
+    load_id: Uuid,
     tx: &mut PgConnection,
 ) -> ApiResult<RowsReceipt> {
-    let load_id = Uuid::now_v7();
-    tracing::Span::current().record("load_id", tracing::field::display(load_id));
     let started_at = Utc::now();
     let PostRows {
         table,
@@ -88,8 +89,7 @@ pub async fn post_rows(
         principal,
         idempotency_key,
     } = req;
-    let asked = mode.map(MergeMode::as_str).unwrap_or("default");
-    let result = write(
+    write(
         state,
         &table,
         mode,
@@ -100,19 +100,14 @@ pub async fn post_rows(
         tx,
         started_at,
     )
-    .await;
-    if let Err(e) = &result {
-        let entry = blank_entry(
-            load_id,
-            &table,
-            None,
-            asked,
-            Some(&idempotency_key),
-            started_at,
-        );
-        record_refusal(state, entry, e).await;
+    .await
+}
+
+impl PostRows {
+    /// The mode named in the ledger for a refusal: the one asked for, if any.
+    pub fn mode_name(&self) -> &'static str {
+        self.mode.map(MergeMode::as_str).unwrap_or("default")
     }
-    result
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -128,7 +123,7 @@ async fn write(
     started_at: chrono::DateTime<Utc>,
 ) -> ApiResult<RowsReceipt> {
     let format = body.format;
-    let (def, body) = resolve_table(state, table, format, body.reader).await?;
+    let (def, body) = resolve_table(state, &mut *tx, table, format, body.reader).await?;
     let mode = choose_mode(&def, mode)?;
     let options = EncodeOptions {
         ds: None,

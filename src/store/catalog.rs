@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{PgConnection, Row};
+use sqlx::{Connection, PgConnection, Row};
 
 use super::{column_ddl, key_index_columns, lock_key, parent_table, Store};
 use crate::error::{ApiError, ApiResult};
@@ -48,12 +48,8 @@ fn table_info(row: &sqlx::postgres::PgRow) -> ApiResult<TableInfo> {
 
 impl Store {
     pub async fn table(&self, name: &str) -> ApiResult<Option<TableDef>> {
-        let def: Option<sqlx::types::Json<TableDef>> =
-            sqlx::query_scalar("select definition from idem.tables where name = $1")
-                .bind(name)
-                .fetch_optional(self.pool())
-                .await?;
-        Ok(def.map(|d| d.0))
+        let mut conn = self.pool().acquire().await?;
+        table_def(&mut conn, name).await
     }
 
     pub async fn table_info(&self, name: &str) -> ApiResult<Option<TableInfo>> {
@@ -74,9 +70,34 @@ impl Store {
     /// Creates the table, or moves it to `def` by safe changes, or answers
     /// that it already is `def`. Two processes declaring one table at once
     /// serialize on the table's advisory lock; the second sees the first's work.
-    #[tracing::instrument(skip_all, fields(table = %def.name))]
     pub async fn declare(&self, def: &TableDef, inferred: bool) -> ApiResult<Declared> {
-        let mut tx = self.pool().begin().await?;
+        let mut conn = self.pool().acquire().await?;
+        declare(&mut conn, def, inferred).await
+    }
+}
+
+pub async fn table_def(conn: &mut PgConnection, name: &str) -> ApiResult<Option<TableDef>> {
+    let def: Option<sqlx::types::Json<TableDef>> =
+        sqlx::query_scalar("select definition from idem.tables where name = $1")
+            .bind(name)
+            .fetch_optional(conn)
+            .await?;
+    Ok(def.map(|d| d.0))
+}
+
+/// Creates the table, or moves it to `def` by safe changes, or answers
+/// that it already is `def`. Two processes declaring one table at once
+/// serialize on the table's advisory lock; the second sees the first's work.
+/// Inside a transaction of the caller's, it runs in a savepoint and holds the
+/// lock until that transaction ends.
+#[tracing::instrument(skip_all, fields(table = %def.name))]
+pub async fn declare(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    inferred: bool,
+) -> ApiResult<Declared> {
+    {
+        let mut tx = conn.begin().await?;
         sqlx::query("select pg_advisory_xact_lock($1)")
             .bind(lock_key("table", &[&def.name]))
             .execute(&mut *tx)

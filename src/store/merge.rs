@@ -80,12 +80,18 @@ pub async fn merge_rows(
 ) -> Result<Merged, StageError> {
     let temp = quote_ident(&format!("r_{}", load_id.simple()));
     sqlx::query(&format!(
-        "create temp table {temp} ({}, \"_deleted\" boolean not null) on commit drop",
+        "create temp table {temp} ({}, \"_deleted\" boolean not null default false) on commit drop",
         super::column_ddl(def)
     ))
     .execute(&mut *conn)
     .await?;
-    let copied = copy_binary(conn, &temp, def, &["_deleted"], rows).await?;
+    // Only a merge reads tombstones; its tuples carry `_deleted`.
+    let extra: &[&str] = if mode == MergeMode::Merge {
+        &["_deleted"]
+    } else {
+        &[]
+    };
+    let copied = copy_binary(conn, &temp, def, extra, rows).await?;
     let duplicates = if def.primary_key.is_empty() {
         number_identical_rows(conn, &temp).await?;
         0

@@ -57,11 +57,21 @@ pub async fn claim(conn: &mut PgConnection, name: &str) -> Result<(), sqlx::Erro
         .map(|_| ())
 }
 
-/// Drops the stage if it is still there and gives up the claim.
-pub async fn release(conn: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(&format!("drop table if exists {}", staging_table(name)))
-        .execute(&mut *conn)
-        .await?;
+/// Gives up the claim, dropping the stage unless it was `published`. (A
+/// published stage may still belong to a transaction that has not committed
+/// yet, a keyed PUT's: touching it here would wait for that transaction,
+/// which waits for us. Should that transaction roll back, the stage is left
+/// unclaimed, and the janitor removes it.)
+pub async fn release(
+    conn: &mut PgConnection,
+    name: &str,
+    published: bool,
+) -> Result<(), sqlx::Error> {
+    if !published {
+        sqlx::query(&format!("drop table if exists {}", staging_table(name)))
+            .execute(&mut *conn)
+            .await?;
+    }
     sqlx::query("select pg_advisory_unlock($1)")
         .bind(stage_lock_key(name))
         .execute(conn)

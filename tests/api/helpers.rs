@@ -27,8 +27,24 @@ fn base_options() -> PgConnectOptions {
 
 /// A database of the test's own on the test server.
 pub async fn fresh_database() -> PgConnectOptions {
+    fresh_database_url().await.0
+}
+
+/// A fresh database, with its URL (for starting idem as a process).
+pub async fn fresh_database_url() -> (PgConnectOptions, String) {
     let base = base_options();
     let name = format!("idem_test_{}", uuid::Uuid::new_v4().simple());
+    let url = std::env::var("DATABASE_URL").unwrap();
+    let (without_query, query) = url
+        .split_once('?')
+        .map_or((url.as_str(), None), |(u, q)| (u, Some(q)));
+    let server = without_query
+        .rsplit_once('/')
+        .map_or(without_query, |(server, _)| server);
+    let url = match query {
+        Some(q) => format!("{server}/{name}?{q}"),
+        None => format!("{server}/{name}"),
+    };
     let mut admin = PgConnection::connect_with(&base.clone().database("postgres"))
         .await
         .expect("connect to the test server");
@@ -36,7 +52,7 @@ pub async fn fresh_database() -> PgConnectOptions {
         .execute(&mut admin)
         .await
         .expect("create the test database");
-    base.database(&name)
+    (base.database(&name), url)
 }
 
 pub async fn spawn_app() -> TestApp {

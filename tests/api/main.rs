@@ -4,4 +4,6 @@
 
 mod helpers;
 mod partitions;
+mod processes;
+mod rows;
 mod tables;
