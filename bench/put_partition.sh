@@ -12,59 +12,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS=${1:-1000000}
 DS=2026-10-12
-OUT=bench/out
-mkdir -p "$OUT"
+. bench/common.sh
 
-if [ -z "${DATABASE_URL:-}" ]; then
-  . scripts/pg.sh
-  PG_DATABASE=idem_bench pg_start .idem/bench-pg "${IDEM_BENCH_PG_PORT:-54339}"
-  trap 'pg_stop .idem/bench-pg' EXIT
-fi
-PSQL=(psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -qAt)
-
-echo "== building release"
-cargo build --release --quiet
-
-gen() { # gen FILE FORMAT SEED
-  [ -s "$1" ] || python3 ../shared/bench/gen_orders.py "$ROWS" --ds "$DS" --format "$2" --seed "$3" > "$1"
-}
 echo "== generating $ROWS rows"
 gen "$OUT/orders-$ROWS.ndjson" ndjson 42
 gen "$OUT/orders-$ROWS.csv" csv 42
 gen "$OUT/orders-$ROWS-b.csv" csv 7
 ls -la "$OUT"/orders-"$ROWS"* | awk '{printf "   %s %.0f MB\n", $9, $5/1e6}'
 
-# A clean slate: the benchmark owns this database.
-"${PSQL[@]}" -c "drop schema if exists idem, idem_data, idem_parts, idem_staging, bench cascade; drop table if exists _sqlx_migrations"
-
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-target/release/idem serve --listen "127.0.0.1:$PORT" > "$OUT/idem.log" 2>&1 &
-IDEM_PID=$!
-trap 'kill $IDEM_PID 2>/dev/null || true; [ -n "${PG_BIN:-}" ] && pg_stop .idem/bench-pg' EXIT
-BASE="http://127.0.0.1:$PORT"
-for _ in $(seq 100); do curl -fs "$BASE/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
-
-COLUMNS='"order_id": "bigint", "ds": "date", "customer_id": "bigint", "status": "text", "amount": "numeric", "updated_at": "timestamptz", "note": "text"'
-curl -fsS -X PUT "$BASE/tables/orders" -H 'content-type: application/json' \
-  -d "{\"columns\": {$COLUMNS}, \"primary_key\": [\"order_id\"], \"cursor\": \"updated_at\"}" >/dev/null
-
-now() { date +%s.%N; }
-elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
-rate() { python3 -c "print(f'{$ROWS / $1:,.0f}')"; }
-
-REPEAT=${IDEM_BENCH_REPEAT:-3}
-median() { python3 -c "import statistics,sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
-# Each measurement starts from the same state: a fresh checkpoint, so that
-# one step's WAL does not land on the next one's clock.
-checkpoint() { "${PSQL[@]}" -c checkpoint; }
-
 echo "== anchor: psql \\copy into a staging table + unique index + attach (x$REPEAT)"
-"${PSQL[@]}" <<'SQL'
-create schema bench;
-create table bench.orders (order_id bigint not null, ds date not null, customer_id bigint, status text,
-  amount numeric, updated_at timestamptz, note text) partition by list (ds);
-create unique index on bench.orders (ds, order_id);
-SQL
 anchor_once() {
   "${PSQL[@]}" -c "drop table if exists bench.orders_stage"
   checkpoint
@@ -113,14 +69,14 @@ T_CSV_AGAIN=$(measure "PUT CSV again, unchanged" : "$OUT/orders-$ROWS.csv" text/
 T_REPLACE=$(measure "PUT CSV with other rows over the day (replace)" \
   "put $OUT/orders-$ROWS.csv text/csv >/dev/null" "$OUT/orders-$ROWS-b.csv" text/csv)
 
-RSS_KB=$(awk '/VmHWM/ {print $2}' /proc/$IDEM_PID/status)
+RSS_MB=$(peak_rss_mb)
 BODY_MB=$(stat -c %s "$OUT/orders-$ROWS.ndjson" | awk '{printf "%.0f", $1/1e6}')
 
-python3 - "$ROWS" "$T_COPY" "$T_NDJSON" "$T_NDJSON_AGAIN" "$T_CSV" "$T_CSV_AGAIN" "$T_REPLACE" "$RSS_KB" "$BODY_MB" <<'PY'
+python3 - "$ROWS" "$T_COPY" "$T_NDJSON" "$T_NDJSON_AGAIN" "$T_CSV" "$T_CSV_AGAIN" "$T_REPLACE" "$RSS_MB" "$BODY_MB" <<'PY'
 import sys
 rows = int(sys.argv[1])
 copy, nd, nd2, csv, csv2, rep = map(float, sys.argv[2:8])
-rss_mb = int(sys.argv[8]) / 1024
+rss_mb = float(sys.argv[8])
 body_mb = sys.argv[9]
 print()
 print(f"{'path (median of runs)':44} {'seconds':>8} {'rows/s':>12} {'vs COPY':>8}")

@@ -37,9 +37,29 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
+    let reaper = tokio::spawn(reap_keys(state.store.clone()));
+    let served = axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    reaper.abort();
+    served
+}
+
+/// How often expired idempotency keys are removed.
+const REAP_EVERY: Duration = Duration::from_secs(60);
+
+/// Removes expired idempotency keys now and then. Every idem process runs
+/// one; they share the work through `skip locked`.
+async fn reap_keys(store: Store) {
+    let mut tick = tokio::time::interval(REAP_EVERY);
+    loop {
+        tick.tick().await;
+        match store.reap_keys().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(reaped = n, "removed expired idempotency keys"),
+            Err(e) => tracing::warn!(error = %e, "could not reap idempotency keys"),
+        }
+    }
 }
 
 pub fn init_tracing(format: LogFormat) {

@@ -16,6 +16,8 @@ pub struct EncodedRow {
     /// SHA-256 of table, partition value and key (or, without a key, of the
     /// whole row); see API.md "row id".
     pub row_id: [u8; 32],
+    /// A tombstone (`"_deleted": true`).
+    pub deleted: bool,
 }
 
 /// Where rows are going, which decides how they are encoded.
@@ -191,7 +193,11 @@ impl<'d> RowEncoder<'d> {
         if self.options.tombstones {
             write_field(copy_out, &[deleted as u8]);
         }
-        Some(EncodedRow { row_hash, row_id })
+        Some(EncodedRow {
+            row_hash,
+            row_id,
+            deleted,
+        })
     }
 }
 

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::http::body::classify_read_error;
-use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
+use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER, DELETED_FIELD};
 use crate::ingest::formats::ReadError;
 use crate::ingest::{
     read_records, BodyFormat, ContentHash, EncodeOptions, ErrorLog, RawRecord, RecordSink,
@@ -33,6 +33,10 @@ const CHUNKS_IN_FLIGHT: usize = 8;
 /// What the decoder saw of the whole body.
 pub struct Decoded {
     pub rows_received: u64,
+    /// Rows marked `"_deleted": true`.
+    pub tombstones: u64,
+    /// Whether two rows may share a row id (so duplicates must be resolved).
+    pub maybe_repeated: bool,
     /// The content hash of the rows as received (before duplicates collapse).
     pub input_hash: ContentHash,
     /// SHA-256 of `hash_prefix` and the body.
@@ -107,6 +111,35 @@ pub fn copy_result<T>(copied: Result<T, StageError>) -> ApiResult<T> {
     }
 }
 
+/// Watches for two rows with one row id, in bounded memory: up to `LIMIT`
+/// ids (by a 16-byte prefix) are remembered; past that, or on a prefix seen
+/// twice, it answers "maybe", and the database resolves duplicates the
+/// thorough way. A body of distinct rows under the limit skips that work.
+#[derive(Default)]
+struct RepeatWatch {
+    seen: std::collections::HashSet<[u8; 16]>,
+    maybe: bool,
+}
+
+impl RepeatWatch {
+    const LIMIT: usize = 200_000;
+
+    fn see(&mut self, row_id: &[u8; 32]) {
+        if self.maybe {
+            return;
+        }
+        let prefix: [u8; 16] = row_id[..16].try_into().expect("16 of 32 bytes");
+        if self.seen.len() >= Self::LIMIT || !self.seen.insert(prefix) {
+            self.maybe = true;
+            self.seen = Default::default();
+        }
+    }
+
+    fn maybe_repeated(&self) -> bool {
+        self.maybe
+    }
+}
+
 /// Takes the SHA-256 of everything read through it.
 struct HashingReader<R> {
     inner: R,
@@ -140,6 +173,9 @@ fn decode<R: io::Read>(
         errors: ErrorLog,
         input_hash: ContentHash,
         rows_received: u64,
+        tombstones: u64,
+        tombstones_allowed: bool,
+        repeats: RepeatWatch,
         chunks: mpsc::Sender<io::Result<Bytes>>,
         receiver_gone: bool,
     }
@@ -147,7 +183,8 @@ fn decode<R: io::Read>(
     impl RecordSink for Encoding<'_> {
         fn header(&mut self, names: &[&str]) -> Result<(), RowError> {
             for (i, name) in names.iter().enumerate() {
-                if self.def.column(name).is_none() {
+                let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
+                if self.def.column(name).is_none() && !tombstone {
                     return Err(RowError {
                         line: 1,
                         record: 0,
@@ -177,6 +214,8 @@ fn decode<R: io::Read>(
                         .encode(&record, &mut self.out, &mut self.errors)
                     {
                         self.input_hash.add(&row.row_hash);
+                        self.tombstones += row.deleted as u64;
+                        self.repeats.see(&row.row_id);
                     }
                 }
             }
@@ -198,12 +237,15 @@ fn decode<R: io::Read>(
     }
 
     let mut sink = Encoding {
-        encoder: RowEncoder::new(def, options, load_id),
+        encoder: RowEncoder::new(def, options.clone(), load_id),
         def,
         out: Vec::with_capacity(CHUNK_BYTES + 4096),
         errors: ErrorLog::default(),
         input_hash: ContentHash::default(),
         rows_received: 0,
+        tombstones: 0,
+        tombstones_allowed: options.tombstones,
+        repeats: RepeatWatch::default(),
         chunks,
         receiver_gone: false,
     };
@@ -222,6 +264,8 @@ fn decode<R: io::Read>(
     }
     Decoded {
         rows_received: sink.rows_received,
+        tombstones: sink.tombstones,
+        maybe_repeated: sink.repeats.maybe_repeated(),
         input_hash: sink.input_hash,
         body_sha256: hex::encode(reader.into_inner().hash.finalize()),
         errors: sink.errors,

@@ -21,7 +21,7 @@ use super::Refusal;
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::http::body::{classify_read_error, BodyDigest};
-use crate::store::idempotency::{complete_key, Claim};
+use crate::store::idempotency::{complete_key, Claim, StoredKey};
 
 /// What the fingerprint of a keyed request is made of.
 pub struct KeyedRequest {
@@ -73,6 +73,10 @@ pub async fn run(state: &AppState, req: KeyedRequest, mut write: Write) -> ApiRe
     let settings = &state.settings;
     let (_, digest) = write.body_parts();
     let digest = digest.expect("a keyed body is digested");
+    // Most repeats find their key completed: answer them without a transaction.
+    if let Some(stored) = state.store.completed_key(&req.principal, &req.key).await? {
+        return replay(&req, &mut write, &digest, stored).await;
+    }
     // Every connection the write needs is taken before the key is claimed:
     // requests waiting for the key hold connections while they wait, and
     // must not starve the one they wait for.
@@ -153,6 +157,31 @@ pub async fn run(state: &AppState, req: KeyedRequest, mut write: Write) -> ApiRe
         status,
         body,
         replayed: false,
+    })
+}
+
+/// The stored answer of a completed key, if this is the same request.
+async fn replay(
+    req: &KeyedRequest,
+    write: &mut Write,
+    digest: &BodyDigest,
+    stored: StoredKey,
+) -> ApiResult<KeyedAnswer> {
+    // The body must be read to know whether it is the same request.
+    let (reader, _) = write.body_parts();
+    tokio::io::copy(reader, &mut tokio::io::sink())
+        .await
+        .map_err(|e| classify_read_error(&e))?;
+    if fingerprint(req, &digest.hex()) != stored.fingerprint {
+        return Err(ApiError::IdempotencyKeyReused);
+    }
+    let mut body = stored.response_body;
+    body["replayed"] = serde_json::Value::Bool(true);
+    let status = StatusCode::from_u16(stored.response_status as u16).unwrap_or(StatusCode::OK);
+    Ok(KeyedAnswer {
+        status,
+        body,
+        replayed: true,
     })
 }
 

@@ -15,7 +15,7 @@ use crate::http::body::BodySource;
 use crate::ingest::EncodeOptions;
 use crate::schema::TableDef;
 use crate::store::ledger::{record_load, LoadEntry, LoadStatus};
-use crate::store::merge::{merge_rows, MergeMode, PartitionAfter};
+use crate::store::merge::{apply_incoming, copy_incoming, Incoming, MergeMode, PartitionAfter};
 
 /// The answer to an accepted POST.
 #[derive(Clone, Debug, Serialize)]
@@ -143,16 +143,15 @@ async fn write(
         body,
         Sha256::default(),
     );
-    let merged = merge_rows(
-        tx,
-        &def,
-        mode,
-        load_id,
-        ReceiverStream::new(decoding.chunks),
-    )
-    .await;
+    let copied = copy_incoming(tx, &def, mode, ReceiverStream::new(decoding.chunks)).await;
     let decoded = decode::finish(decoding.decoder).await?;
-    let merged = decode::copy_result(merged)?;
+    let rows = decode::copy_result(copied)?;
+    let incoming = Incoming {
+        rows,
+        tombstones: decoded.tombstones,
+        maybe_repeated: decoded.maybe_repeated,
+    };
+    let merged = apply_incoming(tx, &def, mode, load_id, incoming).await?;
 
     let rows_written = merged.inserted + merged.updated + merged.deleted;
     let receipt = RowsReceipt {

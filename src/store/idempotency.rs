@@ -110,13 +110,19 @@ impl Store {
         }
     }
 
-    pub async fn key_state(&self, principal: &str, key: &str) -> ApiResult<KeyState> {
+    /// The key's completed request, if there is one and it has not expired:
+    /// one read, the whole cost of a replay.
+    pub async fn completed_key(&self, principal: &str, key: &str) -> ApiResult<Option<StoredKey>> {
         let stored: Option<StoredKey> = sqlx::query_as(STORED_KEY_SQL)
             .bind(principal)
             .bind(key)
             .fetch_optional(self.pool())
             .await?;
-        if let Some(stored) = stored.filter(|s| s.expires_at > Utc::now()) {
+        Ok(stored.filter(|s| s.expires_at > Utc::now()))
+    }
+
+    pub async fn key_state(&self, principal: &str, key: &str) -> ApiResult<KeyState> {
+        if let Some(stored) = self.completed_key(principal, key).await? {
             return Ok(KeyState::Completed(stored));
         }
         // Not committed: either absent or held by a request in flight, which

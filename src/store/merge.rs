@@ -66,21 +66,21 @@ pub struct Merged {
     pub partitions: Vec<PartitionAfter>,
 }
 
-struct Delta {
-    content: ContentHash,
-}
+/// The temporary table a POST's rows land in first; one per session,
+/// dropped at commit, so statements over it keep one text (and their
+/// prepared form) from request to request.
+const INCOMING: &str = "idem_incoming";
 
-#[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str(), %load_id))]
-pub async fn merge_rows(
+/// COPYs the body's rows into the session's temporary table.
+#[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str()))]
+pub async fn copy_incoming(
     conn: &mut PgConnection,
     def: &TableDef,
     mode: MergeMode,
-    load_id: Uuid,
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
-) -> Result<Merged, StageError> {
-    let temp = quote_ident(&format!("r_{}", load_id.simple()));
+) -> Result<u64, StageError> {
     sqlx::query(&format!(
-        "create temp table {temp} ({}, \"_deleted\" boolean not null default false) on commit drop",
+        "create temp table {INCOMING} ({}, \"_deleted\" boolean not null default false) on commit drop",
         super::column_ddl(def)
     ))
     .execute(&mut *conn)
@@ -91,21 +91,44 @@ pub async fn merge_rows(
     } else {
         &[]
     };
-    let copied = copy_binary(conn, &temp, def, extra, rows).await?;
-    let duplicates = if def.primary_key.is_empty() {
-        number_identical_rows(conn, &temp).await?;
-        0
-    } else {
-        drop_losing_versions(conn, def, &temp).await?.len() as u64
+    copy_binary(conn, INCOMING, def, extra, rows).await
+}
+
+/// What the decoder learnt of the incoming rows.
+#[derive(Clone, Copy, Debug)]
+pub struct Incoming {
+    pub rows: u64,
+    pub tombstones: u64,
+    /// Two rows may share a row id: duplicates must be resolved.
+    pub maybe_repeated: bool,
+}
+
+/// Writes the incoming rows (see `copy_incoming`) into their partitions.
+#[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str(), %load_id))]
+pub async fn apply_incoming(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    mode: MergeMode,
+    load_id: Uuid,
+    incoming: Incoming,
+) -> Result<Merged, sqlx::Error> {
+    let duplicates = match (incoming.maybe_repeated, def.primary_key.is_empty()) {
+        (false, _) => 0,
+        (true, true) => {
+            number_identical_rows(conn, INCOMING).await?;
+            0
+        }
+        (true, false) => drop_losing_versions(conn, def, INCOMING).await?.len() as u64,
     };
 
     let partition_col = quote_ident(&def.partition_by);
     let touched: Vec<NaiveDate> = sqlx::query_scalar(&format!(
-        "select distinct {partition_col} from {temp} order by 1"
+        "select distinct {partition_col} from {INCOMING} order by 1"
     ))
     .fetch_all(&mut *conn)
     .await?;
-    let mut deltas: BTreeMap<NaiveDate, Delta> = BTreeMap::new();
+    let mut contents: BTreeMap<NaiveDate, ContentHash> = BTreeMap::new();
+    let mut was_empty = true;
     for &ds in &touched {
         // Date order: two merges touching the same days cannot deadlock.
         sqlx::query("select pg_advisory_xact_lock($1)")
@@ -113,12 +136,15 @@ pub async fn merge_rows(
             .execute(&mut *conn)
             .await?;
         let content = ensure_partition(conn, def, ds, load_id).await?;
-        deltas.insert(ds, Delta { content });
+        was_empty &= content.rows() == 0;
+        contents.insert(ds, content);
     }
 
     let parent = parent_table(&def.name);
-    let columns = column_list(def);
-    let all_columns = format!("{columns}, \"_load_id\", \"_row_id\", \"_row_hash\"");
+    let all_columns = format!(
+        "{}, \"_load_id\", \"_row_id\", \"_row_hash\"",
+        column_list(def)
+    );
     let conflict = key_index_columns(def);
     let join = std::iter::once(&def.partition_by)
         .chain(&def.primary_key)
@@ -144,44 +170,24 @@ pub async fn merge_rows(
     };
     let mut merged = Merged {
         duplicates,
-        rows_after_dedup: copied - duplicates,
+        rows_after_dedup: incoming.rows - duplicates,
         ..Default::default()
     };
 
-    let removed = |deltas: &mut BTreeMap<NaiveDate, Delta>,
-                   row: sqlx::postgres::PgRow|
-     -> Result<(), sqlx::Error> {
-        let (ds, hash) = digest_of(&row)?;
-        if let Some(d) = deltas.get_mut(&ds) {
-            d.content.remove(&hash);
-        }
-        Ok(())
-    };
-
-    if mode == MergeMode::Merge {
+    if mode == MergeMode::Merge && incoming.tombstones > 0 && !was_empty {
         // language=PostgreSQL
         let delete = format!(
-            "delete from {parent} t using {temp} s
+            "delete from {parent} t using {INCOMING} s
               where s.\"_deleted\" and {join} and {tomb_newer}
           returning t.{partition_col}, t.\"_row_hash\""
         );
         let mut gone = sqlx::query(&delete).fetch(&mut *conn);
         while let Some(row) = gone.try_next().await? {
-            removed(&mut deltas, row)?;
+            let (ds, hash) = digest_of(&row)?;
+            if let Some(content) = contents.get_mut(&ds) {
+                content.remove(&hash);
+            }
             merged.deleted += 1;
-        }
-        drop(gone);
-        // The versions about to be replaced: their digests leave the content hash.
-        // language=PostgreSQL
-        let replaced = format!(
-            "select t.{partition_col}, t.\"_row_hash\" from {parent} t join {temp} s on {join}
-              where not s.\"_deleted\" and {} and t.\"_row_hash\" <> s.\"_row_hash\"",
-            newer("s")
-        );
-        let mut old = sqlx::query(&replaced).fetch(&mut *conn);
-        while let Some(row) = old.try_next().await? {
-            removed(&mut deltas, row)?;
-            merged.updated += 1;
         }
     }
 
@@ -204,26 +210,47 @@ pub async fn merge_rows(
             )
         }
     };
+    // The versions a merge replaces leave the content hash: one statement
+    // reads them (on the snapshot before the upsert) and upserts. Into a
+    // partition that was empty, nothing can be replaced.
+    let replaced = if mode == MergeMode::Merge && !was_empty {
+        format!(
+            "select t.{partition_col}, t.\"_row_hash\", false from {parent} t join {INCOMING} s on {join}
+              where not s.\"_deleted\" and {} and t.\"_row_hash\" <> s.\"_row_hash\"",
+            newer("s")
+        )
+    } else {
+        "select null::date, null::bytea, false where false".to_string()
+    };
     // language=PostgreSQL
     let upsert = format!(
-        "insert into {parent} as t ({all_columns})
-         select {all_columns} from {temp} s where not s.\"_deleted\"
-         {on_conflict}
-         returning t.{partition_col}, t.\"_row_hash\""
+        "with replaced as ({replaced}),
+              written as (
+                insert into {parent} as t ({all_columns})
+                select {all_columns} from {INCOMING} s where not s.\"_deleted\"
+                {on_conflict}
+                returning t.{partition_col}, t.\"_row_hash\", true)
+         select * from replaced union all select * from written"
     );
-    let mut written = sqlx::query(&upsert).fetch(&mut *conn);
+    let mut changes = sqlx::query(&upsert).fetch(&mut *conn);
     let mut returned = 0u64;
-    while let Some(row) = written.try_next().await? {
+    while let Some(row) = changes.try_next().await? {
         let (ds, hash) = digest_of(&row)?;
-        if let Some(d) = deltas.get_mut(&ds) {
-            d.content.add(&hash);
+        let new_version: bool = row.try_get(2)?;
+        if let Some(content) = contents.get_mut(&ds) {
+            if new_version {
+                content.add(&hash);
+                returned += 1;
+            } else {
+                content.remove(&hash);
+                merged.updated += 1;
+            }
         }
-        returned += 1;
     }
-    drop(written);
+    drop(changes);
     merged.inserted = returned - merged.updated;
 
-    for (ds, delta) in deltas {
+    for (ds, content) in contents {
         // language=PostgreSQL
         sqlx::query(
             "update idem.partitions
@@ -233,16 +260,16 @@ pub async fn merge_rows(
         )
         .bind(&def.name)
         .bind(ds)
-        .bind(delta.content.rows() as i64)
-        .bind(&delta.content.sum_bytes()[..])
-        .bind(delta.content.hex())
+        .bind(content.rows() as i64)
+        .bind(&content.sum_bytes()[..])
+        .bind(content.hex())
         .bind(load_id)
         .execute(&mut *conn)
         .await?;
         merged.partitions.push(PartitionAfter {
             ds,
-            row_count: delta.content.rows(),
-            content_sha256: delta.content.hex(),
+            row_count: content.rows(),
+            content_sha256: content.hex(),
         });
     }
     Ok(merged)

@@ -399,3 +399,47 @@ async fn a_write_whose_connection_dies_leaves_no_rows_and_no_key_and_the_retry_s
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
     assert_eq!(app.count("orders", "2026-10-12").await, 200);
 }
+
+#[tokio::test]
+async fn a_csv_tombstone_deletes_its_key() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    app.post_rows(
+        "table=orders",
+        Some("a"),
+        &[order(1, "paid", "2026-10-12T01:00:00Z")],
+    )
+    .await;
+    let r = app
+        .client
+        .post(app.url("/rows?table=orders"))
+        .header("content-type", "text/csv")
+        .header("idempotency-key", "csv-delete")
+        .body("order_id,ds,_deleted\n1,2026-10-12,true\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    assert_eq!(app.count("orders", "2026-10-12").await, 0);
+}
+
+#[tokio::test]
+async fn expired_keys_are_reaped_and_then_count_as_new() {
+    let settings = idem::config::Settings {
+        idempotency_retention_secs: 1,
+        ..Default::default()
+    };
+    let app = spawn_app_with(settings).await;
+    app.declare_orders().await;
+    let rows = [order(1, "paid", "2026-10-12T01:00:00Z")];
+    let first = json_body(app.post_rows("table=orders", Some("short"), &rows).await).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    // Expired: no longer replayed, even before the reaper passes.
+    let again = app.post_rows("table=orders", Some("short"), &rows).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "false");
+    assert_ne!(json_body(again).await["load_id"], first["load_id"]);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let store = idem::store::Store::from_pool(app.db.clone());
+    assert_eq!(store.reap_keys().await.unwrap(), 1);
+    assert_eq!(app.get("/idempotency-keys/short").await.status(), 404);
+}
