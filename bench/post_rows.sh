@@ -55,13 +55,17 @@ echo "== (a) idem: ${#BATCHES[@]} POSTs of $BATCH rows, merge mode (x$REPEAT)"
 idem_once() { # idem_once RUN
   curl -fsS -X DELETE "$BASE/partitions/orders/$DS"
   checkpoint
-  local t0 t1 i=0
-  t0=$(now)
+  # One curl for all batches, one after the other on one kept-alive
+  # connection (as a client library would send them), like psql's one session.
+  local t0 t1 i=0 args=()
   for batch in "${BATCHES[@]}"; do
     i=$((i + 1))
-    curl -fsS -o /dev/null -X POST "$BASE/rows?table=orders&mode=merge" \
-      -H 'content-type: application/x-ndjson' -H "idempotency-key: bench-$1-$i" --data-binary "@$batch"
+    [ "$i" -gt 1 ] && args+=(--next)
+    args+=(-fsS -o /dev/null -X POST "$BASE/rows?table=orders&mode=merge"
+      -H 'content-type: application/x-ndjson' -H "idempotency-key: bench-$1-$i" --data-binary "@$batch")
   done
+  t0=$(now)
+  curl "${args[@]}"
   t1=$(now)
   elapsed "$t0" "$t1"
 }
@@ -74,7 +78,7 @@ wrk_summary() { python3 bench/wrk_summary.py; }
 
 echo "== (b) 100-row POSTs with new keys, concurrency 32, ${DURATION}s"
 checkpoint
-wrk -t 2 -c 32 -d "${DURATION}s" --latency -s bench/post_unique.lua "$BASE" > "$OUT/wrk-unique.txt"
+wrk -t 1 -c 32 -d "${DURATION}s" --latency -s bench/post_unique.lua "$BASE" > "$OUT/wrk-unique.txt"
 read -r B_RPS B_P50 B_P99 B_BAD < <(wrk_summary < "$OUT/wrk-unique.txt")
 
 echo "== (c) replays of 1000 completed keys, concurrency 32, ${DURATION}s"
@@ -84,7 +88,7 @@ for i in $(seq 1000); do
     -H "idempotency-key: replay-$i" --data-binary "@$OUT/replay-body.ndjson"
 done
 KEYS=1000 BODY="$OUT/replay-body.ndjson" \
-  wrk -t 2 -c 32 -d "${DURATION}s" --latency -s bench/post_replay.lua "$BASE" > "$OUT/wrk-replay.txt"
+  wrk -t 1 -c 32 -d "${DURATION}s" --latency -s bench/post_replay.lua "$BASE" > "$OUT/wrk-replay.txt"
 read -r C_RPS C_P50 C_P99 C_BAD < <(wrk_summary < "$OUT/wrk-replay.txt")
 
 python3 - "$ROWS" "$T_ANCHOR" "$T_IDEM" "$B_RPS" "$B_P50" "$B_P99" "$B_BAD" "$C_RPS" "$C_P50" "$C_P99" "$C_BAD" "$(peak_rss_mb)" <<'PY'

@@ -191,64 +191,85 @@ pub async fn apply_incoming(
         }
     }
 
+    let mut fold =
+        |rows: Vec<sqlx::postgres::PgRow>, merged: &mut Merged| -> Result<(), sqlx::Error> {
+            for row in rows {
+                let (ds, hash) = digest_of(&row)?;
+                let Some(content) = contents.get_mut(&ds) else {
+                    continue;
+                };
+                content.add(&hash);
+                // An update also returns the version it replaced.
+                let replaced: Option<Vec<u8>> = row.try_get(2)?;
+                match replaced {
+                    None => merged.inserted += 1,
+                    Some(old) => {
+                        let old: [u8; 32] = old.try_into().map_err(|_| {
+                            sqlx::Error::Protocol("a row hash is not 32 bytes".into())
+                        })?;
+                        content.remove(&old);
+                        merged.updated += 1;
+                    }
+                }
+            }
+            Ok(())
+        };
+
+    // New keys first: a plain insert that leaves existing keys alone. When
+    // every row was new (the common case of a feed), that is all.
     let on_conflict = match mode {
         MergeMode::Append => String::new(),
-        MergeMode::InsertMissing => format!("on conflict ({conflict}) do nothing"),
-        MergeMode::Merge => {
-            let set = def
-                .columns
-                .iter()
-                .map(|c| c.name.as_str())
-                .chain(["_load_id", "_row_id", "_row_hash"])
-                .map(|c| format!("{0} = excluded.{0}", quote_ident(c)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!(
-                "on conflict ({conflict}) do update set {set}
-                 where {} and t.\"_row_hash\" <> excluded.\"_row_hash\"",
-                newer("excluded")
-            )
+        MergeMode::InsertMissing | MergeMode::Merge => {
+            format!("on conflict ({conflict}) do nothing")
         }
-    };
-    // The versions a merge replaces leave the content hash: one statement
-    // reads them (on the snapshot before the upsert) and upserts. Into a
-    // partition that was empty, nothing can be replaced.
-    let replaced = if mode == MergeMode::Merge && !was_empty {
-        format!(
-            "select t.{partition_col}, t.\"_row_hash\", false from {parent} t join {INCOMING} s on {join}
-              where not s.\"_deleted\" and {} and t.\"_row_hash\" <> s.\"_row_hash\"",
-            newer("s")
-        )
-    } else {
-        "select null::date, null::bytea, false where false".to_string()
     };
     // language=PostgreSQL
-    let upsert = format!(
-        "with replaced as ({replaced}),
-              written as (
-                insert into {parent} as t ({all_columns})
-                select {all_columns} from {INCOMING} s where not s.\"_deleted\"
-                {on_conflict}
-                returning t.{partition_col}, t.\"_row_hash\", true)
-         select * from replaced union all select * from written"
+    let insert = format!(
+        "insert into {parent} as t ({all_columns})
+         select {all_columns} from {INCOMING} s where not s.\"_deleted\"
+         {on_conflict}
+         returning t.{partition_col}, t.\"_row_hash\", null::bytea"
     );
-    let mut changes = sqlx::query(&upsert).fetch(&mut *conn);
-    let mut returned = 0u64;
-    while let Some(row) = changes.try_next().await? {
-        let (ds, hash) = digest_of(&row)?;
-        let new_version: bool = row.try_get(2)?;
-        if let Some(content) = contents.get_mut(&ds) {
-            if new_version {
-                content.add(&hash);
-                returned += 1;
-            } else {
-                content.remove(&hash);
-                merged.updated += 1;
-            }
-        }
+    let inserted = sqlx::query(&insert).fetch_all(&mut *conn).await?;
+    fold(inserted, &mut merged)?;
+
+    // (With tombstones, the count of upserts is not known exactly here.)
+    let upserts = merged.rows_after_dedup.saturating_sub(incoming.tombstones);
+    if mode == MergeMode::Merge && (merged.inserted < upserts || incoming.tombstones > 0) {
+        // Then the keys that exist: replaced when newer and different. The
+        // old version's digest comes along (read on the statement's snapshot,
+        // under the partition lock), to leave the content hash. Rows this
+        // load just inserted carry its id and are skipped.
+        let set = def
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .chain(["_load_id", "_row_id", "_row_hash"])
+            .map(|c| format!("{0} = s.{0}", quote_ident(c)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let key_match = std::iter::once(&def.partition_by)
+            .chain(&def.primary_key)
+            .map(|c| format!("t.{0} = s.{0}", quote_ident(c)))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        // language=PostgreSQL
+        let update = format!(
+            "update {parent} t set {set}
+               from (select s.*, t.\"_row_hash\" as idem_replaced
+                       from {INCOMING} s join {parent} t on {join}
+                      where not s.\"_deleted\" and {} and t.\"_row_hash\" <> s.\"_row_hash\"
+                        and t.\"_load_id\" <> $1) s
+              where {key_match}
+          returning t.{partition_col}, t.\"_row_hash\", s.idem_replaced",
+            newer("s")
+        );
+        let updated = sqlx::query(&update)
+            .bind(load_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        fold(updated, &mut merged)?;
     }
-    drop(changes);
-    merged.inserted = returned - merged.updated;
 
     for (ds, content) in contents {
         // language=PostgreSQL
