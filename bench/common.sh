@@ -23,7 +23,7 @@ gen() { # gen FILE FORMAT SEED
 "${PSQL[@]}" -c "set client_min_messages = warning; drop schema if exists idem, idem_data, idem_parts, idem_staging, bench cascade; drop table if exists _sqlx_migrations"
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-target/release/idem serve --listen "127.0.0.1:$PORT" --pool-size "${IDEM_BENCH_POOL:-40}" > "$OUT/idem.log" 2>&1 &
+target/release/idem serve --listen "127.0.0.1:$PORT" > "$OUT/idem.log" 2>&1 &
 IDEM_PID=$!
 trap 'kill $IDEM_PID 2>/dev/null || true; if [ -n "${PG_BIN:-}" ]; then pg_stop .idem/bench-pg; fi' EXIT
 BASE="http://127.0.0.1:$PORT"

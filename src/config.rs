@@ -29,9 +29,15 @@ pub struct DatabaseArgs {
     /// Postgres connection URL.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Secret,
-    /// Most connections idem holds to Postgres.
-    #[arg(long, env = "IDEM_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..))]
+    /// Most connections idem holds to Postgres (default: 4 per CPU core; more
+    /// only makes Postgres's processes fight over the same cores).
+    #[arg(long, env = "IDEM_POOL_SIZE", default_value_t = default_pool_size(), value_parser = clap::value_parser!(u32).range(2..))]
     pub pool_size: u32,
+}
+
+fn default_pool_size() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+    (4 * cores).max(4)
 }
 
 #[derive(Clone, Debug, Args)]

@@ -137,3 +137,30 @@ async fn writes_to_undeclared_tables_can_be_refused_by_setting() {
     assert_eq!(r.status(), 404);
     assert_eq!(json_body(r).await["code"], "table_not_found");
 }
+
+#[tokio::test]
+async fn the_served_openapi_document_names_every_route() {
+    let app = spawn_app().await;
+    let r = app.get("/openapi.yaml").await;
+    assert_eq!(r.status(), 200);
+    let spec = r.text().await.unwrap();
+    for path in [
+        "/tables:",
+        "/tables/{table}:",
+        "/partitions/{table}:",
+        "/partitions/{table}/{ds}:",
+        "/rows:",
+        "/loads:",
+        "/loads/{load_id}:",
+        "/idempotency-keys/{key}:",
+        "/healthz:",
+        "/readyz:",
+        "/openapi.yaml:",
+    ] {
+        assert!(
+            spec.contains(&format!("  {path}")),
+            "openapi.yaml lacks {path}"
+        );
+    }
+    assert_eq!(json_body(app.get("/readyz").await).await["status"], "ready");
+}
