@@ -35,7 +35,8 @@ pub struct Decoded {
     pub rows_received: u64,
     /// Rows marked `"_deleted": true`.
     pub tombstones: u64,
-    /// Whether two rows may share a row id (so duplicates must be resolved).
+    /// Whether two rows may share a row id (so duplicates must be resolved);
+    /// always true when not watched.
     pub maybe_repeated: bool,
     /// The content hash of the rows as received (before duplicates collapse).
     pub input_hash: ContentHash,
@@ -52,10 +53,12 @@ pub struct Decoding {
     pub chunks: mpsc::Receiver<io::Result<Bytes>>,
 }
 
-/// Starts decoding `body` on a blocking thread.
+/// Starts decoding `body` on a blocking thread. With `watch_repeats`, it
+/// also tells whether two rows may share a row id (see `Decoded`).
 pub fn spawn_decoder(
     def: TableDef,
     options: EncodeOptions,
+    watch_repeats: bool,
     load_id: Uuid,
     format: BodyFormat,
     body: Box<dyn AsyncRead + Send + Unpin>,
@@ -70,6 +73,7 @@ pub fn spawn_decoder(
         decode(
             &def,
             options,
+            watch_repeats,
             load_id,
             format,
             BufReader::with_capacity(CHUNK_BYTES, reader),
@@ -115,17 +119,26 @@ pub fn copy_result<T>(copied: Result<T, StageError>) -> ApiResult<T> {
 /// ids (by a 16-byte prefix) are remembered; past that, or on a prefix seen
 /// twice, it answers "maybe", and the database resolves duplicates the
 /// thorough way. A body of distinct rows under the limit skips that work.
-#[derive(Default)]
 struct RepeatWatch {
     seen: std::collections::HashSet<[u8; 16]>,
     maybe: bool,
+    /// Off when the caller resolves duplicates in the database anyway.
+    on: bool,
 }
 
 impl RepeatWatch {
     const LIMIT: usize = 200_000;
 
+    fn new(on: bool) -> Self {
+        RepeatWatch {
+            seen: Default::default(),
+            maybe: !on,
+            on,
+        }
+    }
+
     fn see(&mut self, row_id: &[u8; 32]) {
-        if self.maybe {
+        if self.maybe || !self.on {
             return;
         }
         let prefix: [u8; 16] = row_id[..16].try_into().expect("16 of 32 bytes");
@@ -161,6 +174,7 @@ impl<R: io::Read> io::Read for HashingReader<R> {
 fn decode<R: io::Read>(
     def: &TableDef,
     options: EncodeOptions,
+    watch_repeats: bool,
     load_id: Uuid,
     format: BodyFormat,
     mut reader: BufReader<HashingReader<R>>,
@@ -245,7 +259,7 @@ fn decode<R: io::Read>(
         rows_received: 0,
         tombstones: 0,
         tombstones_allowed: options.tombstones,
-        repeats: RepeatWatch::default(),
+        repeats: RepeatWatch::new(watch_repeats),
         chunks,
         receiver_gone: false,
     };

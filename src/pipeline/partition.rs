@@ -148,7 +148,16 @@ async fn replace(
         row_id_scope: None,
         tombstones: false,
     };
-    let decoding = decode::spawn_decoder(def.clone(), options, load_id, format, body, body_hash);
+    // A stage resolves duplicates when its unique index says there are some.
+    let decoding = decode::spawn_decoder(
+        def.clone(),
+        options,
+        false,
+        load_id,
+        format,
+        body,
+        body_hash,
+    );
 
     let stage_name = stage::staging_name(load_id);
     stage::claim(&mut *conn, &stage_name).await?;

@@ -138,6 +138,7 @@ async fn write(
     let decoding = decode::spawn_decoder(
         def.clone(),
         options,
+        true,
         load_id,
         format,
         body,
