@@ -48,6 +48,18 @@ impl ContentHash {
         self.count -= 1;
     }
 
+    /// Adds every row of `other`.
+    pub fn add_all(&mut self, other: &ContentHash) {
+        let mut carry = false;
+        for i in (0..4).rev() {
+            let (s1, c1) = self.sum[i].overflowing_add(other.sum[i]);
+            let (s2, c2) = s1.overflowing_add(carry as u64);
+            self.sum[i] = s2;
+            carry = c1 || c2;
+        }
+        self.count += other.count;
+    }
+
     pub fn rows(&self) -> u64 {
         self.count
     }
@@ -105,6 +117,12 @@ mod tests {
         b.remove(&digest("x"));
         assert_eq!(a.hex(), b.hex());
         assert_eq!(ContentHash::from_parts(&a.sum_bytes(), a.rows()), a);
+        let mut whole = ContentHash::default();
+        whole.add(&digest("w"));
+        whole.add_all(&a);
+        let mut one_by_one = a;
+        one_by_one.add(&digest("w"));
+        assert_eq!(whole, one_by_one);
     }
 
     #[test]

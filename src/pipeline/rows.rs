@@ -149,6 +149,7 @@ async fn write(
     let rows = decode::copy_result(copied)?;
     let incoming = Incoming {
         rows,
+        content: decoded.input_hash,
         tombstones: decoded.tombstones,
         maybe_repeated: decoded.maybe_repeated,
     };

@@ -98,6 +98,8 @@ pub async fn copy_incoming(
 #[derive(Clone, Copy, Debug)]
 pub struct Incoming {
     pub rows: u64,
+    /// The content hash of all incoming rows, as the decoder took it.
+    pub content: ContentHash,
     pub tombstones: u64,
     /// Two rows may share a row id: duplicates must be resolved.
     pub maybe_repeated: bool,
@@ -191,30 +193,6 @@ pub async fn apply_incoming(
         }
     }
 
-    let mut fold =
-        |rows: Vec<sqlx::postgres::PgRow>, merged: &mut Merged| -> Result<(), sqlx::Error> {
-            for row in rows {
-                let (ds, hash) = digest_of(&row)?;
-                let Some(content) = contents.get_mut(&ds) else {
-                    continue;
-                };
-                content.add(&hash);
-                // An update also returns the version it replaced.
-                let replaced: Option<Vec<u8>> = row.try_get(2)?;
-                match replaced {
-                    None => merged.inserted += 1,
-                    Some(old) => {
-                        let old: [u8; 32] = old.try_into().map_err(|_| {
-                            sqlx::Error::Protocol("a row hash is not 32 bytes".into())
-                        })?;
-                        content.remove(&old);
-                        merged.updated += 1;
-                    }
-                }
-            }
-            Ok(())
-        };
-
     // New keys first: a plain insert that leaves existing keys alone. When
     // every row was new (the common case of a feed), that is all.
     let on_conflict = match mode {
@@ -227,11 +205,46 @@ pub async fn apply_incoming(
     let insert = format!(
         "insert into {parent} as t ({all_columns})
          select {all_columns} from {INCOMING} s where not s.\"_deleted\"
-         {on_conflict}
-         returning t.{partition_col}, t.\"_row_hash\", null::bytea"
+         {on_conflict}"
     );
-    let inserted = sqlx::query(&insert).fetch_all(&mut *conn).await?;
-    fold(inserted, &mut merged)?;
+    match (
+        touched.as_slice(),
+        incoming.maybe_repeated,
+        incoming.tombstones,
+    ) {
+        // Distinct rows into one day, all of them new: the decoder's hash of
+        // the rows is exactly what the day gains, and no row needs to come back.
+        ([ds], false, 0) => {
+            let written = sqlx::query(&insert)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
+            if written == incoming.rows {
+                if let Some(content) = contents.get_mut(ds) {
+                    content.add_all(&incoming.content);
+                }
+                merged.inserted = written;
+            } else {
+                // Some keys existed: the rows this load inserted carry its id.
+                // language=PostgreSQL
+                let ours = format!(
+                    "select t.{partition_col}, t.\"_row_hash\", null::bytea
+                       from {INCOMING} s join {parent} t on {join} where t.\"_load_id\" = $1"
+                );
+                let inserted = sqlx::query(&ours)
+                    .bind(load_id)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                fold(&mut contents, inserted, &mut merged)?;
+            }
+        }
+        _ => {
+            let returning =
+                format!("{insert} returning t.{partition_col}, t.\"_row_hash\", null::bytea");
+            let inserted = sqlx::query(&returning).fetch_all(&mut *conn).await?;
+            fold(&mut contents, inserted, &mut merged)?;
+        }
+    }
 
     // (With tombstones, the count of upserts is not known exactly here.)
     let upserts = merged.rows_after_dedup.saturating_sub(incoming.tombstones);
@@ -268,7 +281,7 @@ pub async fn apply_incoming(
             .bind(load_id)
             .fetch_all(&mut *conn)
             .await?;
-        fold(updated, &mut merged)?;
+        fold(&mut contents, updated, &mut merged)?;
     }
 
     for (ds, content) in contents {
@@ -294,6 +307,35 @@ pub async fn apply_incoming(
         });
     }
     Ok(merged)
+}
+
+/// Folds written rows (partition, new digest, replaced digest or NULL) into
+/// the partitions' content hashes and the counts.
+fn fold(
+    contents: &mut BTreeMap<NaiveDate, ContentHash>,
+    rows: Vec<sqlx::postgres::PgRow>,
+    merged: &mut Merged,
+) -> Result<(), sqlx::Error> {
+    for row in rows {
+        let (ds, hash) = digest_of(&row)?;
+        let Some(content) = contents.get_mut(&ds) else {
+            continue;
+        };
+        content.add(&hash);
+        // An update also returns the version it replaced.
+        let replaced: Option<Vec<u8>> = row.try_get(2)?;
+        match replaced {
+            None => merged.inserted += 1,
+            Some(old) => {
+                let old: [u8; 32] = old
+                    .try_into()
+                    .map_err(|_| sqlx::Error::Protocol("a row hash is not 32 bytes".into()))?;
+                content.remove(&old);
+                merged.updated += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn digest_of(row: &sqlx::postgres::PgRow) -> Result<(NaiveDate, [u8; 32]), sqlx::Error> {
