@@ -36,31 +36,6 @@ impl BodyDigest {
     }
 }
 
-struct Digesting<R> {
-    inner: R,
-    digest: BodyDigest,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for Digesting<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            this.digest
-                .0
-                .lock()
-                .expect("digest lock")
-                .update(&buf.filled()[before..]);
-        }
-        polled
-    }
-}
-
 /// The error a body past its limit reads as; found again by `classify_read_error`.
 #[derive(Debug, thiserror::Error)]
 #[error("the body is larger than the limit of {0} bytes")]
@@ -100,33 +75,17 @@ pub fn body_source(
     if declared.is_some_and(|n| n > limit) {
         return Err(ApiError::PayloadTooLarge { limit });
     }
+    let digest = digest.then(BodyDigest::default);
     let wire = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
-    let wire = Limited {
-        inner: wire,
-        left: limit,
-        limit,
-    };
     let reader: Box<dyn AsyncRead + Send + Unpin> = if gzip {
-        let mut decoder = GzipDecoder::new(tokio::io::BufReader::new(wire));
+        let mut decoder =
+            GzipDecoder::new(tokio::io::BufReader::new(Watched::new(wire, limit, None)));
         decoder.multiple_members(true);
-        // The limit holds for what the body unpacks to as well.
-        Box::new(Limited {
-            inner: decoder,
-            left: limit,
-            limit,
-        })
+        // The limit holds for what the body unpacks to as well, and the
+        // digest is of the unpacked body: gzipped or not, the same request.
+        Box::new(Watched::new(decoder, limit, digest.clone()))
     } else {
-        Box::new(wire)
-    };
-    let (reader, digest) = if digest {
-        let digest = BodyDigest::default();
-        let reader: Box<dyn AsyncRead + Send + Unpin> = Box::new(Digesting {
-            inner: reader,
-            digest: digest.clone(),
-        });
-        (reader, Some(digest))
-    } else {
-        (reader, None)
+        Box::new(Watched::new(wire, limit, digest.clone()))
     };
     Ok(BodySource {
         format,
@@ -143,14 +102,27 @@ pub fn classify_read_error(e: &io::Error) -> ApiError {
     ApiError::BodyUnreadable(e.to_string())
 }
 
-/// Fails the read once more than `limit` bytes came through.
-struct Limited<R> {
+/// Watches what is read through it: fails the read once more than `limit`
+/// bytes came through, and feeds every byte to `digest` when there is one.
+struct Watched<R> {
     inner: R,
     left: u64,
     limit: u64,
+    digest: Option<BodyDigest>,
 }
 
-impl<R: AsyncRead + Unpin> AsyncRead for Limited<R> {
+impl<R> Watched<R> {
+    fn new(inner: R, limit: u64, digest: Option<BodyDigest>) -> Self {
+        Watched {
+            inner,
+            left: limit,
+            limit,
+            digest,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -160,11 +132,14 @@ impl<R: AsyncRead + Unpin> AsyncRead for Limited<R> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let n = (buf.filled().len() - before) as u64;
-                if n > this.left {
+                let read = &buf.filled()[before..];
+                if read.len() as u64 > this.left {
                     return Poll::Ready(Err(io::Error::other(BodyTooLarge(this.limit))));
                 }
-                this.left -= n;
+                this.left -= read.len() as u64;
+                if let Some(digest) = &this.digest {
+                    digest.0.lock().expect("digest lock").update(read);
+                }
                 Poll::Ready(Ok(()))
             }
             other => other,

@@ -78,3 +78,28 @@ pub fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     }
     Ok(Some(key.to_string()))
 }
+
+/// What an Idempotency-Key's fingerprint is made of, from the request.
+pub fn keyed_request(
+    caller: Caller,
+    key: String,
+    method: &'static str,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+) -> crate::pipeline::keyed::KeyedRequest {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    crate::pipeline::keyed::KeyedRequest {
+        principal: caller.principal,
+        key,
+        method,
+        path_and_query: uri
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_default(),
+        content_type,
+    }
+}

@@ -11,12 +11,12 @@ use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::body::body_source;
-use super::rows::{content_type, keyed_response};
-use super::{idempotency_key, parse_ds, Caller};
+use super::rows::keyed_response;
+use super::{idempotency_key, keyed_request, parse_ds, Caller};
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::names::validate_table_name;
-use crate::pipeline::keyed::{self, KeyedRequest, Write};
+use crate::pipeline::keyed::{self, Write};
 use crate::pipeline::partition::{self, PutPartition};
 use crate::schema::TableDef;
 use crate::store::partitions::{PartitionInfo, RowFormat};
@@ -131,16 +131,7 @@ async fn put_partition(
     // two statements; a body cut short fails the load cleanly instead.
     let spawned = match key {
         Some(key) => {
-            let keyed = KeyedRequest {
-                principal: caller.principal,
-                key,
-                method: "PUT",
-                path_and_query: uri
-                    .path_and_query()
-                    .map(|p| p.to_string())
-                    .unwrap_or_default(),
-                content_type: content_type(&headers),
-            };
+            let keyed = keyed_request(caller, key, "PUT", &uri, &headers);
             tokio::spawn(async move {
                 keyed::run(&state, keyed, Write::Partition(request))
                     .await

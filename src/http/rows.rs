@@ -10,11 +10,11 @@ use axum::{Json, Router};
 use serde::Deserialize;
 
 use super::body::body_source;
-use super::{idempotency_key, Caller};
+use super::{idempotency_key, keyed_request, Caller};
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::names::validate_table_name;
-use crate::pipeline::keyed::{self, KeyedAnswer, KeyedRequest, Write};
+use crate::pipeline::keyed::{self, KeyedAnswer, Write};
 use crate::pipeline::rows::PostRows;
 use crate::store::merge::MergeMode;
 
@@ -84,21 +84,13 @@ async fn post_rows(
     validate_table_name(&table)?;
     let mode = parse_mode(query.mode.as_deref())?;
     let body = body_source(&headers, body, state.settings.max_body_bytes, true)?;
-    let request = KeyedRequest {
-        principal: caller.principal.clone(),
-        key: key.clone(),
-        method: "POST",
-        path_and_query: uri
-            .path_and_query()
-            .map(|p| p.to_string())
-            .unwrap_or_default(),
-        content_type: content_type(&headers),
-    };
+    let principal = caller.principal.clone();
+    let request = keyed_request(caller, key.clone(), "POST", &uri, &headers);
     let write = Write::Rows(PostRows {
         table,
         mode,
         body,
-        principal: caller.principal,
+        principal,
         idempotency_key: key,
     });
     // Spawned, so that a client hanging up cannot cancel the write between
@@ -107,12 +99,4 @@ async fn post_rows(
         .await
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("the write task failed: {e}")))??;
     Ok(keyed_response(answer))
-}
-
-pub fn content_type(headers: &HeaderMap) -> String {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase()
 }
