@@ -34,10 +34,10 @@ pub enum ApiError {
     TableNotFound(String),
     #[error("{0}")]
     NotFound(String),
+    #[error("this resource does not take that method; see GET /openapi.yaml")]
+    MethodNotAllowed,
     #[error("{0}")]
     SchemaConflict(String),
-    #[error("{0}")]
-    Conflict(String),
     #[error("{0}")]
     PreconditionFailed(String),
     #[error("this request needs an Idempotency-Key header (1 to 255 visible ASCII characters)")]
@@ -84,7 +84,8 @@ impl ApiError {
             PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             MalformedBody(_) | BadRows { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             TableNotFound(_) | NotFound(_) => StatusCode::NOT_FOUND,
-            SchemaConflict(_) | Conflict(_) => StatusCode::CONFLICT,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            SchemaConflict(_) => StatusCode::CONFLICT,
             PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
             IdempotencyKeyMissing | IdempotencyKeyInvalid(_) => StatusCode::BAD_REQUEST,
             IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
@@ -110,8 +111,8 @@ impl ApiError {
             BadRows { .. } => "bad_rows",
             TableNotFound(_) => "table_not_found",
             NotFound(_) => "not_found",
+            MethodNotAllowed => "method_not_allowed",
             SchemaConflict(_) => "schema_conflict",
-            Conflict(_) => "conflict",
             PreconditionFailed(_) => "precondition_failed",
             IdempotencyKeyMissing => "idempotency_key_missing",
             IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
@@ -137,8 +138,8 @@ impl ApiError {
             BadRows { .. } => "Bad rows",
             TableNotFound(_) => "Table not found",
             NotFound(_) => "Not found",
+            MethodNotAllowed => "Method not allowed",
             SchemaConflict(_) => "Schema conflict",
-            Conflict(_) => "Conflict",
             PreconditionFailed(_) => "Precondition failed",
             IdempotencyKeyMissing => "Idempotency-Key missing",
             IdempotencyKeyInvalid(_) => "Idempotency-Key invalid",

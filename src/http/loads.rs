@@ -1,11 +1,12 @@
 //! The loads ledger over HTTP.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use uuid::Uuid;
 
+use super::ApiQuery;
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::http::parse_ds;
@@ -41,7 +42,7 @@ struct LoadsQuery {
 
 async fn list_loads(
     State(state): State<AppState>,
-    Query(q): Query<LoadsQuery>,
+    ApiQuery(q): ApiQuery<LoadsQuery>,
 ) -> ApiResult<Json<Vec<Load>>> {
     if let Some(t) = &q.table {
         validate_table_name(t)?;

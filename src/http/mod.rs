@@ -25,6 +25,22 @@ pub fn router() -> Router<AppState> {
         .merge(idempotency_keys::router())
         .merge(loads::router())
         .merge(ops::router())
+        .fallback(|| async { ApiError::NotFound("no such resource; see GET /openapi.yaml".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+}
+
+/// `Query`, with a malformed query string answered in the API's own format.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(query)| ApiQuery(query))
+            .map_err(|rejection| ApiError::InvalidRequest(rejection.body_text()))
+    }
 }
 
 /// A partition value from a path or query: an ISO date, `YYYY-MM-DD`.

@@ -2,7 +2,7 @@
 //! it (DELETE), list a table's partitions.
 
 use axum::body::Body;
-use axum::extract::{OriginalUri, Path, Query, State};
+use axum::extract::{OriginalUri, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -12,6 +12,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::body::body_source;
 use super::rows::keyed_response;
+use super::ApiQuery;
 use super::{idempotency_key, keyed_request, parse_ds, Caller};
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -200,7 +201,7 @@ fn not_modified(headers: &HeaderMap, info: &PartitionInfo) -> bool {
 async fn get_partition(
     State(state): State<AppState>,
     Path((table, ds)): Path<(String, String)>,
-    Query(query): Query<ReadQuery>,
+    ApiQuery(query): ApiQuery<ReadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let format = read_format(&headers, &query)?;
@@ -220,7 +221,7 @@ async fn get_partition(
 async fn head_partition(
     State(state): State<AppState>,
     Path((table, ds)): Path<(String, String)>,
-    Query(query): Query<ReadQuery>,
+    ApiQuery(query): ApiQuery<ReadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let format = read_format(&headers, &query)?;

@@ -2,7 +2,7 @@
 //! `Idempotency-Key`.
 
 use axum::body::Body;
-use axum::extract::{OriginalUri, Query, State};
+use axum::extract::{OriginalUri, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -10,6 +10,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 
 use super::body::body_source;
+use super::ApiQuery;
 use super::{idempotency_key, keyed_request, Caller};
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -73,7 +74,7 @@ async fn post_rows(
     State(state): State<AppState>,
     caller: Caller,
     OriginalUri(uri): OriginalUri,
-    Query(query): Query<RowsQuery>,
+    ApiQuery(query): ApiQuery<RowsQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {

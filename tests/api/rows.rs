@@ -443,3 +443,58 @@ async fn expired_keys_are_reaped_and_then_count_as_new() {
     assert_eq!(store.reap_keys().await.unwrap(), 1);
     assert_eq!(app.get("/idempotency-keys/short").await.status(), 404);
 }
+
+#[tokio::test]
+async fn a_request_that_waits_too_long_for_its_key_gets_409_with_retry_after() {
+    let settings = idem::config::Settings {
+        idempotency_wait_ms: 300,
+        ..Default::default()
+    };
+    let app = spawn_app_with(settings).await;
+    app.declare_orders().await;
+    // The first request holds the key while its body trickles in.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(1);
+    let first = app
+        .client
+        .post(app.url("/rows?table=orders"))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", "slow")
+        .body(reqwest::Body::wrap_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+        .send();
+    let first = tokio::spawn(first);
+    tx.send(Ok(ndjson(&[order(1, "paid", "2026-10-12T01:00:00Z")])))
+        .await
+        .unwrap();
+    let mut in_flight = false;
+    for _ in 0..50 {
+        let state = json_body(app.get("/idempotency-keys/slow").await).await;
+        if state["status"] == "in_flight" {
+            in_flight = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(in_flight, "the first request holds its key");
+    let second = app
+        .post_rows(
+            "table=orders",
+            Some("slow"),
+            &[order(1, "paid", "2026-10-12T01:00:00Z")],
+        )
+        .await;
+    assert_eq!(second.status(), 409);
+    assert_eq!(second.headers()["retry-after"], "1");
+    assert_eq!(json_body(second).await["code"], "idempotency_key_in_flight");
+    drop(tx);
+    assert_eq!(first.await.unwrap().unwrap().status(), 200);
+    let third = app
+        .post_rows(
+            "table=orders",
+            Some("slow"),
+            &[order(1, "paid", "2026-10-12T01:00:00Z")],
+        )
+        .await;
+    assert_eq!(third.headers()["idempotent-replayed"], "true");
+}

@@ -164,3 +164,21 @@ async fn the_served_openapi_document_names_every_route() {
     }
     assert_eq!(json_body(app.get("/readyz").await).await["status"], "ready");
 }
+
+#[tokio::test]
+async fn requests_the_router_refuses_still_get_problem_documents() {
+    let app = spawn_app().await;
+    for (r, status, code) in [
+        (app.get("/loads?limit=abc").await, 400, "invalid_request"),
+        (app.get("/nowhere").await, 404, "not_found"),
+        (
+            app.client.patch(app.url("/tables")).send().await.unwrap(),
+            405,
+            "method_not_allowed",
+        ),
+    ] {
+        assert_eq!(r.status(), status);
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+        assert_eq!(json_body(r).await["code"], code);
+    }
+}
