@@ -220,11 +220,14 @@ async fn replace(
     .await;
 
     // The stage is gone after a swap; otherwise it is dropped here. Either
-    // way the claim ends, and a connection that cannot say so is closed.
+    // way the claim ends: a stage that could not be dropped is left to the
+    // janitor, which can take it once no session holds its lock.
     let published = result.as_ref().is_ok_and(|r| r.changed);
     if let Err(e) = stage::release(&mut *conn, &stage_name, published).await {
-        // The session ends with the connection, and with it the claim.
         tracing::warn!(error = %e, "could not release the stage");
+        let _ = sqlx::query("select pg_advisory_unlock_all()")
+            .execute(&mut *conn)
+            .await;
         return Err(result.err().unwrap_or_else(|| e.into()));
     }
     result

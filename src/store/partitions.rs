@@ -8,7 +8,6 @@ use sqlx::Connection;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::publish::current;
 use super::{column_list, date_literal, parent_table, partition_lock_key, partition_table, Store};
 use crate::error::ApiResult;
 use crate::names::quote_ident;
@@ -52,16 +51,6 @@ impl Store {
         .bind(table)
         .fetch_all(self.pool())
         .await?)
-    }
-
-    /// The live partition's content hash and input hash, if it exists.
-    pub async fn current_partition(
-        &self,
-        table: &str,
-        ds: NaiveDate,
-    ) -> ApiResult<Option<super::publish::Current>> {
-        let mut conn = self.pool().acquire().await?;
-        Ok(current(&mut conn, table, ds).await?)
     }
 
     /// Streams the partition's user columns. One statement reads the rows,
