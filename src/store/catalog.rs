@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Connection, PgConnection, Row};
 
-use super::{column_ddl, key_index_columns, lock_key, parent_table, Store};
+use super::{column_ddl, key_index_columns, parent_table, table_lock_key, Store};
 use crate::error::{ApiError, ApiResult};
 use crate::names::quote_ident;
 use crate::schema::{plan_changes, SchemaChange, TableDef};
@@ -99,7 +99,7 @@ pub async fn declare(
     {
         let mut tx = conn.begin().await?;
         sqlx::query("select pg_advisory_xact_lock($1)")
-            .bind(lock_key("table", &[&def.name]))
+            .bind(table_lock_key(&def.name))
             .execute(&mut *tx)
             .await?;
         let stored: Option<sqlx::types::Json<TableDef>> =

@@ -88,6 +88,12 @@ pub fn lock_key(kind: &str, parts: &[&str]) -> i64 {
     i64::from_be_bytes(h.finalize()[..8].try_into().unwrap())
 }
 
+/// The lock that serializes a table's schema changes (held exclusively by
+/// `catalog::declare`, shared by a swap, which must not meet a half-changed table).
+pub fn table_lock_key(table: &str) -> i64 {
+    lock_key("table", &[table])
+}
+
 pub fn partition_lock_key(table: &str, ds: NaiveDate) -> i64 {
     lock_key("partition", &[table, &ds.to_string()])
 }

@@ -2,9 +2,10 @@
 //! transaction. Readers see the old day or the new day, never a mix and
 //! never an empty day.
 //!
-//! Lock order, the same for every writer: the partition's advisory lock
-//! first (serializes writers of one partition), then the parent table (taken
-//! by DETACH/ATTACH). DETACH holds ACCESS EXCLUSIVE on the parent until
+//! Lock order, the same for every writer: the table's advisory lock (shared
+//! here, exclusive for a schema change), then the partition's (serializes
+//! writers of one partition), then the parent table itself (taken by
+//! DETACH/ATTACH). DETACH holds ACCESS EXCLUSIVE on the parent until
 //! commit, so readers of the table wait for the swap's few catalog updates,
 //! not for the COPY, which happened before.
 
@@ -14,7 +15,8 @@ use sqlx::{Connection, PgConnection, Row};
 use super::ledger::{record_load, LoadEntry};
 use super::stage::staging_table;
 use super::{
-    date_literal, parent_table, partition_lock_key, partition_name, partition_table, PARTS_SCHEMA,
+    catalog, date_literal, parent_table, partition_lock_key, partition_name, partition_table,
+    table_lock_key, PARTS_SCHEMA,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::names::quote_ident;
@@ -126,10 +128,23 @@ pub async fn publish(
         .content_sha256
         .expect("a staged load has its content hash");
     let mut tx = conn.begin().await?;
+    // The stage was built for `def`; if the table changed since, it no
+    // longer fits. Schema changes hold the table's lock exclusively; like
+    // every writer, take the table's lock before the partition's.
+    sqlx::query("select pg_advisory_xact_lock_shared($1)")
+        .bind(table_lock_key(&def.name))
+        .execute(&mut *tx)
+        .await?;
     sqlx::query("select pg_advisory_xact_lock($1)")
         .bind(partition_lock_key(&def.name, ds))
         .execute(&mut *tx)
         .await?;
+    if catalog::table_def(&mut tx, &def.name).await?.as_ref() != Some(def) {
+        return Err(ApiError::SchemaConflict(format!(
+            "table {:?} changed while this load was staged; send it again",
+            def.name
+        )));
+    }
     let live = current(&mut tx, &def.name, ds).await?;
     conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
 

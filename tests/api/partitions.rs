@@ -601,3 +601,51 @@ async fn every_type_lands_as_postgres_itself_would_read_the_text() {
     assert_eq!(u, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
     assert_eq!(s, "tab\there \\ backslash");
 }
+
+#[tokio::test]
+async fn a_table_changed_while_a_day_is_staged_refuses_the_swap() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(1);
+    let put = app
+        .client
+        .put(app.url(DAY))
+        .header("content-type", "application/x-ndjson")
+        .body(reqwest::Body::wrap_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+        .send();
+    let put = tokio::spawn(put);
+    tx.send(Ok(ndjson(&[order(2, "paid", "2026-10-12T01:00:00Z")])))
+        .await
+        .unwrap();
+    // Wait until the rows are being staged (COPY running)...
+    let mut copying = false;
+    for _ in 0..100 {
+        copying = sqlx::query_scalar::<_, bool>(
+            "select exists (select 1 from pg_stat_activity
+                             where datname = current_database() and query ilike 'copy idem_staging.%')",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        if copying {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(copying, "the PUT is staging");
+    // ...then the table gains a column.
+    let wider = ORDERS.replace(r#""note": "text""#, r#""note": "text", "channel": "text""#);
+    assert_eq!(app.declare("orders", &wider).await.status(), 200);
+    drop(tx);
+    let answer = put.await.unwrap().unwrap();
+    assert_eq!(answer.status(), 409);
+    assert_eq!(json_body(answer).await["code"], "schema_conflict");
+    assert_eq!(app.get(DAY).await.status(), 404, "nothing was swapped in");
+    // Sent again, it lands.
+    let again = app
+        .put_ndjson(DAY, &[order(2, "paid", "2026-10-12T01:00:00Z")])
+        .await;
+    assert_eq!(again.status(), 200);
+}
