@@ -162,6 +162,33 @@ impl TestApp {
     }
 }
 
+/// A request whose NDJSON body the test sends piece by piece: send on
+/// `body`, drop it to end the body, then await `answer`.
+pub struct Trickle {
+    pub body: tokio::sync::mpsc::Sender<Result<String, std::io::Error>>,
+    pub answer: tokio::task::JoinHandle<reqwest::Result<Response>>,
+}
+
+impl TestApp {
+    pub fn trickle(&self, method: reqwest::Method, path: &str, key: Option<&str>) -> Trickle {
+        let (body, rx) = tokio::sync::mpsc::channel(2);
+        let mut request = self
+            .client
+            .request(method, self.url(path))
+            .header("content-type", "application/x-ndjson")
+            .body(reqwest::Body::wrap_stream(
+                tokio_stream::wrappers::ReceiverStream::new(rx),
+            ));
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        Trickle {
+            body,
+            answer: tokio::spawn(request.send()),
+        }
+    }
+}
+
 pub fn ndjson(rows: &[Value]) -> String {
     rows.iter().map(|r| format!("{r}\n")).collect()
 }

@@ -606,16 +606,10 @@ async fn every_type_lands_as_postgres_itself_would_read_the_text() {
 async fn a_table_changed_while_a_day_is_staged_refuses_the_swap() {
     let app = spawn_app().await;
     app.declare_orders().await;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(1);
-    let put = app
-        .client
-        .put(app.url(DAY))
-        .header("content-type", "application/x-ndjson")
-        .body(reqwest::Body::wrap_stream(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        ))
-        .send();
-    let put = tokio::spawn(put);
+    let Trickle {
+        body: tx,
+        answer: put,
+    } = app.trickle(reqwest::Method::PUT, DAY, None);
     tx.send(Ok(ndjson(&[order(2, "paid", "2026-10-12T01:00:00Z")])))
         .await
         .unwrap();

@@ -358,16 +358,10 @@ async fn a_write_whose_connection_dies_leaves_no_rows_and_no_key_and_the_retry_s
         .map(|i| order(i, "paid", "2026-10-12T01:00:00Z"))
         .collect();
     let (first_half, second_half) = (ndjson(&rows[..100]), ndjson(&rows[100..]));
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(2);
-    let body = reqwest::Body::wrap_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
-    let request = app
-        .client
-        .post(app.url("/rows?table=orders"))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", "dies")
-        .body(body)
-        .send();
-    let pending = tokio::spawn(request);
+    let Trickle {
+        body: tx,
+        answer: pending,
+    } = app.trickle(reqwest::Method::POST, "/rows?table=orders", Some("dies"));
     tx.send(Ok(first_half)).await.unwrap();
     // The write's transaction is open (it holds the key); kill its connection.
     let mut killed = 0;
@@ -453,17 +447,10 @@ async fn a_request_that_waits_too_long_for_its_key_gets_409_with_retry_after() {
     let app = spawn_app_with(settings).await;
     app.declare_orders().await;
     // The first request holds the key while its body trickles in.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(1);
-    let first = app
-        .client
-        .post(app.url("/rows?table=orders"))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", "slow")
-        .body(reqwest::Body::wrap_stream(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        ))
-        .send();
-    let first = tokio::spawn(first);
+    let Trickle {
+        body: tx,
+        answer: first,
+    } = app.trickle(reqwest::Method::POST, "/rows?table=orders", Some("slow"));
     tx.send(Ok(ndjson(&[order(1, "paid", "2026-10-12T01:00:00Z")])))
         .await
         .unwrap();
