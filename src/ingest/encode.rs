@@ -45,6 +45,7 @@ pub struct RowEncoder<'d> {
     /// Columns whose value failed its type check (reported once, not again as null).
     bad: Vec<bool>,
     canonical: Vec<u8>,
+    day: Vec<u8>,
 }
 
 /// The field that marks a tombstone in `POST /rows` merge mode.
@@ -70,6 +71,7 @@ impl<'d> RowEncoder<'d> {
             seen: vec![false; def.columns.len()],
             bad: vec![false; def.columns.len()],
             canonical: Vec::with_capacity(256),
+            day: Vec::with_capacity(16),
         }
     }
 
@@ -157,10 +159,10 @@ impl<'d> RowEncoder<'d> {
         id.update(b"idem-row-v1\0");
         id.update(self.def.name.as_bytes());
         id.update(b"\0");
-        let Cell::Date(ds) = cells[self.partition_index] else {
-            unreachable!("checked above")
-        };
-        id.update(ds.to_string().as_bytes());
+        // The partition value as `YYYY-MM-DD` (its canonical form, unquoted).
+        self.day.clear();
+        cells[self.partition_index].write_canonical(&mut self.day);
+        id.update(&self.day[1..self.day.len() - 1]);
         id.update(b"\0");
         if self.key_indexes.is_empty() {
             id.update(&self.canonical);
