@@ -44,6 +44,14 @@ now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 REPEAT=${IDEM_BENCH_REPEAT:-3}
 median() { python3 -c "import statistics,sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
+# median_of FUNC: runs `FUNC RUN` (RUN = 1..REPEAT, each printing seconds),
+# shows every time on stderr, prints the median.
+median_of() {
+  local times=() run
+  for run in $(seq "$REPEAT"); do times+=("$("$1" "$run")"); done
+  echo "   ${times[*]}" >&2
+  median "${times[@]}"
+}
 # Each measurement starts from the same state: a fresh checkpoint, so that
 # one step's WAL does not land on the next one's clock.
 checkpoint() { "${PSQL[@]}" -c checkpoint; }

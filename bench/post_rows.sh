@@ -48,8 +48,7 @@ SQL
   t1=$(now)
   elapsed "$t0" "$t1"
 }
-times=(); for _ in $(seq "$REPEAT"); do times+=("$(anchor_once)"); done
-echo "   ${times[*]}"; T_ANCHOR=$(median "${times[@]}")
+T_ANCHOR=$(median_of anchor_once)
 
 echo "== (a) idem: ${#BATCHES[@]} POSTs of $BATCH rows, merge mode (x$REPEAT)"
 idem_once() { # idem_once RUN
@@ -69,8 +68,7 @@ idem_once() { # idem_once RUN
   t1=$(now)
   elapsed "$t0" "$t1"
 }
-times=(); for run in $(seq "$REPEAT"); do times+=("$(idem_once "$run")"); done
-echo "   ${times[*]}"; T_IDEM=$(median "${times[@]}")
+T_IDEM=$(median_of idem_once)
 ROWS_NOW=$(curl -fsS -I "$BASE/partitions/orders/$DS" | awk -F': ' 'tolower($1)=="idem-row-count" {print $2+0}')
 echo "   rows in the partition: $ROWS_NOW"
 

@@ -38,8 +38,7 @@ SQL
   t1=$(now)
   elapsed "$t0" "$t1"
 }
-times=(); for _ in $(seq "$REPEAT"); do times+=("$(anchor_once)"); done
-echo "   ${times[*]}"; T_COPY=$(median "${times[@]}")
+T_COPY=$(median_of anchor_once)
 
 put() { # put FILE CONTENT_TYPE -> prints seconds; receipt in $OUT/receipt.json
   local t0 t1
