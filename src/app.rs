@@ -12,14 +12,9 @@ use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::config::{LogFormat, ServeArgs, Settings};
+use crate::config::{LogFormat, ServeArgs};
+pub use crate::http::AppState;
 use crate::store::Store;
-
-#[derive(Clone)]
-pub struct AppState {
-    pub store: Store,
-    pub settings: Arc<Settings>,
-}
 
 pub fn app(state: AppState) -> Router {
     crate::http::router()

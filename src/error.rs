@@ -1,59 +1,51 @@
-//! The one error type of the HTTP surface, rendered as `application/problem+json` (RFC 9457).
+//! The HTTP surface's one error type, rendered as `application/problem+json`
+//! (RFC 9457). Every layer's error maps to it here and only here: the layer
+//! names the code, this module picks the status.
+
+use std::time::Duration;
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::ingest::RowError;
+use crate::names::NameError;
+use crate::pipeline::body::BodyError;
+use crate::pipeline::WriteError;
+use crate::schema::SchemaError;
+use crate::store::StoreError;
 
-/// Everything a request can fail with. Each variant has a stable `code` that
+/// Everything a request can fail with. Each has a stable `code` that
 /// clients may match on; the `detail` is for people.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{0}")]
-    InvalidName(String),
-    #[error("{0}")]
-    InvalidDs(String),
-    #[error("{0}")]
     InvalidRequest(String),
     #[error("{0}")]
-    InvalidDeclaration(String),
-    #[error("unsupported content type {0:?}; send application/x-ndjson, application/jsonl, application/json or text/csv")]
-    UnsupportedMediaType(String),
-    #[error("unsupported content encoding {0:?}; send identity or gzip")]
-    UnsupportedEncoding(String),
-    #[error("the body is larger than the limit of {limit} bytes")]
-    PayloadTooLarge { limit: u64 },
-    #[error("the body could not be read: {0}")]
-    BodyUnreadable(String),
+    InvalidDs(String),
+    /// A declaration that is not even JSON of the right shape.
     #[error("{0}")]
-    MalformedBody(Box<RowError>),
-    #[error("{count} row(s) were refused; nothing was written")]
-    BadRows { count: u64, errors: Vec<RowError> },
-    #[error("table {0:?} is not declared")]
-    TableNotFound(String),
+    InvalidDeclaration(String),
+    #[error("the declaration is larger than the limit of {limit} bytes")]
+    DeclarationTooLarge { limit: usize },
     #[error("{0}")]
     NotFound(String),
     #[error("this resource does not take that method; see GET /openapi.yaml")]
     MethodNotAllowed,
-    #[error("{0}")]
-    SchemaConflict(String),
-    #[error("{0}")]
-    PreconditionFailed(String),
     #[error("this request needs an Idempotency-Key header (1 to 255 visible ASCII characters)")]
     IdempotencyKeyMissing,
     #[error("{0}")]
     IdempotencyKeyInvalid(String),
-    #[error("the Idempotency-Key was used for a different request (method, path, content type or body differ)")]
-    IdempotencyKeyReused,
-    #[error(
-        "a request with this Idempotency-Key is still running; retry after {retry_after_secs} s"
-    )]
-    KeyInFlight { retry_after_secs: u64 },
-    #[error("the database is unavailable")]
-    DatabaseUnavailable(#[source] sqlx::Error),
-    #[error("internal error")]
-    Database(#[source] sqlx::Error),
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -73,127 +65,116 @@ struct Problem<'a> {
 }
 
 impl ApiError {
-    pub fn status(&self) -> StatusCode {
-        use ApiError::*;
-        match self {
-            InvalidName(_) | InvalidDs(_) | InvalidRequest(_) | BodyUnreadable(_) => {
-                StatusCode::BAD_REQUEST
-            }
-            InvalidDeclaration(_) => StatusCode::BAD_REQUEST,
-            UnsupportedMediaType(_) | UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            MalformedBody(_) | BadRows { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            TableNotFound(_) | NotFound(_) => StatusCode::NOT_FOUND,
-            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            SchemaConflict(_) => StatusCode::CONFLICT,
-            PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
-            IdempotencyKeyMissing | IdempotencyKeyInvalid(_) => StatusCode::BAD_REQUEST,
-            IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            KeyInFlight { .. } => StatusCode::CONFLICT,
-            DatabaseUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Database(_) | Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
     /// The stable, machine-readable code.
     pub fn code(&self) -> &'static str {
         use ApiError::*;
         match self {
-            InvalidName(_) => "invalid_name",
-            InvalidDs(_) => "invalid_ds",
             InvalidRequest(_) => "invalid_request",
+            InvalidDs(_) => "invalid_ds",
             InvalidDeclaration(_) => "invalid_declaration",
-            UnsupportedMediaType(_) => "unsupported_media_type",
-            UnsupportedEncoding(_) => "unsupported_content_encoding",
-            PayloadTooLarge { .. } => "payload_too_large",
-            BodyUnreadable(_) => "body_unreadable",
-            MalformedBody(_) => "malformed_body",
-            BadRows { .. } => "bad_rows",
-            TableNotFound(_) => "table_not_found",
+            DeclarationTooLarge { .. } => "payload_too_large",
             NotFound(_) => "not_found",
             MethodNotAllowed => "method_not_allowed",
-            SchemaConflict(_) => "schema_conflict",
-            PreconditionFailed(_) => "precondition_failed",
             IdempotencyKeyMissing => "idempotency_key_missing",
             IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
-            IdempotencyKeyReused => "idempotency_key_reused",
-            KeyInFlight { .. } => "idempotency_key_in_flight",
-            DatabaseUnavailable(_) => "database_unavailable",
-            Database(_) | Internal(_) => "internal",
+            Name(_) => "invalid_name",
+            Schema(SchemaError::Name(_)) => "invalid_name",
+            Schema(SchemaError::Invalid(_)) => "invalid_declaration",
+            Schema(SchemaError::Conflict(_)) => "schema_conflict",
+            Body(e) => e.code(),
+            Store(e) => e.code(),
+            Write(e) => e.code(),
+            Internal(_) => "internal",
         }
     }
 
-    fn title(&self) -> &'static str {
-        use ApiError::*;
+    /// The status and title that go with a code.
+    fn status_and_title(code: &str) -> (StatusCode, &'static str) {
+        match code {
+            "invalid_request" => (StatusCode::BAD_REQUEST, "Invalid request"),
+            "invalid_ds" => (StatusCode::BAD_REQUEST, "Invalid partition date"),
+            "invalid_name" => (StatusCode::BAD_REQUEST, "Invalid name"),
+            "invalid_declaration" => (StatusCode::BAD_REQUEST, "Invalid table declaration"),
+            "body_unreadable" => (StatusCode::BAD_REQUEST, "Body unreadable"),
+            "idempotency_key_missing" => (StatusCode::BAD_REQUEST, "Idempotency-Key missing"),
+            "idempotency_key_invalid" => (StatusCode::BAD_REQUEST, "Idempotency-Key invalid"),
+            "table_not_found" => (StatusCode::NOT_FOUND, "Table not found"),
+            "not_found" => (StatusCode::NOT_FOUND, "Not found"),
+            "method_not_allowed" => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed"),
+            "schema_conflict" => (StatusCode::CONFLICT, "Schema conflict"),
+            "idempotency_key_in_flight" => (StatusCode::CONFLICT, "Request in flight"),
+            "precondition_failed" => (StatusCode::PRECONDITION_FAILED, "Precondition failed"),
+            "payload_too_large" => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large"),
+            "unsupported_media_type" => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported media type")
+            }
+            "unsupported_content_encoding" => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Unsupported content encoding",
+            ),
+            "malformed_body" => (StatusCode::UNPROCESSABLE_ENTITY, "Malformed body"),
+            "bad_rows" => (StatusCode::UNPROCESSABLE_ENTITY, "Bad rows"),
+            "idempotency_key_reused" => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "Idempotency-Key reused")
+            }
+            "database_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "Database unavailable"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        Self::status_and_title(self.code()).0
+    }
+
+    /// The row errors a refusal lists, and how many rows were refused.
+    fn row_errors(&self) -> Option<(&[RowError], Option<u64>)> {
         match self {
-            InvalidName(_) => "Invalid name",
-            InvalidDs(_) => "Invalid partition date",
-            InvalidRequest(_) => "Invalid request",
-            InvalidDeclaration(_) => "Invalid table declaration",
-            UnsupportedMediaType(_) => "Unsupported media type",
-            UnsupportedEncoding(_) => "Unsupported content encoding",
-            PayloadTooLarge { .. } => "Payload too large",
-            BodyUnreadable(_) => "Body unreadable",
-            MalformedBody(_) => "Malformed body",
-            BadRows { .. } => "Bad rows",
-            TableNotFound(_) => "Table not found",
-            NotFound(_) => "Not found",
-            MethodNotAllowed => "Method not allowed",
-            SchemaConflict(_) => "Schema conflict",
-            PreconditionFailed(_) => "Precondition failed",
-            IdempotencyKeyMissing => "Idempotency-Key missing",
-            IdempotencyKeyInvalid(_) => "Idempotency-Key invalid",
-            IdempotencyKeyReused => "Idempotency-Key reused",
-            KeyInFlight { .. } => "Request in flight",
-            DatabaseUnavailable(_) => "Database unavailable",
-            Database(_) | Internal(_) => "Internal server error",
+            ApiError::Write(WriteError::BadRows { count, errors }) => Some((errors, Some(*count))),
+            ApiError::Write(WriteError::Malformed(e)) => Some((std::slice::from_ref(&**e), None)),
+            _ => None,
         }
     }
 
-    /// Connection-level failures mean the database is away (503), anything
-    /// else from sqlx is our bug (500).
-    pub fn from_db(err: sqlx::Error) -> Self {
-        match err {
-            sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Tls(_) => ApiError::DatabaseUnavailable(err),
-            other => ApiError::Database(other),
+    /// How long a client should wait before it retries, when it should.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ApiError::Store(StoreError::KeyInFlight { retry_after })
+            | ApiError::Write(WriteError::Store(StoreError::KeyInFlight { retry_after })) => {
+                Some(*retry_after)
+            }
+            _ => None,
         }
     }
-}
 
-impl From<sqlx::Error> for ApiError {
-    fn from(err: sqlx::Error) -> Self {
-        ApiError::from_db(err)
+    /// What the client reads: the error's own text, except for failures,
+    /// whose causes (database text among them) stay in the log.
+    fn detail(&self) -> String {
+        match self.status() {
+            s if s.is_server_error() => match self.code() {
+                "database_unavailable" => "the database is unavailable; retry later".into(),
+                _ => "internal error".into(),
+            },
+            _ => self.to_string(),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.status();
+        let code = self.code();
+        let (status, title) = Self::status_and_title(code);
         if status.is_server_error() {
-            // The cause goes to the log only; database text never reaches the client.
             tracing::error!(error = ?self, "request failed");
         }
-        let (errors, rejected, detail) = match &self {
-            ApiError::BadRows { count, errors } => {
-                (Some(errors.as_slice()), Some(*count), self.to_string())
-            }
-            ApiError::MalformedBody(e) => (Some(std::slice::from_ref(&**e)), None, e.to_string()),
-            _ => (None, None, self.to_string()),
-        };
+        let row_errors = self.row_errors();
         let problem = Problem {
-            type_: format!(
-                "https://idem.dev/problems/{}",
-                self.code().replace('_', "-")
-            ),
-            title: self.title(),
+            type_: format!("https://idem.dev/problems/{}", code.replace('_', "-")),
+            title,
             status: status.as_u16(),
-            detail,
-            code: self.code(),
-            errors,
-            rejected,
+            detail: self.detail(),
+            code,
+            errors: row_errors.map(|(errors, _)| errors),
+            rejected: row_errors.and_then(|(_, count)| count),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();
@@ -201,10 +182,11 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if let ApiError::KeyInFlight { retry_after_secs } = self {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        if let Some(wait) = self.retry_after() {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(wait.as_secs().max(1)),
+            );
         }
         response
     }

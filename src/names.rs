@@ -1,16 +1,33 @@
-//! Validation and quoting of the names (tables, columns) that reach SQL.
+//! The names (tables, columns) that reach SQL: validated once, where they
+//! enter, into types that cannot hold anything else, and quoted in one place.
 //!
-//! Every dynamic identifier passes `validate_name` once at the edge and
-//! `quote_ident` whenever it is written into a statement.
+//! `TableName::parse` and `ColumnName::parse` are the only ways to make one
+//! (deserializing a stored definition goes through them too), so a string
+//! that was never checked cannot reach a statement: the store takes these
+//! types, never `&str`, for user identifiers.
 
-use crate::error::ApiError;
+use std::fmt;
+use std::ops::Deref;
+
+use serde::{Deserialize, Serialize};
 
 /// The longest name: 48 bytes leave room for the suffixes idem adds to
 /// partition and index names within Postgres's 63-byte identifier limit.
 pub const MAX_NAME_LEN: usize = 48;
 
+/// A name that does not follow the contract, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} name {name:?} {reason}")]
+pub struct NameError {
+    pub kind: &'static str,
+    pub name: String,
+    pub reason: &'static str,
+}
+
+const PATTERN: &str = "must match ^[a-z_][a-z0-9_]{0,47}$";
+
 /// Checks `^[a-z_][a-z0-9_]{0,47}$`.
-pub fn is_valid_name(name: &str) -> bool {
+fn is_valid_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= MAX_NAME_LEN
@@ -20,36 +37,125 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
 }
 
-pub fn validate_table_name(name: &str) -> Result<(), ApiError> {
-    if is_valid_name(name) {
-        Ok(())
-    } else {
-        Err(ApiError::InvalidName(format!(
-            "table name {name:?} must match ^[a-z_][a-z0-9_]{{0,47}}$"
-        )))
-    }
-}
-
-/// A user column: a valid name that does not start with `_`, which is
-/// reserved for idem's system columns (`_load_id`, `_row_id`, ...).
-pub fn validate_column_name(name: &str) -> Result<(), ApiError> {
-    if !is_valid_name(name) {
-        return Err(ApiError::InvalidName(format!(
-            "column name {name:?} must match ^[a-z_][a-z0-9_]{{0,47}}$"
-        )));
-    }
-    if name.starts_with('_') {
-        return Err(ApiError::InvalidName(format!(
-            "column name {name:?} starts with '_', which is reserved for system columns"
-        )));
-    }
-    Ok(())
-}
-
-/// Double-quotes an identifier for SQL. Names are validated before they get
-/// here; quoting is the second fence, so a name is never spliced raw.
-pub fn quote_ident(name: &str) -> String {
+/// Double-quotes an identifier for SQL. Callers pass validated names or
+/// names idem made itself from them; quoting is the second fence, so a name
+/// is never spliced raw.
+pub(crate) fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// The name as a quoted SQL identifier.
+            pub fn quoted(&self) -> String {
+                quote_ident(&self.0)
+            }
+        }
+
+        impl Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        // Shown as the string it is, so messages read `column "amount"`.
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&self.0, f)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = NameError;
+            fn try_from(name: String) -> Result<Self, NameError> {
+                Self::parse(&name)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(name: $name) -> String {
+                name.0
+            }
+        }
+    };
+}
+
+name_type!(
+    /// A user table's name.
+    TableName
+);
+
+name_type!(
+    /// A user column's name: never one that starts with `_`, which is
+    /// reserved for idem's system columns (`_load_id`, `_row_id`, ...).
+    ColumnName
+);
+
+impl TableName {
+    pub fn parse(name: &str) -> Result<TableName, NameError> {
+        if !is_valid_name(name) {
+            return Err(NameError {
+                kind: "table",
+                name: name.to_string(),
+                reason: PATTERN,
+            });
+        }
+        Ok(TableName(name.to_string()))
+    }
+}
+
+impl ColumnName {
+    pub fn parse(name: &str) -> Result<ColumnName, NameError> {
+        let error = |reason| NameError {
+            kind: "column",
+            name: name.to_string(),
+            reason,
+        };
+        if !is_valid_name(name) {
+            return Err(error(PATTERN));
+        }
+        if name.starts_with('_') {
+            return Err(error(
+                "starts with '_', which is reserved for system columns",
+            ));
+        }
+        Ok(ColumnName(name.to_string()))
+    }
 }
 
 #[cfg(test)]
@@ -71,8 +177,15 @@ mod tests {
 
     #[test]
     fn system_prefix_is_reserved_for_columns() {
-        assert!(validate_column_name("_load_id").is_err());
-        assert!(validate_column_name("load_id").is_ok());
+        assert!(ColumnName::parse("_load_id").is_err());
+        assert!(ColumnName::parse("load_id").is_ok());
+        assert!(TableName::parse("_staging").is_ok());
+    }
+
+    #[test]
+    fn a_stored_name_is_checked_again_when_read() {
+        assert!(serde_json::from_str::<TableName>("\"orders\"").is_ok());
+        assert!(serde_json::from_str::<TableName>("\"x\\\"; drop\"").is_err());
     }
 
     #[test]

@@ -5,8 +5,7 @@
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::error::ApiError;
-use crate::names::{validate_column_name, validate_table_name};
+use crate::names::{ColumnName, NameError, TableName};
 
 /// The column types idem validates and stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,7 +71,7 @@ impl ColumnType {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Column {
-    pub name: String,
+    pub name: ColumnName,
     #[serde(rename = "type")]
     pub ty: ColumnType,
     pub nullable: bool,
@@ -81,11 +80,11 @@ pub struct Column {
 /// A validated table definition, as stored in the catalog.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableDef {
-    pub name: String,
+    pub name: TableName,
     pub columns: Vec<Column>,
-    pub partition_by: String,
-    pub primary_key: Vec<String>,
-    pub cursor: Option<String>,
+    pub partition_by: ColumnName,
+    pub primary_key: Vec<ColumnName>,
+    pub cursor: Option<ColumnName>,
 }
 
 impl TableDef {
@@ -101,6 +100,19 @@ impl TableDef {
         self.column_index(&self.partition_by)
             .expect("a validated table has its partition column")
     }
+}
+
+/// What is wrong with a declaration, or with a change to a table.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The declaration itself is wrong (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// The declaration is fine but cannot replace the stored one (409).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 /// The body of `PUT /tables/{table}`.
@@ -139,107 +151,145 @@ fn ordered_columns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Strin
 
 pub const DEFAULT_PARTITION_COLUMN: &str = "ds";
 
+fn invalid(message: String) -> SchemaError {
+    SchemaError::Invalid(message)
+}
+
 impl TableDeclaration {
     /// Validates the declaration into a definition. The partition column is
     /// added as a `date` when the declaration does not list it.
-    pub fn into_def(self, table: &str) -> Result<TableDef, ApiError> {
-        validate_table_name(table)?;
-        let invalid = |m: String| ApiError::InvalidDeclaration(m);
-        if self.columns.is_empty() {
-            return Err(invalid("a table needs at least one column".into()));
-        }
-        let partition_by = self
-            .partition_by
-            .unwrap_or_else(|| DEFAULT_PARTITION_COLUMN.to_string());
-        validate_column_name(&partition_by)?;
-        let mut columns: Vec<Column> = Vec::with_capacity(self.columns.len() + 1);
-        for (name, ty) in &self.columns {
-            validate_column_name(name)?;
-            if columns.iter().any(|c| &c.name == name) {
-                return Err(invalid(format!("column {name:?} is declared twice")));
-            }
-            let ty = ColumnType::parse(ty).ok_or_else(|| {
-                invalid(format!(
-                    "column {name:?} has unsupported type {ty:?}; supported: text, bigint, integer, double precision, numeric, boolean, date, timestamptz, jsonb, uuid"
-                ))
-            })?;
-            columns.push(Column {
-                name: name.clone(),
-                ty,
-                nullable: true,
-            });
-        }
-        match columns.iter_mut().find(|c| c.name == partition_by) {
-            Some(c) if c.ty != ColumnType::Date => {
-                return Err(invalid(format!(
-                    "partition column {partition_by:?} must be of type date"
-                )))
-            }
-            Some(c) => c.nullable = false,
-            None => columns.push(Column {
-                name: partition_by.clone(),
-                ty: ColumnType::Date,
-                nullable: false,
-            }),
-        }
-        for key in &self.primary_key {
-            if key == &partition_by {
-                return Err(invalid(format!(
-                    "the partition column {key:?} is implied in the key; list only the business key"
-                )));
-            }
-            let Some(c) = columns.iter_mut().find(|c| &c.name == key) else {
-                return Err(invalid(format!(
-                    "primary key column {key:?} is not a declared column"
-                )));
-            };
-            if c.ty == ColumnType::Jsonb {
-                return Err(invalid(format!(
-                    "primary key column {key:?} cannot be jsonb"
-                )));
-            }
-            c.nullable = false;
-        }
-        if has_duplicates(&self.primary_key) {
-            return Err(invalid("primary_key lists a column twice".into()));
-        }
-        if let Some(cursor) = &self.cursor {
-            let Some(c) = columns.iter().find(|c| &c.name == cursor) else {
-                return Err(invalid(format!(
-                    "cursor column {cursor:?} is not a declared column"
-                )));
-            };
-            if c.ty == ColumnType::Jsonb || c.ty == ColumnType::Boolean {
-                return Err(invalid(format!(
-                    "cursor column {cursor:?} must be an orderable type"
-                )));
-            }
-            if self.primary_key.is_empty() {
-                return Err(invalid(
-                    "a cursor needs a primary_key: it orders versions of one key".into(),
-                ));
-            }
-            if self.primary_key.contains(cursor) {
-                return Err(invalid(format!(
-                    "cursor column {cursor:?} cannot be part of the key"
-                )));
-            }
-        }
+    pub fn into_def(self, table: TableName) -> Result<TableDef, SchemaError> {
+        let partition_by = ColumnName::parse(
+            self.partition_by
+                .as_deref()
+                .unwrap_or(DEFAULT_PARTITION_COLUMN),
+        )?;
+        let mut columns = declared_columns(&self.columns)?;
+        place_partition_column(&mut columns, &partition_by)?;
+        let primary_key = key_columns(&mut columns, &self.primary_key, &partition_by)?;
+        let cursor = self
+            .cursor
+            .as_deref()
+            .map(|cursor| check_cursor(&columns, cursor, &primary_key))
+            .transpose()?;
         Ok(TableDef {
-            name: table.to_string(),
+            name: table,
             columns,
             partition_by,
-            primary_key: self.primary_key,
-            cursor: self.cursor,
+            primary_key,
+            cursor,
         })
     }
 }
 
-fn has_duplicates(items: &[String]) -> bool {
-    items
-        .iter()
-        .enumerate()
-        .any(|(i, a)| items[..i].contains(a))
+/// The declared columns, in order, all nullable for now.
+fn declared_columns(declared: &[(String, String)]) -> Result<Vec<Column>, SchemaError> {
+    if declared.is_empty() {
+        return Err(invalid("a table needs at least one column".into()));
+    }
+    let mut columns: Vec<Column> = Vec::with_capacity(declared.len() + 1);
+    for (name, ty) in declared {
+        let name = ColumnName::parse(name)?;
+        if columns.iter().any(|c| c.name == name) {
+            return Err(invalid(format!("column {name:?} is declared twice")));
+        }
+        let ty = ColumnType::parse(ty).ok_or_else(|| {
+            invalid(format!(
+                "column {name:?} has unsupported type {ty:?}; supported: text, bigint, integer, double precision, numeric, boolean, date, timestamptz, jsonb, uuid"
+            ))
+        })?;
+        columns.push(Column {
+            name,
+            ty,
+            nullable: true,
+        });
+    }
+    Ok(columns)
+}
+
+/// The partition column is a non-null date, declared or added at the end.
+fn place_partition_column(
+    columns: &mut Vec<Column>,
+    partition_by: &ColumnName,
+) -> Result<(), SchemaError> {
+    match columns.iter_mut().find(|c| &c.name == partition_by) {
+        Some(c) if c.ty != ColumnType::Date => Err(invalid(format!(
+            "partition column {partition_by:?} must be of type date"
+        ))),
+        Some(c) => {
+            c.nullable = false;
+            Ok(())
+        }
+        None => {
+            columns.push(Column {
+                name: partition_by.clone(),
+                ty: ColumnType::Date,
+                nullable: false,
+            });
+            Ok(())
+        }
+    }
+}
+
+/// The primary key's columns, made non-null.
+fn key_columns(
+    columns: &mut [Column],
+    declared: &[String],
+    partition_by: &ColumnName,
+) -> Result<Vec<ColumnName>, SchemaError> {
+    let mut key: Vec<ColumnName> = Vec::with_capacity(declared.len());
+    for name in declared {
+        if partition_by == name.as_str() {
+            return Err(invalid(format!(
+                "the partition column {name:?} is implied in the key; list only the business key"
+            )));
+        }
+        let Some(c) = columns.iter_mut().find(|c| c.name == name.as_str()) else {
+            return Err(invalid(format!(
+                "primary key column {name:?} is not a declared column"
+            )));
+        };
+        if c.ty == ColumnType::Jsonb {
+            return Err(invalid(format!(
+                "primary key column {name:?} cannot be jsonb"
+            )));
+        }
+        if key.contains(&c.name) {
+            return Err(invalid("primary_key lists a column twice".into()));
+        }
+        c.nullable = false;
+        key.push(c.name.clone());
+    }
+    Ok(key)
+}
+
+/// A cursor orders versions of one key, so it needs a key, and an order.
+fn check_cursor(
+    columns: &[Column],
+    cursor: &str,
+    primary_key: &[ColumnName],
+) -> Result<ColumnName, SchemaError> {
+    let Some(c) = columns.iter().find(|c| c.name == cursor) else {
+        return Err(invalid(format!(
+            "cursor column {cursor:?} is not a declared column"
+        )));
+    };
+    if c.ty == ColumnType::Jsonb || c.ty == ColumnType::Boolean {
+        return Err(invalid(format!(
+            "cursor column {cursor:?} must be an orderable type"
+        )));
+    }
+    if primary_key.is_empty() {
+        return Err(invalid(
+            "a cursor needs a primary_key: it orders versions of one key".into(),
+        ));
+    }
+    if primary_key.contains(&c.name) {
+        return Err(invalid(format!(
+            "cursor column {cursor:?} cannot be part of the key"
+        )));
+    }
+    Ok(c.name.clone())
 }
 
 /// One safe change from a stored definition towards a declared one.
@@ -247,24 +297,24 @@ fn has_duplicates(items: &[String]) -> bool {
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum SchemaChange {
     AddColumn {
-        column: String,
+        column: ColumnName,
         #[serde(rename = "type")]
         ty: ColumnType,
     },
     WidenColumn {
-        column: String,
+        column: ColumnName,
         from: ColumnType,
         to: ColumnType,
     },
     SetCursor {
-        cursor: Option<String>,
+        cursor: Option<ColumnName>,
     },
 }
 
 /// The safe changes that turn `old` into `new`, or a 409 saying why there is
 /// none. Column order in the declaration does not matter for existing columns.
-pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>, ApiError> {
-    let conflict = |m: String| ApiError::SchemaConflict(m);
+pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>, SchemaError> {
+    let conflict = SchemaError::Conflict;
     if old.partition_by != new.partition_by {
         return Err(conflict(format!(
             "the partition column is {:?}; changing it needs a new table",
@@ -352,7 +402,7 @@ mod tests {
     #[test]
     fn declaration_keeps_column_order_and_adds_partition_column() {
         let def = decl(r#"{"columns":{"z":"text","a":"bigint"},"primary_key":["a"]}"#)
-            .into_def("t")
+            .into_def(TableName::parse("t").unwrap())
             .unwrap();
         let names: Vec<_> = def.columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["z", "a", "ds"]);
@@ -364,15 +414,15 @@ mod tests {
     #[test]
     fn changing_the_key_or_narrowing_is_refused_and_widening_is_planned() {
         let old = decl(r#"{"columns":{"id":"integer","n":"integer"},"primary_key":["id"]}"#)
-            .into_def("t")
+            .into_def(TableName::parse("t").unwrap())
             .unwrap();
         let rekeyed = decl(r#"{"columns":{"id":"integer","n":"integer"},"primary_key":["n"]}"#)
-            .into_def("t")
+            .into_def(TableName::parse("t").unwrap())
             .unwrap();
         assert!(plan_changes(&old, &rekeyed).is_err());
         let widened =
             decl(r#"{"columns":{"id":"integer","n":"bigint","m":"text"},"primary_key":["id"]}"#)
-                .into_def("t")
+                .into_def(TableName::parse("t").unwrap())
                 .unwrap();
         let changes = plan_changes(&old, &widened).unwrap();
         assert_eq!(changes.len(), 2);

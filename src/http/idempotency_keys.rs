@@ -1,12 +1,11 @@
 //! `GET /idempotency-keys/{key}`: what became of a key.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::Caller;
-use crate::app::AppState;
+use super::{ApiPath, AppState, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::store::idempotency::KeyState;
 
@@ -17,7 +16,7 @@ pub fn router() -> Router<AppState> {
 async fn get_key(
     State(state): State<AppState>,
     caller: Caller,
-    Path(key): Path<String>,
+    ApiPath(key): ApiPath<String>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let retention = state.settings.idempotency_retention_secs;
     match state.store.key_state(&caller.principal, &key).await? {

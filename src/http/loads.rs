@@ -1,16 +1,14 @@
 //! The loads ledger over HTTP.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::ApiQuery;
-use crate::app::AppState;
+use super::{parse_ds, ApiPath, ApiQuery, AppState};
 use crate::error::{ApiError, ApiResult};
-use crate::http::parse_ds;
-use crate::names::validate_table_name;
+use crate::names::TableName;
 use crate::store::ledger::Load;
 
 pub fn router() -> Router<AppState> {
@@ -21,7 +19,7 @@ pub fn router() -> Router<AppState> {
 
 async fn get_load(
     State(state): State<AppState>,
-    Path(load_id): Path<String>,
+    ApiPath(load_id): ApiPath<String>,
 ) -> ApiResult<Json<Load>> {
     let load_id = Uuid::parse_str(&load_id)
         .map_err(|_| ApiError::InvalidRequest(format!("{load_id:?} is not a load id (a UUID)")))?;
@@ -44,12 +42,8 @@ async fn list_loads(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<LoadsQuery>,
 ) -> ApiResult<Json<Vec<Load>>> {
-    if let Some(t) = &q.table {
-        validate_table_name(t)?;
-    }
+    let table = q.table.as_deref().map(TableName::parse).transpose()?;
     let ds = q.ds.as_deref().map(parse_ds).transpose()?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
-    Ok(Json(
-        state.store.loads(q.table.as_deref(), ds, limit).await?,
-    ))
+    Ok(Json(state.store.loads(table.as_ref(), ds, limit).await?))
 }

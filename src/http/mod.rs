@@ -1,6 +1,5 @@
 //! The HTTP surface: one module per resource, each with its own `router()`.
 
-pub mod body;
 pub mod idempotency_keys;
 pub mod loads;
 pub mod ops;
@@ -8,14 +7,41 @@ pub mod partitions;
 pub mod rows;
 pub mod tables;
 
+use std::sync::Arc;
+
+use axum::body::Body;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::HeaderMap;
-use axum::Router;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
 use chrono::NaiveDate;
+use serde::de::DeserializeOwned;
 
-use crate::app::AppState;
+use crate::config::Settings;
 use crate::error::{ApiError, ApiResult};
+use crate::names::TableName;
+use crate::pipeline::body::{BodyHeaders, BodySource, DigestMode};
+use crate::pipeline::keyed::{KeyedAnswer, KeyedRequest};
+use crate::pipeline::Pipeline;
+use crate::store::Store;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub settings: Arc<Settings>,
+}
+
+impl AppState {
+    /// The write path, over the same store and settings.
+    pub fn pipeline(&self) -> Pipeline {
+        Pipeline {
+            store: self.store.clone(),
+            settings: self.settings.clone(),
+        }
+    }
+}
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -32,7 +58,7 @@ pub fn router() -> Router<AppState> {
 /// `Query`, with a malformed query string answered in the API's own format.
 pub struct ApiQuery<T>(pub T);
 
-impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
@@ -40,6 +66,46 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Api
             .await
             .map(|axum::extract::Query(query)| ApiQuery(query))
             .map_err(|rejection| ApiError::InvalidRequest(rejection.body_text()))
+    }
+}
+
+/// Path parameters, with a malformed one answered in the API's own format.
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(path)| ApiPath(path))
+            .map_err(|rejection| ApiError::InvalidRequest(rejection.body_text()))
+    }
+}
+
+/// A table named in the path (`/…/{table}`), validated before the handler
+/// sees it.
+pub struct TablePath(pub TableName);
+
+impl<S: Send + Sync> FromRequestParts<S> for TablePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ApiPath(table) = ApiPath::<String>::from_request_parts(parts, state).await?;
+        Ok(TablePath(TableName::parse(&table)?))
+    }
+}
+
+/// A table and a partition value named in the path (`/…/{table}/{ds}`).
+pub struct PartitionPath(pub TableName, pub NaiveDate);
+
+impl<S: Send + Sync> FromRequestParts<S> for PartitionPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ApiPath((table, ds)) =
+            ApiPath::<(String, String)>::from_request_parts(parts, state).await?;
+        Ok(PartitionPath(TableName::parse(&table)?, parse_ds(&ds)?))
     }
 }
 
@@ -95,6 +161,10 @@ pub fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     Ok(Some(key.to_string()))
 }
 
+fn header_text<'h>(headers: &'h HeaderMap, name: &header::HeaderName) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
 /// What an Idempotency-Key's fingerprint is made of, from the request.
 pub fn keyed_request(
     caller: Caller,
@@ -102,13 +172,8 @@ pub fn keyed_request(
     method: &'static str,
     uri: &axum::http::Uri,
     headers: &HeaderMap,
-) -> crate::pipeline::keyed::KeyedRequest {
-    let content_type = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    crate::pipeline::keyed::KeyedRequest {
+) -> KeyedRequest {
+    KeyedRequest {
         principal: caller.principal,
         key,
         method,
@@ -116,6 +181,52 @@ pub fn keyed_request(
             .path_and_query()
             .map(|p| p.to_string())
             .unwrap_or_default(),
-        content_type,
+        content_type: header_text(headers, &header::CONTENT_TYPE)
+            .unwrap_or("")
+            .to_ascii_lowercase(),
     }
+}
+
+/// The body of a write, as its headers describe it.
+pub fn body_source(
+    headers: &HeaderMap,
+    body: Body,
+    settings: &Settings,
+    digest: DigestMode,
+) -> ApiResult<BodySource> {
+    let described = BodyHeaders {
+        content_type: header_text(headers, &header::CONTENT_TYPE),
+        content_encoding: header_text(headers, &header::CONTENT_ENCODING),
+        content_length: header_text(headers, &header::CONTENT_LENGTH).and_then(|v| v.parse().ok()),
+    };
+    Ok(BodySource::open(
+        described,
+        body.into_data_stream(),
+        settings.max_body_bytes,
+        digest,
+    )?)
+}
+
+/// An entity tag from a content hash.
+pub fn etag(content_sha256: &str) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{content_sha256}\"")).expect("hex is a valid header value")
+}
+
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// A keyed write's answer: the receipt, `Idempotent-Replayed`, and for a
+/// PUT the partition's `ETag`.
+pub fn keyed_response(answer: KeyedAnswer) -> Response {
+    let status =
+        axum::http::StatusCode::from_u16(answer.status).unwrap_or(axum::http::StatusCode::OK);
+    let mut response = (status, Json(answer.body)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        REPLAYED_HEADER,
+        HeaderValue::from_static(if answer.replayed { "true" } else { "false" }),
+    );
+    if let Some(tag) = answer.etag {
+        headers.insert(header::ETAG, etag(&tag));
+    }
+    response
 }

@@ -7,8 +7,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::app::AppState;
-use crate::error::{ApiError, ApiResult};
+use super::AppState;
+use crate::error::ApiResult;
 
 const OPENAPI: &str = include_str!("../../openapi.yaml");
 
@@ -25,11 +25,7 @@ async fn healthz() -> Json<serde_json::Value> {
 
 /// Ready when the database answers.
 async fn readyz(State(state): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
-    state
-        .store
-        .ping()
-        .await
-        .map_err(ApiError::DatabaseUnavailable)?;
+    state.store.ping().await?;
     Ok(Json(json!({"status": "ready", "database": "ok"})))
 }
 

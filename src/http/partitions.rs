@@ -2,23 +2,25 @@
 //! it (DELETE), list a table's partitions.
 
 use axum::body::Body;
-use axum::extract::{OriginalUri, Path, State};
+use axum::extract::{OriginalUri, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use chrono::NaiveDate;
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::body::body_source;
-use super::rows::keyed_response;
-use super::ApiQuery;
-use super::{idempotency_key, keyed_request, parse_ds, Caller};
-use crate::app::AppState;
+use super::{
+    body_source, etag, idempotency_key, keyed_request, keyed_response, ApiQuery, AppState, Caller,
+    PartitionPath, TablePath,
+};
 use crate::error::{ApiError, ApiResult};
-use crate::names::validate_table_name;
-use crate::pipeline::keyed::{self, Write};
-use crate::pipeline::partition::{self, PutPartition};
+use crate::names::TableName;
+use crate::pipeline::body::DigestMode;
+use crate::pipeline::keyed::Write;
+use crate::pipeline::partition::PutPartition;
+use crate::pipeline::WriteError;
 use crate::schema::TableDef;
 use crate::store::partitions::{PartitionInfo, RowFormat};
 use crate::store::publish::Conditions;
@@ -36,10 +38,6 @@ pub fn router() -> Router<AppState> {
                 .put(put_partition)
                 .delete(delete_partition),
         )
-}
-
-fn etag(content_sha256: &str) -> HeaderValue {
-    HeaderValue::from_str(&format!("\"{content_sha256}\"")).expect("hex is a valid header value")
 }
 
 /// Entity tags of an `If-Match`/`If-None-Match` header: `Some(vec![])` for `*`.
@@ -83,22 +81,20 @@ fn conditions(headers: &HeaderMap) -> ApiResult<Conditions> {
     })
 }
 
-async fn table_def(state: &AppState, table: &str) -> ApiResult<TableDef> {
-    validate_table_name(table)?;
+async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
     state
         .store
         .table(table)
         .await?
-        .ok_or_else(|| ApiError::TableNotFound(table.to_string()))
+        .ok_or_else(|| WriteError::TableNotFound(table.clone()).into())
 }
 
 async fn live_partition(
     state: &AppState,
-    table: &str,
-    ds: &str,
+    table: &TableName,
+    ds: NaiveDate,
 ) -> ApiResult<(TableDef, PartitionInfo)> {
     let def = table_def(state, table).await?;
-    let ds = parse_ds(ds)?;
     let info = state
         .store
         .partition(table, ds)
@@ -112,44 +108,46 @@ async fn put_partition(
     State(state): State<AppState>,
     caller: Caller,
     OriginalUri(uri): OriginalUri,
-    Path((table, ds)): Path<(String, String)>,
+    PartitionPath(table, ds): PartitionPath,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    validate_table_name(&table)?;
-    let ds = parse_ds(&ds)?;
     let conditions = conditions(&headers)?;
     let key = idempotency_key(&headers)?;
-    let body = body_source(&headers, body, state.settings.max_body_bytes, key.is_some())?;
+    let digest = match key {
+        Some(_) => DigestMode::Take,
+        None => DigestMode::Skip,
+    };
+    let body = body_source(&headers, body, &state.settings, digest)?;
     let request = PutPartition {
         table,
         ds,
         body,
         conditions,
-        idempotency_key: key.clone(),
     };
+    let pipeline = state.pipeline();
     // Spawned, so that a client hanging up cannot cancel the load between
     // two statements; a body cut short fails the load cleanly instead.
-    let spawned = match key {
+    let response = match key {
         Some(key) => {
             let keyed = keyed_request(caller, key, "PUT", &uri, &headers);
-            tokio::spawn(async move {
-                keyed::run(&state, keyed, Write::Partition(request))
-                    .await
-                    .map(keyed_response)
-            })
-            .await
+            let write = Write::Partition(request);
+            let answer = tokio::spawn(async move { pipeline.run_keyed(keyed, write).await })
+                .await
+                .map_err(WriteError::from)??;
+            keyed_response(answer)
         }
-        None => tokio::spawn(async move { put_partition_once(&state, request).await }).await,
+        None => {
+            let receipt =
+                tokio::spawn(async move { pipeline.put_partition_unkeyed(request).await })
+                    .await
+                    .map_err(WriteError::from)??;
+            let etag = etag(receipt.etag());
+            let mut response = (StatusCode::OK, Json(receipt)).into_response();
+            response.headers_mut().insert(header::ETAG, etag);
+            response
+        }
     };
-    spawned.map_err(|e| ApiError::Internal(anyhow::anyhow!("the load task failed: {e}")))?
-}
-
-async fn put_partition_once(state: &AppState, request: PutPartition) -> ApiResult<Response> {
-    let receipt = partition::put_partition_unkeyed(state, request).await?;
-    let etag = etag(&receipt.content_sha256);
-    let mut response = (StatusCode::OK, Json(receipt)).into_response();
-    response.headers_mut().insert(header::ETAG, etag);
     Ok(response)
 }
 
@@ -200,12 +198,12 @@ fn not_modified(headers: &HeaderMap, info: &PartitionInfo) -> bool {
 
 async fn get_partition(
     State(state): State<AppState>,
-    Path((table, ds)): Path<(String, String)>,
+    PartitionPath(table, ds): PartitionPath,
     ApiQuery(query): ApiQuery<ReadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let format = read_format(&headers, &query)?;
-    let (def, info) = live_partition(&state, &table, &ds).await?;
+    let (def, info) = live_partition(&state, &table, ds).await?;
     let response_headers = partition_headers(&info, format);
     if not_modified(&headers, &info) {
         return Ok((StatusCode::NOT_MODIFIED, response_headers).into_response());
@@ -220,28 +218,27 @@ async fn get_partition(
 
 async fn head_partition(
     State(state): State<AppState>,
-    Path((table, ds)): Path<(String, String)>,
+    PartitionPath(table, ds): PartitionPath,
     ApiQuery(query): ApiQuery<ReadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let format = read_format(&headers, &query)?;
-    let (_, info) = live_partition(&state, &table, &ds).await?;
+    let (_, info) = live_partition(&state, &table, ds).await?;
     Ok((StatusCode::OK, partition_headers(&info, format)).into_response())
 }
 
 async fn delete_partition(
     State(state): State<AppState>,
-    Path((table, ds)): Path<(String, String)>,
+    PartitionPath(table, ds): PartitionPath,
 ) -> ApiResult<StatusCode> {
     let def = table_def(&state, &table).await?;
-    let ds = parse_ds(&ds)?;
     state.store.delete_partition(&def, ds).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn list_partitions(
     State(state): State<AppState>,
-    Path(table): Path<String>,
+    TablePath(table): TablePath,
 ) -> ApiResult<Json<Vec<PartitionInfo>>> {
     table_def(&state, &table).await?;
     Ok(Json(state.store.partitions(&table).await?))

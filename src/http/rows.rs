@@ -3,23 +3,22 @@
 
 use axum::body::Body;
 use axum::extract::{OriginalUri, State};
-use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Router;
 use serde::Deserialize;
 
-use super::body::body_source;
-use super::ApiQuery;
-use super::{idempotency_key, keyed_request, Caller};
-use crate::app::AppState;
+use super::{
+    body_source, idempotency_key, keyed_request, keyed_response, ApiQuery, AppState, Caller,
+};
 use crate::error::{ApiError, ApiResult};
-use crate::names::validate_table_name;
-use crate::pipeline::keyed::{self, KeyedAnswer, Write};
+use crate::names::TableName;
+use crate::pipeline::body::DigestMode;
+use crate::pipeline::keyed::Write;
 use crate::pipeline::rows::PostRows;
+use crate::pipeline::WriteError;
 use crate::store::merge::MergeMode;
-
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/rows", post(post_rows))
@@ -45,30 +44,6 @@ fn parse_mode(mode: Option<&str>) -> ApiResult<Option<MergeMode>> {
     })
 }
 
-/// A keyed write's answer: the receipt, `Idempotent-Replayed`, and for a
-/// PUT the partition's `ETag`.
-pub fn keyed_response(answer: KeyedAnswer) -> Response {
-    let etag = answer.body.get("ds").is_some()
-        && answer.body.get("mode").and_then(|m| m.as_str()) == Some("replace");
-    let etag = etag
-        .then(|| {
-            answer.body["content_sha256"]
-                .as_str()
-                .map(|h| format!("\"{h}\""))
-        })
-        .flatten();
-    let mut response = (answer.status, Json(answer.body)).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        REPLAYED_HEADER,
-        HeaderValue::from_static(if answer.replayed { "true" } else { "false" }),
-    );
-    if let Some(etag) = etag.and_then(|e| HeaderValue::from_str(&e).ok()) {
-        headers.insert(header::ETAG, etag);
-    }
-    response
-}
-
 #[tracing::instrument(skip_all, fields(table = query.table.as_deref()))]
 async fn post_rows(
     State(state): State<AppState>,
@@ -82,9 +57,9 @@ async fn post_rows(
     let table = query.table.ok_or_else(|| {
         ApiError::InvalidRequest("the table query parameter is required: POST /rows?table=…".into())
     })?;
-    validate_table_name(&table)?;
+    let table = TableName::parse(&table)?;
     let mode = parse_mode(query.mode.as_deref())?;
-    let body = body_source(&headers, body, state.settings.max_body_bytes, true)?;
+    let body = body_source(&headers, body, &state.settings, DigestMode::Take)?;
     let principal = caller.principal.clone();
     let request = keyed_request(caller, key.clone(), "POST", &uri, &headers);
     let write = Write::Rows(PostRows {
@@ -94,10 +69,11 @@ async fn post_rows(
         principal,
         idempotency_key: key,
     });
+    let pipeline = state.pipeline();
     // Spawned, so that a client hanging up cannot cancel the write between
     // two statements; a body cut short fails it cleanly instead.
-    let answer = tokio::spawn(async move { keyed::run(&state, request, write).await })
+    let answer = tokio::spawn(async move { pipeline.run_keyed(request, write).await })
         .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("the write task failed: {e}")))??;
+        .map_err(WriteError::from)??;
     Ok(keyed_response(answer))
 }

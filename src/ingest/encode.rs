@@ -215,7 +215,7 @@ mod tests {
                 "primary_key":["order_id"],"cursor":"updated_at"}"#,
         )
         .unwrap()
-        .into_def("orders")
+        .into_def(crate::names::TableName::parse("orders").unwrap())
         .unwrap()
     }
 

@@ -6,8 +6,7 @@ use std::ops::ControlFlow;
 
 use super::cell::{parse_text, parse_timestamp};
 use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
-use crate::error::ApiError;
-use crate::names::validate_column_name;
+use crate::names::{ColumnName, NameError, TableName};
 use crate::schema::{Column, ColumnType, TableDef};
 
 /// How many records the guess looks at (the sample is also cut at a byte size
@@ -99,19 +98,19 @@ impl RecordSink for Guess {
 /// A definition for `table` from the sample `head` of a body. The table has
 /// no key (rows are appended) and is partitioned by `partition_by`.
 pub fn infer_table(
-    table: &str,
-    partition_by: &str,
+    table: &TableName,
+    partition_by: &ColumnName,
     format: BodyFormat,
     head: &[u8],
-) -> Result<TableDef, ApiError> {
+) -> Result<TableDef, NameError> {
     let mut guess = Guess::default();
     // The sample may end inside a record; what could not be read is ignored
     // here and reported by the real pass over the whole body.
     let _ = read_records(format, head, &mut guess);
     let mut columns = Vec::with_capacity(guess.columns.len() + 1);
     for (name, ty) in guess.columns {
-        validate_column_name(&name)?;
-        let is_partition = name == partition_by;
+        let name = ColumnName::parse(&name)?;
+        let is_partition = &name == partition_by;
         columns.push(Column {
             ty: if is_partition {
                 ColumnType::Date
@@ -122,17 +121,17 @@ pub fn infer_table(
             name,
         });
     }
-    if !columns.iter().any(|c| c.name == partition_by) {
+    if !columns.iter().any(|c| &c.name == partition_by) {
         columns.push(Column {
-            name: partition_by.to_string(),
+            name: partition_by.clone(),
             ty: ColumnType::Date,
             nullable: false,
         });
     }
     Ok(TableDef {
-        name: table.to_string(),
+        name: table.clone(),
         columns,
-        partition_by: partition_by.to_string(),
+        partition_by: partition_by.clone(),
         primary_key: Vec::new(),
         cursor: None,
     })
@@ -142,11 +141,21 @@ pub fn infer_table(
 mod tests {
     use super::*;
 
+    fn name(table: &str) -> TableName {
+        TableName::parse(table).unwrap()
+    }
+
     #[test]
     fn types_are_guessed_from_json_values() {
         let body = br#"{"id":1,"amount":2.5,"at":"2026-10-12T00:00:00Z","ok":true,"tags":["a"],"zip":"007"}
 {"id":2,"amount":3,"at":null,"ok":false,"tags":null,"zip":"123"}"#;
-        let def = infer_table("t", "ds", BodyFormat::Ndjson, body).unwrap();
+        let def = infer_table(
+            &name("t"),
+            &ColumnName::parse("ds").unwrap(),
+            BodyFormat::Ndjson,
+            body,
+        )
+        .unwrap();
         let types: Vec<_> = def
             .columns
             .iter()
@@ -170,7 +179,13 @@ mod tests {
     #[test]
     fn csv_values_are_guessed_from_their_text() {
         let body = b"ds,n,when,name\n2026-10-12,5,2026-10-12,x\n2026-10-12,6.5,,y\n";
-        let def = infer_table("t", "ds", BodyFormat::Csv, body).unwrap();
+        let def = infer_table(
+            &name("t"),
+            &ColumnName::parse("ds").unwrap(),
+            BodyFormat::Csv,
+            body,
+        )
+        .unwrap();
         let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
         use ColumnType::*;
         assert_eq!(types, [Date, Numeric, Date, Text]);

@@ -8,14 +8,13 @@ use std::ops::ControlFlow;
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::io::SyncIoBridge;
 use uuid::Uuid;
 
-use crate::error::{ApiError, ApiResult};
-use crate::http::body::classify_read_error;
+use super::body::classify_read_error;
+use super::{BodyReader, WriteError, WriteResult};
 use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER, DELETED_FIELD};
 use crate::ingest::formats::ReadError;
 use crate::ingest::{
@@ -23,7 +22,7 @@ use crate::ingest::{
     RowEncoder, RowError,
 };
 use crate::schema::TableDef;
-use crate::store::stage::StageError;
+use crate::store::{StoreError, StoreResult};
 
 /// COPY data is handed over in chunks of about this size.
 pub const CHUNK_BYTES: usize = 256 * 1024;
@@ -53,48 +52,50 @@ pub struct Decoding {
     pub chunks: mpsc::Receiver<io::Result<Bytes>>,
 }
 
-/// Starts decoding `body` on a blocking thread. With `watch_repeats`, it
-/// also tells whether two rows may share a row id (see `Decoded`).
-pub fn spawn_decoder(
-    def: TableDef,
-    options: EncodeOptions,
-    watch_repeats: bool,
-    load_id: Uuid,
-    format: BodyFormat,
-    body: Box<dyn AsyncRead + Send + Unpin>,
-    hash_prefix: Sha256,
-) -> Decoding {
+/// Who finds rows that share a row id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepeatCheck {
+    /// The decoder watches, so that a body of distinct rows skips the
+    /// database's duplicate work (a POST's).
+    Watch,
+    /// The stage's unique index finds them (a PUT's), at no extra cost.
+    LeaveToIndex,
+}
+
+/// What to decode a body as.
+pub struct DecodeJob {
+    pub def: TableDef,
+    pub options: EncodeOptions,
+    pub repeats: RepeatCheck,
+    pub load_id: Uuid,
+    pub format: BodyFormat,
+    /// The body's SHA-256 starts from this (see `Decoded::body_sha256`).
+    pub hash_prefix: Sha256,
+}
+
+/// Starts decoding `body` on a blocking thread.
+pub fn spawn_decoder(job: DecodeJob, body: BodyReader) -> Decoding {
     let (tx, chunks) = mpsc::channel(CHUNKS_IN_FLIGHT);
     let reader = HashingReader {
         inner: SyncIoBridge::new(body),
-        hash: hash_prefix,
+        hash: job.hash_prefix.clone(),
     };
     let decoder = tokio::task::spawn_blocking(move || {
-        decode(
-            &def,
-            options,
-            watch_repeats,
-            load_id,
-            format,
-            BufReader::with_capacity(CHUNK_BYTES, reader),
-            tx,
-        )
+        decode(&job, BufReader::with_capacity(CHUNK_BYTES, reader), tx)
     });
     Decoding { decoder, chunks }
 }
 
 /// Waits for the decoder and turns what it refused into the answer.
-pub async fn finish(decoder: JoinHandle<Decoded>) -> ApiResult<Decoded> {
-    let decoded = decoder
-        .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("the decoder failed: {e}")))?;
+pub async fn finish(decoder: JoinHandle<Decoded>) -> WriteResult<Decoded> {
+    let decoded = decoder.await?;
     match &decoded.read_error {
-        Some(ReadError::Io(e)) => return Err(classify_read_error(e)),
-        Some(ReadError::Malformed(e)) => return Err(ApiError::MalformedBody(Box::new(e.clone()))),
+        Some(ReadError::Io(e)) => return Err(classify_read_error(e).into()),
+        Some(ReadError::Malformed(e)) => return Err(WriteError::Malformed(Box::new(e.clone()))),
         None => {}
     }
     if !decoded.errors.is_empty() {
-        return Err(ApiError::BadRows {
+        return Err(WriteError::BadRows {
             count: decoded.errors.count,
             errors: decoded.errors.listed.clone(),
         });
@@ -105,13 +106,12 @@ pub async fn finish(decoder: JoinHandle<Decoded>) -> ApiResult<Decoded> {
 /// A COPY's failure, once the decoder's verdict is known: a source failure
 /// was the decoder's doing and `finish` has reported it; anything else is the
 /// database's.
-pub fn copy_result<T>(copied: Result<T, StageError>) -> ApiResult<T> {
+pub fn copy_result<T>(copied: StoreResult<T>) -> WriteResult<T> {
     match copied {
-        Ok(t) => Ok(t),
-        Err(StageError::Database(e)) => Err(ApiError::from_db(e)),
-        Err(StageError::Source(e)) => Err(ApiError::Internal(anyhow::anyhow!(
-            "row source failed: {e}"
-        ))),
+        Err(StoreError::RowSource(e)) => Err(WriteError::Internal(
+            anyhow::Error::new(e).context("the row source failed, yet the decoder did not say why"),
+        )),
+        other => Ok(other?),
     }
 }
 
@@ -129,7 +129,8 @@ struct RepeatWatch {
 impl RepeatWatch {
     const LIMIT: usize = 200_000;
 
-    fn new(on: bool) -> Self {
+    fn new(check: RepeatCheck) -> Self {
+        let on = check == RepeatCheck::Watch;
         RepeatWatch {
             seen: Default::default(),
             maybe: !on,
@@ -167,115 +168,112 @@ impl<R: io::Read> io::Read for HashingReader<R> {
     }
 }
 
-/// The blocking half: reads every record, encodes the good ones into COPY
-/// text chunks, counts and lists the bad ones. Once a row is bad nothing
-/// more is sent (the load will be refused), but reading goes on so the
-/// answer can list every bad row.
+/// The decoder's record sink: encodes the good rows into COPY chunks,
+/// counts and lists the bad ones. Once a row is bad nothing more is sent
+/// (the load will be refused), but reading goes on so the answer can list
+/// every bad row.
+struct Encoding<'d> {
+    encoder: RowEncoder<'d>,
+    def: &'d TableDef,
+    out: Vec<u8>,
+    errors: ErrorLog,
+    input_hash: ContentHash,
+    rows_received: u64,
+    tombstones: u64,
+    tombstones_allowed: bool,
+    repeats: RepeatWatch,
+    chunks: mpsc::Sender<io::Result<Bytes>>,
+    receiver_gone: bool,
+}
+
+impl RecordSink for Encoding<'_> {
+    fn header(&mut self, names: &[&str]) -> Result<(), RowError> {
+        for (i, name) in names.iter().enumerate() {
+            let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
+            let problem = if self.def.column(name).is_none() && !tombstone {
+                "the header names a column this table does not have"
+            } else if names[..i].contains(name) {
+                "the header names this column twice"
+            } else {
+                continue;
+            };
+            return Err(RowError {
+                line: 1,
+                record: 0,
+                column: Some(name.to_string()),
+                message: problem.into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
+        self.rows_received += 1;
+        match record {
+            Err(e) => self.errors.push(e),
+            Ok(record) => self.encode(&record),
+        }
+        if !self.errors.is_empty() {
+            self.out.clear();
+            return ControlFlow::Continue(());
+        }
+        if self.out.len() >= CHUNK_BYTES {
+            let chunk = std::mem::replace(&mut self.out, Vec::with_capacity(CHUNK_BYTES + 4096));
+            if self.chunks.blocking_send(Ok(Bytes::from(chunk))).is_err() {
+                // COPY has failed; its error is the one to report.
+                self.receiver_gone = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Encoding<'_> {
+    fn encode(&mut self, record: &RawRecord<'_>) {
+        if let Some(row) = self.encoder.encode(record, &mut self.out, &mut self.errors) {
+            self.input_hash.add(&row.row_hash);
+            self.tombstones += u64::from(row.deleted);
+            self.repeats.see(&row.row_id);
+        }
+    }
+
+    /// Ends the COPY data: its trailer when the body was good, otherwise an
+    /// error item, which makes the COPY abort instead of committing a
+    /// partial stage.
+    fn close(&mut self, read_error: Option<&ReadError>) {
+        let end = if read_error.is_none() && self.errors.is_empty() && !self.receiver_gone {
+            self.out.extend_from_slice(COPY_BINARY_TRAILER);
+            Ok(Bytes::from(std::mem::take(&mut self.out)))
+        } else {
+            Err(io::Error::other("the body was refused"))
+        };
+        let _ = self.chunks.blocking_send(end);
+    }
+}
+
+/// The blocking half: reads every record through an `Encoding` sink.
 fn decode<R: io::Read>(
-    def: &TableDef,
-    options: EncodeOptions,
-    watch_repeats: bool,
-    load_id: Uuid,
-    format: BodyFormat,
+    job: &DecodeJob,
     mut reader: BufReader<HashingReader<R>>,
     chunks: mpsc::Sender<io::Result<Bytes>>,
 ) -> Decoded {
-    struct Encoding<'d> {
-        encoder: RowEncoder<'d>,
-        def: &'d TableDef,
-        out: Vec<u8>,
-        errors: ErrorLog,
-        input_hash: ContentHash,
-        rows_received: u64,
-        tombstones: u64,
-        tombstones_allowed: bool,
-        repeats: RepeatWatch,
-        chunks: mpsc::Sender<io::Result<Bytes>>,
-        receiver_gone: bool,
-    }
-
-    impl RecordSink for Encoding<'_> {
-        fn header(&mut self, names: &[&str]) -> Result<(), RowError> {
-            for (i, name) in names.iter().enumerate() {
-                let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
-                if self.def.column(name).is_none() && !tombstone {
-                    return Err(RowError {
-                        line: 1,
-                        record: 0,
-                        column: Some(name.to_string()),
-                        message: "the header names a column this table does not have".into(),
-                    });
-                }
-                if names[..i].contains(name) {
-                    return Err(RowError {
-                        line: 1,
-                        record: 0,
-                        column: Some(name.to_string()),
-                        message: "the header names this column twice".into(),
-                    });
-                }
-            }
-            Ok(())
-        }
-
-        fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
-            self.rows_received += 1;
-            match record {
-                Err(e) => self.errors.push(e),
-                Ok(record) => {
-                    if let Some(row) = self
-                        .encoder
-                        .encode(&record, &mut self.out, &mut self.errors)
-                    {
-                        self.input_hash.add(&row.row_hash);
-                        self.tombstones += row.deleted as u64;
-                        self.repeats.see(&row.row_id);
-                    }
-                }
-            }
-            if !self.errors.is_empty() {
-                self.out.clear();
-            } else if self.out.len() >= CHUNK_BYTES {
-                let chunk = Bytes::from(std::mem::replace(
-                    &mut self.out,
-                    Vec::with_capacity(CHUNK_BYTES + 4096),
-                ));
-                if self.chunks.blocking_send(Ok(chunk)).is_err() {
-                    // COPY has failed; its error is the one to report.
-                    self.receiver_gone = true;
-                    return ControlFlow::Break(());
-                }
-            }
-            ControlFlow::Continue(())
-        }
-    }
-
     let mut sink = Encoding {
-        encoder: RowEncoder::new(def, options.clone(), load_id),
-        def,
+        encoder: RowEncoder::new(&job.def, job.options.clone(), job.load_id),
+        def: &job.def,
         out: Vec::with_capacity(CHUNK_BYTES + 4096),
         errors: ErrorLog::default(),
         input_hash: ContentHash::default(),
         rows_received: 0,
         tombstones: 0,
-        tombstones_allowed: options.tombstones,
-        repeats: RepeatWatch::new(watch_repeats),
+        tombstones_allowed: job.options.tombstones,
+        repeats: RepeatWatch::new(job.repeats),
         chunks,
         receiver_gone: false,
     };
     sink.out.extend_from_slice(COPY_BINARY_HEADER);
-    let read_error = read_records(format, &mut reader, &mut sink).err();
-    if read_error.is_none() && sink.errors.is_empty() && !sink.receiver_gone {
-        sink.out.extend_from_slice(COPY_BINARY_TRAILER);
-        let _ = sink
-            .chunks
-            .blocking_send(Ok(Bytes::from(std::mem::take(&mut sink.out))));
-    } else {
-        // Makes the COPY abort instead of committing a partial stage.
-        let _ = sink
-            .chunks
-            .blocking_send(Err(io::Error::other("the body was refused")));
-    }
+    let read_error = read_records(job.format, &mut reader, &mut sink).err();
+    sink.close(read_error.as_ref());
     Decoded {
         rows_received: sink.rows_received,
         tombstones: sink.tombstones,

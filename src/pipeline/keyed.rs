@@ -12,16 +12,14 @@
 //! rolls the key back with the write, so the client can fix the request and
 //! retry under the same key.
 
-use axum::http::StatusCode;
 use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
 
-use super::partition::{put_partition, PutPartition, MODE as PUT_MODE};
-use super::rows::{post_rows, PostRows};
-use super::Refusal;
-use crate::app::AppState;
-use crate::error::{ApiError, ApiResult};
-use crate::http::body::{classify_read_error, BodyDigest};
-use crate::store::idempotency::{complete_key, Claim, StoredKey};
+use super::body::{classify_read_error, BodyDigest, BodySource};
+use super::partition::{PutConnections, PutPartition};
+use super::rows::PostRows;
+use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::store::idempotency::{complete_key, Claim, Completion, StoredKey};
 
 /// What the fingerprint of a keyed request is made of.
 pub struct KeyedRequest {
@@ -37,20 +35,32 @@ pub enum Write {
     Partition(PutPartition),
 }
 
-/// A keyed write's answer: status and body, and whether it was replayed.
+/// The status of every keyed write's answer: only completed writes are
+/// stored, and they all answer 200.
+pub const COMPLETED_STATUS: u16 = 200;
+
+/// A keyed write's answer: status and body, the partition's `ETag` for a
+/// PUT, and whether it was replayed.
 pub struct KeyedAnswer {
-    pub status: StatusCode,
+    pub status: u16,
     pub body: serde_json::Value,
+    pub etag: Option<String>,
     pub replayed: bool,
 }
 
 impl Write {
-    fn body_parts(&mut self) -> (&mut crate::pipeline::BodyReader, Option<BodyDigest>) {
-        let body = match self {
+    fn body(&mut self) -> &mut BodySource {
+        match self {
             Write::Rows(r) => &mut r.body,
             Write::Partition(p) => &mut p.body,
-        };
-        (&mut body.reader, body.digest.clone())
+        }
+    }
+
+    fn ticket(&self, key: &str) -> LoadTicket {
+        match self {
+            Write::Rows(rows) => rows.ticket(),
+            Write::Partition(put) => put.ticket(Some(key)),
+        }
     }
 }
 
@@ -69,118 +79,112 @@ fn fingerprint(req: &KeyedRequest, body_sha256: &str) -> String {
     hex::encode(h.finalize())
 }
 
-pub async fn run(state: &AppState, req: KeyedRequest, mut write: Write) -> ApiResult<KeyedAnswer> {
-    let settings = &state.settings;
-    let (_, digest) = write.body_parts();
-    let digest = digest.expect("a keyed body is digested");
-    // Most repeats find their key completed: answer them without a transaction.
-    if let Some(stored) = state.store.completed_key(&req.principal, &req.key).await? {
-        return replay(&req, &mut write, &digest, stored).await;
-    }
-    // Every connection the write needs is taken before the key is claimed:
-    // requests waiting for the key hold connections while they wait, and
-    // must not starve the one they wait for.
-    let mut stage_conn = match &write {
-        Write::Partition(_) => Some(state.store.pool().acquire().await?),
-        Write::Rows(_) => None,
-    };
-    let mut tx = match state
-        .store
-        .claim_key(&req.principal, &req.key, settings.idempotency_wait())
-        .await?
-    {
-        Claim::Fresh(tx) => tx,
-        Claim::Completed(stored) => {
-            drop(stage_conn);
-            // The body must be read to know whether it is the same request.
-            let (reader, _) = write.body_parts();
-            tokio::io::copy(reader, &mut tokio::io::sink())
-                .await
-                .map_err(|e| classify_read_error(&e))?;
-            if fingerprint(&req, &digest.hex()) != stored.fingerprint {
-                return Err(ApiError::IdempotencyKeyReused);
+impl Pipeline {
+    /// Runs `write` under the request's Idempotency-Key (see the module's
+    /// doc): a replay when the key is completed, otherwise the write in the
+    /// transaction that claims the key.
+    pub async fn run_keyed(&self, req: KeyedRequest, mut write: Write) -> WriteResult<KeyedAnswer> {
+        let digest = write
+            .body()
+            .digest
+            .clone()
+            .expect("a keyed body is digested");
+        // Most repeats find their key completed: answer them without a transaction.
+        if let Some(stored) = self.store.completed_key(&req.principal, &req.key).await? {
+            return replay(&req, &mut write, &digest, stored).await;
+        }
+        // Every connection the write needs is taken before the key is claimed:
+        // requests waiting for the key hold connections while they wait, and
+        // must not starve the one they wait for.
+        let mut stage_conn = match &write {
+            Write::Partition(_) => Some(self.store.acquire().await?),
+            Write::Rows(_) => None,
+        };
+        let wait = self.settings.idempotency_wait();
+        let mut tx = match self.store.claim_key(&req.principal, &req.key, wait).await? {
+            Claim::Fresh(tx) => tx,
+            Claim::Completed(stored) => {
+                drop(stage_conn);
+                return replay(&req, &mut write, &digest, stored).await;
             }
-            let mut body = stored.response_body;
-            body["replayed"] = serde_json::Value::Bool(true);
-            let status =
-                StatusCode::from_u16(stored.response_status as u16).unwrap_or(StatusCode::OK);
-            return Ok(KeyedAnswer {
-                status,
-                body,
-                replayed: true,
-            });
-        }
-    };
+        };
+        let ticket = write.ticket(&req.key);
+        let written = self
+            .write_claimed(write, &ticket, &mut tx, stage_conn.as_deref_mut())
+            .await;
+        let answer = match written {
+            Ok(answer) => answer,
+            Err(e) => {
+                // The key goes with the write, so that the fixed request can use it.
+                let _ = tx.rollback().await;
+                drop(stage_conn);
+                ticket.record_refusal(&self.store, &e).await;
+                return Err(e);
+            }
+        };
+        let completion = Completion {
+            principal: &req.principal,
+            key: &req.key,
+            fingerprint: &fingerprint(&req, &digest.hex()),
+            load_id: Some(ticket.load_id),
+            status: answer.status,
+            body: &answer.body,
+            etag: answer.etag.as_deref(),
+            retention: self.settings.idempotency_retention(),
+        };
+        complete_key(&mut tx, &completion).await?;
+        tx.commit().await.map_err(crate::store::StoreError::from)?;
+        Ok(answer)
+    }
 
-    let (refusal, written) = match write {
-        Write::Rows(rows) => {
-            let refusal = Refusal::new(&rows.table, None, rows.mode_name(), Some(&req.key));
-            let written = post_rows(state, rows, refusal.load_id, &mut tx)
-                .await
-                .map(|r| json(&r));
-            (refusal, written)
-        }
-        Write::Partition(put) => {
-            let refusal = Refusal::new(&put.table, Some(put.ds), PUT_MODE, Some(&req.key));
-            let conn = stage_conn.as_deref_mut().expect("taken above");
-            let written = put_partition(state, put, refusal.load_id, conn, Some(&mut tx))
-                .await
-                .map(|r| json(&r));
-            (refusal, written)
-        }
-    };
-    let body = match written {
-        Ok(body) => body,
-        Err(e) => {
-            // The key goes with the write, so that the fixed request can use it.
-            let _ = tx.rollback().await;
-            drop(stage_conn);
-            refusal.record(state, &e).await;
-            return Err(e);
-        }
-    };
-    let status = StatusCode::OK;
-    let fingerprint = fingerprint(&req, &digest.hex());
-    complete_key(
-        &mut tx,
-        &req.principal,
-        &req.key,
-        &fingerprint,
-        Some(refusal.load_id),
-        status.as_u16(),
-        &body,
-        settings.idempotency_retention(),
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(KeyedAnswer {
-        status,
-        body,
-        replayed: false,
-    })
+    /// The write itself, in the transaction that holds its key.
+    async fn write_claimed(
+        &self,
+        write: Write,
+        ticket: &LoadTicket,
+        tx: &mut PgConnection,
+        stage_conn: Option<&mut PgConnection>,
+    ) -> WriteResult<KeyedAnswer> {
+        let (body, etag) = match write {
+            Write::Rows(rows) => (json(&self.write_rows(rows, ticket, tx).await?), None),
+            Write::Partition(put) => {
+                let conns = PutConnections {
+                    stage: stage_conn.expect("a PUT's stage connection is taken first"),
+                    key_tx: Some(tx),
+                };
+                let receipt = self.replace_partition(put, ticket, conns).await?;
+                (json(&receipt), Some(receipt.etag().to_string()))
+            }
+        };
+        Ok(KeyedAnswer {
+            status: COMPLETED_STATUS,
+            body,
+            etag,
+            replayed: false,
+        })
+    }
 }
 
-/// The stored answer of a completed key, if this is the same request.
+/// The stored answer of a completed key, if this is the same request. The
+/// body must be read to know whether it is.
 async fn replay(
     req: &KeyedRequest,
     write: &mut Write,
     digest: &BodyDigest,
     stored: StoredKey,
-) -> ApiResult<KeyedAnswer> {
-    // The body must be read to know whether it is the same request.
-    let (reader, _) = write.body_parts();
-    tokio::io::copy(reader, &mut tokio::io::sink())
+) -> WriteResult<KeyedAnswer> {
+    tokio::io::copy(&mut write.body().reader, &mut tokio::io::sink())
         .await
         .map_err(|e| classify_read_error(&e))?;
     if fingerprint(req, &digest.hex()) != stored.fingerprint {
-        return Err(ApiError::IdempotencyKeyReused);
+        return Err(WriteError::KeyReused);
     }
     let mut body = stored.response_body;
     body["replayed"] = serde_json::Value::Bool(true);
-    let status = StatusCode::from_u16(stored.response_status as u16).unwrap_or(StatusCode::OK);
     Ok(KeyedAnswer {
-        status,
+        status: u16::try_from(stored.response_status).unwrap_or(COMPLETED_STATUS),
         body,
+        etag: stored.response_etag,
         replayed: true,
     })
 }

@@ -10,7 +10,7 @@
 
 use std::io;
 
-use chrono::{NaiveDate, Utc};
+use chrono::NaiveDate;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
@@ -18,22 +18,21 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::decode::{self, CHUNK_BYTES};
-use super::{resolve_table, BodyReader, Refusal};
-use crate::app::AppState;
-use crate::error::{ApiError, ApiResult};
-use crate::http::body::{classify_read_error, BodySource};
+use super::body::{classify_read_error, BodySource};
+use super::decode::{self, DecodeJob, Decoded, RepeatCheck, CHUNK_BYTES};
+use super::{BodyReader, LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::ingest::{BodyFormat, EncodeOptions};
+use crate::names::TableName;
 use crate::schema::TableDef;
-use crate::store::ledger::{record_load, LoadEntry, LoadStatus};
+use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published};
-use crate::store::stage;
+use crate::store::stage::{self, StageFate, Staged};
 
 /// The answer to an accepted PUT (API.md "A write's answer").
 #[derive(Clone, Debug, Serialize)]
 pub struct Receipt {
     pub load_id: Uuid,
-    pub table: String,
+    pub table: TableName,
     pub ds: NaiveDate,
     pub mode: &'static str,
     pub rows_received: u64,
@@ -47,213 +46,261 @@ pub struct Receipt {
     pub replayed: bool,
 }
 
+impl Receipt {
+    /// The partition's entity tag after this write (its content hash).
+    pub fn etag(&self) -> &str {
+        &self.content_sha256
+    }
+
+    /// The ledger's entry for this receipt.
+    fn entry<'a>(&'a self, ticket: &'a LoadTicket, status: LoadStatus) -> LoadEntry<'a> {
+        LoadEntry {
+            status,
+            rows_received: self.rows_received,
+            rows_written: self.rows_written,
+            duplicates: self.duplicates,
+            rejected: self.rejected,
+            content_sha256: Some(&self.content_sha256),
+            changed: self.changed,
+            ..ticket.entry()
+        }
+    }
+}
+
 pub struct PutPartition {
-    pub table: String,
+    pub table: TableName,
     pub ds: NaiveDate,
     pub body: BodySource,
     pub conditions: Conditions,
-    pub idempotency_key: Option<String>,
 }
 
 pub const MODE: &str = "replace";
 
-/// A PUT without an Idempotency-Key: its own connection, its refusals
-/// recorded in the ledger.
-pub async fn put_partition_unkeyed(state: &AppState, req: PutPartition) -> ApiResult<Receipt> {
-    let refusal = Refusal::new(&req.table, Some(req.ds), MODE, None);
-    let mut conn = state.store.pool().acquire().await?;
-    let result = put_partition(state, req, refusal.load_id, &mut conn, None).await;
-    if let Err(e) = &result {
-        refusal.record(state, e).await;
+impl PutPartition {
+    /// The ledger's ticket for this load.
+    pub fn ticket(&self, idempotency_key: Option<&str>) -> LoadTicket {
+        LoadTicket::new(&self.table, Some(self.ds), MODE, idempotency_key)
     }
-    result
 }
 
-/// Replaces partition `ds`, doing all its database work on `stage_conn`
-/// and, for a keyed PUT, `key_tx`: the swap then happens inside that
-/// transaction, so the key's record commits with it. (A keyed write holds
-/// every connection it needs before it claims its key, so the requests that
-/// wait for the key cannot starve it of connections.)
-#[tracing::instrument(skip_all, fields(table = %req.table, ds = %req.ds, %load_id))]
-pub async fn put_partition(
-    state: &AppState,
-    req: PutPartition,
-    load_id: Uuid,
-    stage_conn: &mut PgConnection,
-    key_tx: Option<&mut PgConnection>,
-) -> ApiResult<Receipt> {
-    let PutPartition {
-        table,
-        ds,
-        body,
-        conditions,
-        idempotency_key,
-    } = req;
-    let target = Target {
-        table: &table,
-        ds,
-        conditions: &conditions,
-        key: idempotency_key.as_deref(),
-    };
-    replace(state, target, body, load_id, stage_conn, key_tx).await
+/// The connections a PUT works on: its stage's, and for a keyed PUT the
+/// transaction that claimed the key, in which the swap then happens so that
+/// the key's record commits with it. (A keyed write holds every connection
+/// it needs before it claims its key, so the requests that wait for the key
+/// cannot starve it of connections.)
+pub struct PutConnections<'c> {
+    pub stage: &'c mut PgConnection,
+    pub key_tx: Option<&'c mut PgConnection>,
 }
 
-/// What a PUT names besides its body.
-#[derive(Clone, Copy)]
-struct Target<'a> {
-    table: &'a str,
+impl Pipeline {
+    /// A PUT without an Idempotency-Key: its own connection, its refusals
+    /// recorded in the ledger.
+    pub async fn put_partition_unkeyed(&self, req: PutPartition) -> WriteResult<Receipt> {
+        let ticket = req.ticket(None);
+        let result = async {
+            let mut conn = self.store.acquire().await?;
+            let conns = PutConnections {
+                stage: &mut conn,
+                key_tx: None,
+            };
+            self.replace_partition(req, &ticket, conns).await
+        }
+        .await;
+        if let Err(e) = &result {
+            ticket.record_refusal(&self.store, e).await;
+        }
+        result
+    }
+
+    /// Replaces partition `ds`: the conditions checked, the table resolved,
+    /// a re-sent body recognized, otherwise the rows staged and published.
+    #[tracing::instrument(skip_all, fields(table = %req.table, ds = %req.ds, load_id = %ticket.load_id))]
+    pub async fn replace_partition(
+        &self,
+        req: PutPartition,
+        ticket: &LoadTicket,
+        conns: PutConnections<'_>,
+    ) -> WriteResult<Receipt> {
+        let PutPartition {
+            table,
+            ds,
+            body,
+            conditions,
+        } = req;
+        let PutConnections {
+            stage: conn,
+            key_tx,
+        } = conns;
+        let live = current(&mut *conn, &table, ds).await?;
+        conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
+
+        let format = body.format;
+        let (def, body) = self
+            .resolve_table(&mut *conn, &table, format, body.reader)
+            .await?;
+        let body_hash = body_hash_prefix(format, &def);
+        let body = match &live {
+            None => body,
+            Some(live) => match self
+                .spool_unless_same(body, body_hash.clone(), live)
+                .await?
+            {
+                Spooled::Different(file) => file,
+                Spooled::Same => {
+                    let receipt = same_body(ticket, ds, live);
+                    let entry = receipt.entry(ticket, LoadStatus::Unchanged);
+                    ledger::insert(key_tx.unwrap_or(conn), &entry).await?;
+                    return Ok(receipt);
+                }
+            },
+        };
+        let job = DecodeJob {
+            def,
+            options: EncodeOptions {
+                ds: Some(ds),
+                row_id_scope: None,
+                tombstones: false,
+            },
+            repeats: RepeatCheck::LeaveToIndex,
+            load_id: ticket.load_id,
+            format,
+            hash_prefix: body_hash,
+        };
+        let stage = StagedPut {
+            ticket,
+            ds,
+            conditions: &conditions,
+        };
+        stage.run(job, body, conn, key_tx).await
+    }
+
+    /// Copies the body to an unnamed temporary file (gone when closed),
+    /// taking its SHA-256 on the way; when it is the body the live partition
+    /// was built from, there is nothing to do.
+    async fn spool_unless_same(
+        &self,
+        body: BodyReader,
+        hash: Sha256,
+        live: &Current,
+    ) -> WriteResult<Spooled> {
+        let (file, body_sha256) = spool_body(body, hash, self).await?;
+        Ok(if body_sha256 == live.body_sha256 {
+            Spooled::Same
+        } else {
+            Spooled::Different(Box::new(file))
+        })
+    }
+}
+
+enum Spooled {
+    Same,
+    Different(BodyReader),
+}
+
+/// A PUT past its checks: its rows go to a stage, which is then published.
+struct StagedPut<'a> {
+    ticket: &'a LoadTicket,
     ds: NaiveDate,
     conditions: &'a Conditions,
-    key: Option<&'a str>,
 }
 
-async fn replace(
-    state: &AppState,
-    target: Target<'_>,
-    body: BodySource,
-    load_id: Uuid,
-    conn: &mut PgConnection,
-    key_tx: Option<&mut PgConnection>,
-) -> ApiResult<Receipt> {
-    let started_at = Utc::now();
-    let Target {
-        table,
-        ds,
-        conditions,
-        key,
-    } = target;
-
-    let live = current(&mut *conn, table, ds).await?;
-    conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
-
-    let format = body.format;
-    let (def, body) = resolve_table(state, &mut *conn, table, format, body.reader).await?;
-    let body_hash = body_hash_prefix(format, &def);
-    let body: BodyReader = match &live {
-        None => body,
-        Some(live) => {
-            let (spooled, body_sha256) = spool_body(body, body_hash.clone(), state).await?;
-            if body_sha256 == live.body_sha256 {
-                let receipt = same_body(load_id, &def.name, ds, live);
-                let entry = ledger_entry(&receipt, LoadStatus::Unchanged, key, started_at);
-                record_load(key_tx.unwrap_or(conn), &entry).await?;
-                return Ok(receipt);
-            }
-            Box::new(spooled)
+impl StagedPut<'_> {
+    async fn run(
+        &self,
+        job: DecodeJob,
+        body: BodyReader,
+        conn: &mut PgConnection,
+        key_tx: Option<&mut PgConnection>,
+    ) -> WriteResult<Receipt> {
+        let def = job.def.clone();
+        let decoding = decode::spawn_decoder(job, body);
+        let stage_name = stage::staging_name(self.ticket.load_id);
+        stage::claim(&mut *conn, &stage_name).await?;
+        let result = async {
+            let staged = stage::stage_rows(
+                &mut *conn,
+                &def,
+                self.ds,
+                &stage_name,
+                ReceiverStream::new(decoding.chunks),
+            )
+            .await;
+            let decoded = decode::finish(decoding.decoder).await?;
+            let staged = decode::copy_result(staged)?;
+            let publish_conn = match key_tx {
+                Some(tx) => tx,
+                None => &mut *conn,
+            };
+            self.publish(publish_conn, &def, &stage_name, decoded, staged)
+                .await
         }
-    };
-
-    let options = EncodeOptions {
-        ds: Some(ds),
-        row_id_scope: None,
-        tombstones: false,
-    };
-    // A stage resolves duplicates when its unique index says there are some.
-    let decoding = decode::spawn_decoder(
-        def.clone(),
-        options,
-        false,
-        load_id,
-        format,
-        body,
-        body_hash,
-    );
-
-    let stage_name = stage::staging_name(load_id);
-    stage::claim(&mut *conn, &stage_name).await?;
-    let result = async {
-        let staged = stage::stage_rows(
-            &mut *conn,
-            &def,
-            ds,
-            &stage_name,
-            ReceiverStream::new(decoding.chunks),
-        )
         .await;
-        let decoded = decode::finish(decoding.decoder).await?;
-        let staged = decode::copy_result(staged)?;
+        // The stage is gone after a swap; otherwise it is dropped here. Either
+        // way the claim ends: a stage that could not be dropped is left to the
+        // janitor, which can take it once no session holds its lock.
+        let fate = match &result {
+            Ok(r) if r.changed => StageFate::Published,
+            _ => StageFate::Discarded,
+        };
+        if let Err(e) = stage::release(&mut *conn, &stage_name, fate).await {
+            tracing::warn!(error = %e, "could not release the stage");
+            stage::abandon_claims(&mut *conn).await;
+            return Err(result.err().unwrap_or(e.into()));
+        }
+        result
+    }
 
+    /// Swaps the stage in (or finds the partition already equal to it), and
+    /// answers what happened.
+    async fn publish(
+        &self,
+        conn: &mut PgConnection,
+        def: &TableDef,
+        stage_name: &str,
+        decoded: Decoded,
+        staged: Staged,
+    ) -> WriteResult<Receipt> {
         let mut content = decoded.input_hash;
         for dropped in &staged.dropped_row_hashes {
             content.remove(dropped);
         }
+        let duplicates = u64::try_from(staged.dropped_row_hashes.len()).expect("fits u64");
         let mut receipt = Receipt {
-            load_id,
+            load_id: self.ticket.load_id,
             table: def.name.clone(),
-            ds,
+            ds: self.ds,
             mode: MODE,
             rows_received: decoded.rows_received,
             rows_written: staged.rows,
-            duplicates: staged.dropped_row_hashes.len() as u64,
+            duplicates,
             rejected: 0,
             row_count: staged.rows,
             content_sha256: content.hex(),
             changed: true,
             replayed: false,
         };
-        let mut entry = ledger_entry(&receipt, LoadStatus::Published, key, started_at);
+        let mut entry = receipt.entry(self.ticket, LoadStatus::Published);
         let body = BodyFacts {
             sha256: &decoded.body_sha256,
             rows_received: decoded.rows_received,
             content: &content,
         };
-        let publish_conn: &mut PgConnection = match key_tx {
-            Some(tx) => tx,
-            None => &mut *conn,
-        };
-        if let Published::Unchanged = publish(
-            publish_conn,
-            &def,
-            ds,
-            &stage_name,
+        let published = publish(
+            conn,
+            def,
+            self.ds,
+            stage_name,
             body,
-            conditions,
+            self.conditions,
             &mut entry,
         )
-        .await?
-        {
+        .await?;
+        if let Published::Unchanged = published {
             receipt.changed = false;
             receipt.rows_written = 0;
         }
         Ok(receipt)
-    }
-    .await;
-
-    // The stage is gone after a swap; otherwise it is dropped here. Either
-    // way the claim ends: a stage that could not be dropped is left to the
-    // janitor, which can take it once no session holds its lock.
-    let published = result.as_ref().is_ok_and(|r| r.changed);
-    if let Err(e) = stage::release(&mut *conn, &stage_name, published).await {
-        tracing::warn!(error = %e, "could not release the stage");
-        let _ = sqlx::query("select pg_advisory_unlock_all()")
-            .execute(&mut *conn)
-            .await;
-        return Err(result.err().unwrap_or_else(|| e.into()));
-    }
-    result
-}
-
-fn ledger_entry<'a>(
-    receipt: &'a Receipt,
-    status: LoadStatus,
-    idempotency_key: Option<&'a str>,
-    started_at: chrono::DateTime<Utc>,
-) -> LoadEntry<'a> {
-    LoadEntry {
-        load_id: receipt.load_id,
-        table: &receipt.table,
-        ds: Some(receipt.ds),
-        mode: receipt.mode,
-        status,
-        rows_received: receipt.rows_received,
-        rows_written: receipt.rows_written,
-        duplicates: receipt.duplicates,
-        rejected: receipt.rejected,
-        content_sha256: Some(&receipt.content_sha256),
-        changed: receipt.changed,
-        idempotency_key,
-        error: None,
-        started_at,
     }
 }
 
@@ -270,39 +317,38 @@ fn body_hash_prefix(format: BodyFormat, def: &TableDef) -> Sha256 {
 
 /// The answer when the body is the very one the live partition was built
 /// from: nothing to do but say so.
-fn same_body(load_id: Uuid, table: &str, ds: NaiveDate, live: &Current) -> Receipt {
-    let row_count = live.row_count as u64;
-    let rows_received = live.rows_received as u64;
+fn same_body(ticket: &LoadTicket, ds: NaiveDate, live: &Current) -> Receipt {
     Receipt {
-        load_id,
-        table: table.to_string(),
+        load_id: ticket.load_id,
+        table: ticket.table.clone(),
         ds,
         mode: MODE,
-        rows_received,
+        rows_received: live.rows_received,
         rows_written: 0,
-        duplicates: rows_received.saturating_sub(row_count),
+        duplicates: live.rows_received.saturating_sub(live.row_count),
         rejected: 0,
-        row_count,
+        row_count: live.row_count,
         content_sha256: live.content_sha256.clone(),
         changed: false,
         replayed: false,
     }
 }
 
-/// Copies the body to an unnamed temporary file (gone when closed), taking
-/// its SHA-256 on the way, and returns the file rewound.
+/// Copies the body to an unnamed temporary file, taking its SHA-256 on the
+/// way, and returns the file rewound.
 async fn spool_body(
     mut body: BodyReader,
     mut hash: Sha256,
-    state: &AppState,
-) -> ApiResult<(tokio::fs::File, String)> {
-    let file = match &state.settings.spool_dir {
+    pipeline: &Pipeline,
+) -> WriteResult<(tokio::fs::File, String)> {
+    let spool_error =
+        |e: io::Error| WriteError::Internal(anyhow::Error::new(e).context("the spool file failed"));
+    let file = match &pipeline.settings.spool_dir {
         Some(dir) => tempfile::tempfile_in(dir),
         None => tempfile::tempfile(),
     }
-    .map_err(|e| ApiError::Internal(anyhow::anyhow!("cannot create a spool file: {e}")))?;
+    .map_err(spool_error)?;
     let mut file = tokio::fs::File::from_std(file);
-    let spool_error = |e: io::Error| ApiError::Internal(anyhow::anyhow!("spool file: {e}"));
     let mut buf = vec![0u8; CHUNK_BYTES];
     loop {
         let n = body

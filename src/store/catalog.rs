@@ -6,9 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Connection, PgConnection, Row};
 
-use super::{column_ddl, key_index_columns, parent_table, table_lock_key, Store};
-use crate::error::{ApiError, ApiResult};
-use crate::names::quote_ident;
+use super::{column_ddl, key_index_columns, lock_table, parent_table, Store, StoreResult};
+use crate::names::{quote_ident, TableName};
 use crate::schema::{plan_changes, SchemaChange, TableDef};
 
 #[derive(Clone, Debug, Serialize)]
@@ -28,13 +27,32 @@ pub enum Declared {
     Changed(TableDef, Vec<SchemaChange>),
 }
 
+impl Declared {
+    /// The table's definition after the declaration.
+    pub fn into_def(self) -> TableDef {
+        match self {
+            Declared::Created(d) | Declared::Unchanged(d) | Declared::Changed(d, _) => d,
+        }
+    }
+}
+
+/// Where a definition comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `PUT /tables`: it may change the table (safely).
+    Declared,
+    /// Guessed from a body for an undeclared table: it creates the table or
+    /// yields to whatever definition is there.
+    Inferred,
+}
+
 const TABLE_INFO_SQL: &str = "
     select t.definition, t.inferred, t.created_at, t.updated_at,
            count(p.ds) as partitions, coalesce(sum(p.row_count), 0)::bigint as rows
       from idem.tables t
       left join idem.partitions p on p.table_name = t.name";
 
-fn table_info(row: &sqlx::postgres::PgRow) -> ApiResult<TableInfo> {
+fn table_info(row: &sqlx::postgres::PgRow) -> StoreResult<TableInfo> {
     let def: sqlx::types::Json<TableDef> = row.try_get("definition")?;
     Ok(TableInfo {
         def: def.0,
@@ -47,39 +65,37 @@ fn table_info(row: &sqlx::postgres::PgRow) -> ApiResult<TableInfo> {
 }
 
 impl Store {
-    pub async fn table(&self, name: &str) -> ApiResult<Option<TableDef>> {
-        let mut conn = self.pool().acquire().await?;
+    pub async fn table(&self, name: &TableName) -> StoreResult<Option<TableDef>> {
+        let mut conn = self.acquire().await?;
         table_def(&mut conn, name).await
     }
 
-    pub async fn table_info(&self, name: &str) -> ApiResult<Option<TableInfo>> {
+    pub async fn table_info(&self, name: &TableName) -> StoreResult<Option<TableInfo>> {
         let sql = format!("{TABLE_INFO_SQL} where t.name = $1 group by t.name");
         let row = sqlx::query(&sql)
-            .bind(name)
+            .bind(name.as_str())
             .fetch_optional(self.pool())
             .await?;
         row.as_ref().map(table_info).transpose()
     }
 
-    pub async fn tables(&self) -> ApiResult<Vec<TableInfo>> {
+    pub async fn tables(&self) -> StoreResult<Vec<TableInfo>> {
         let sql = format!("{TABLE_INFO_SQL} group by t.name order by t.name");
         let rows = sqlx::query(&sql).fetch_all(self.pool()).await?;
         rows.iter().map(table_info).collect()
     }
 
-    /// Creates the table, or moves it to `def` by safe changes, or answers
-    /// that it already is `def`. Two processes declaring one table at once
-    /// serialize on the table's advisory lock; the second sees the first's work.
-    pub async fn declare(&self, def: &TableDef, inferred: bool) -> ApiResult<Declared> {
-        let mut conn = self.pool().acquire().await?;
-        declare(&mut conn, def, inferred).await
+    /// `declare` on a connection of its own.
+    pub async fn declare_table(&self, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
+        let mut conn = self.acquire().await?;
+        declare(&mut conn, def, origin).await
     }
 }
 
-pub async fn table_def(conn: &mut PgConnection, name: &str) -> ApiResult<Option<TableDef>> {
+pub async fn table_def(conn: &mut PgConnection, name: &TableName) -> StoreResult<Option<TableDef>> {
     let def: Option<sqlx::types::Json<TableDef>> =
         sqlx::query_scalar("select definition from idem.tables where name = $1")
-            .bind(name)
+            .bind(name.as_str())
             .fetch_optional(conn)
             .await?;
     Ok(def.map(|d| d.0))
@@ -94,70 +110,65 @@ pub async fn table_def(conn: &mut PgConnection, name: &str) -> ApiResult<Option<
 pub async fn declare(
     conn: &mut PgConnection,
     def: &TableDef,
-    inferred: bool,
-) -> ApiResult<Declared> {
-    {
-        let mut tx = conn.begin().await?;
-        sqlx::query("select pg_advisory_xact_lock($1)")
-            .bind(table_lock_key(&def.name))
-            .execute(&mut *tx)
-            .await?;
-        let stored: Option<sqlx::types::Json<TableDef>> =
-            sqlx::query_scalar("select definition from idem.tables where name = $1")
-                .bind(&def.name)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let outcome = match stored {
-            None => {
-                create_table(&mut tx, def).await?;
-                sqlx::query(
-                    "insert into idem.tables (name, definition, inferred) values ($1, $2, $3)",
-                )
-                .bind(&def.name)
-                .bind(sqlx::types::Json(def))
-                .bind(inferred)
-                .execute(&mut *tx)
-                .await?;
-                Declared::Created(def.clone())
-            }
-            // An inferred write racing a declaration takes what is there.
-            Some(stored) if inferred => Declared::Unchanged(stored.0),
-            Some(stored) => {
-                let changes = plan_changes(&stored.0, def)?;
-                if changes.is_empty() {
-                    Declared::Unchanged(stored.0)
-                } else {
-                    let new_def = stored.0.apply(&changes);
-                    alter_table(&mut tx, &new_def, &changes).await?;
-                    sqlx::query(
-                        "update idem.tables set definition = $2, inferred = false, updated_at = now() where name = $1",
-                    )
-                    .bind(&def.name)
-                    .bind(sqlx::types::Json(&new_def))
-                    .execute(&mut *tx)
-                    .await?;
-                    sqlx::query(
-                        "insert into idem.schema_changes (table_name, changes) values ($1, $2)",
-                    )
-                    .bind(&def.name)
-                    .bind(sqlx::types::Json(&changes))
-                    .execute(&mut *tx)
-                    .await?;
-                    Declared::Changed(new_def, changes)
-                }
-            }
-        };
-        tx.commit().await?;
-        Ok(outcome)
-    }
+    origin: Origin,
+) -> StoreResult<Declared> {
+    let mut tx = conn.begin().await?;
+    lock_table(&mut tx, &def.name).await?;
+    let outcome = match (table_def(&mut tx, &def.name).await?, origin) {
+        (None, _) => create(&mut tx, def, origin).await?,
+        // An inferred write racing a declaration takes what is there.
+        (Some(stored), Origin::Inferred) => Declared::Unchanged(stored),
+        (Some(stored), Origin::Declared) => evolve(&mut tx, stored, def).await?,
+    };
+    tx.commit().await?;
+    Ok(outcome)
 }
 
-async fn create_table(conn: &mut PgConnection, def: &TableDef) -> ApiResult<()> {
+async fn create(conn: &mut PgConnection, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
+    create_table(&mut *conn, def).await?;
+    sqlx::query("insert into idem.tables (name, definition, inferred) values ($1, $2, $3)")
+        .bind(def.name.as_str())
+        .bind(sqlx::types::Json(def))
+        .bind(origin == Origin::Inferred)
+        .execute(&mut *conn)
+        .await?;
+    Ok(Declared::Created(def.clone()))
+}
+
+/// Moves the stored definition towards the declared one by safe changes,
+/// recording them; a declaration that needs an unsafe change is refused.
+async fn evolve(
+    conn: &mut PgConnection,
+    stored: TableDef,
+    declared: &TableDef,
+) -> StoreResult<Declared> {
+    let changes = plan_changes(&stored, declared)?;
+    if changes.is_empty() {
+        return Ok(Declared::Unchanged(stored));
+    }
+    let new_def = stored.apply(&changes);
+    alter_table(&mut *conn, &new_def, &changes).await?;
+    sqlx::query(
+        "update idem.tables set definition = $2, inferred = false, updated_at = now() where name = $1",
+    )
+    .bind(new_def.name.as_str())
+    .bind(sqlx::types::Json(&new_def))
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("insert into idem.schema_changes (table_name, changes) values ($1, $2)")
+        .bind(new_def.name.as_str())
+        .bind(sqlx::types::Json(&changes))
+        .execute(&mut *conn)
+        .await?;
+    Ok(Declared::Changed(new_def, changes))
+}
+
+async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
     let parent = parent_table(&def.name);
-    let partition_col = quote_ident(&def.partition_by);
     sqlx::query(&format!(
-        "create table {parent} ({}) partition by list ({partition_col})",
-        column_ddl(def)
+        "create table {parent} ({}) partition by list ({})",
+        column_ddl(def),
+        def.partition_by.quoted()
     ))
     .execute(&mut *conn)
     .await?;
@@ -177,28 +188,23 @@ async fn alter_table(
     conn: &mut PgConnection,
     def: &TableDef,
     changes: &[SchemaChange],
-) -> ApiResult<()> {
+) -> StoreResult<()> {
     let parent = parent_table(&def.name);
     for change in changes {
         let sql = match change {
-            SchemaChange::AddColumn { column, ty } => {
-                format!(
-                    "alter table {parent} add column {} {}",
-                    quote_ident(column),
-                    ty.sql_name()
-                )
-            }
+            SchemaChange::AddColumn { column, ty } => format!(
+                "alter table {parent} add column {} {}",
+                column.quoted(),
+                ty.sql_name()
+            ),
             SchemaChange::WidenColumn { column, to, .. } => format!(
                 "alter table {parent} alter column {} type {}",
-                quote_ident(column),
+                column.quoted(),
                 to.sql_name()
             ),
             SchemaChange::SetCursor { .. } => continue,
         };
-        sqlx::query(&sql).execute(&mut *conn).await.map_err(|e| {
-            tracing::warn!(error = %e, "schema change failed");
-            ApiError::SchemaConflict(format!("the change could not be applied: {change:?}"))
-        })?;
+        sqlx::query(&sql).execute(&mut *conn).await?;
     }
     Ok(())
 }

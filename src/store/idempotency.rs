@@ -11,8 +11,7 @@ use serde::Serialize;
 use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
-use super::Store;
-use crate::error::{ApiError, ApiResult};
+use super::{Store, StoreError, StoreResult};
 
 /// A completed key, as stored.
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
@@ -23,6 +22,8 @@ pub struct StoredKey {
     pub load_id: Option<Uuid>,
     pub response_status: i32,
     pub response_body: serde_json::Value,
+    /// The `ETag` the response carried, if any (a keyed PUT's).
+    pub response_etag: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
 }
@@ -47,7 +48,7 @@ fn is_lock_timeout(err: &sqlx::Error) -> bool {
 
 const STORED_KEY_SQL: &str =
     "select principal, key, fingerprint, load_id, response_status, response_body,
-        created_at, expires_at
+        response_etag, created_at, expires_at
    from idem.idempotency_keys where principal = $1 and key = $2";
 
 /// Inserts the key's placeholder row; an expired row is taken over. Returns
@@ -79,7 +80,12 @@ impl Store {
     /// Claims `key` for `principal`, waiting up to `wait` for a request in
     /// flight with the same key (then 409).
     #[tracing::instrument(skip(self))]
-    pub async fn claim_key(&self, principal: &str, key: &str, wait: Duration) -> ApiResult<Claim> {
+    pub async fn claim_key(
+        &self,
+        principal: &str,
+        key: &str,
+        wait: Duration,
+    ) -> StoreResult<Claim> {
         let mut tx = self.pool().begin().await?;
         sqlx::query(&format!(
             "set local lock_timeout = {}",
@@ -103,8 +109,8 @@ impl Store {
                 tx.rollback().await?;
                 Ok(Claim::Completed(stored))
             }
-            Err(e) if is_lock_timeout(&e) => Err(ApiError::KeyInFlight {
-                retry_after_secs: wait.as_secs().max(1),
+            Err(e) if is_lock_timeout(&e) => Err(StoreError::KeyInFlight {
+                retry_after: wait.max(Duration::from_secs(1)),
             }),
             Err(e) => Err(e.into()),
         }
@@ -112,7 +118,11 @@ impl Store {
 
     /// The key's completed request, if there is one and it has not expired:
     /// one read, the whole cost of a replay.
-    pub async fn completed_key(&self, principal: &str, key: &str) -> ApiResult<Option<StoredKey>> {
+    pub async fn completed_key(
+        &self,
+        principal: &str,
+        key: &str,
+    ) -> StoreResult<Option<StoredKey>> {
         let stored: Option<StoredKey> = sqlx::query_as(STORED_KEY_SQL)
             .bind(principal)
             .bind(key)
@@ -121,7 +131,7 @@ impl Store {
         Ok(stored.filter(|s| s.expires_at > Utc::now()))
     }
 
-    pub async fn key_state(&self, principal: &str, key: &str) -> ApiResult<KeyState> {
+    pub async fn key_state(&self, principal: &str, key: &str) -> StoreResult<KeyState> {
         if let Some(stored) = self.completed_key(principal, key).await? {
             return Ok(KeyState::Completed(stored));
         }
@@ -142,7 +152,7 @@ impl Store {
 
     /// Deletes expired keys, a batch at a time; `skip locked` lets several
     /// idem processes reap side by side. Returns how many went.
-    pub async fn reap_keys(&self) -> Result<u64, sqlx::Error> {
+    pub async fn reap_keys(&self) -> StoreResult<u64> {
         let mut total = 0;
         loop {
             // language=PostgreSQL
@@ -162,33 +172,37 @@ impl Store {
     }
 }
 
+/// A completed request, as its key keeps it.
+pub struct Completion<'a> {
+    pub principal: &'a str,
+    pub key: &'a str,
+    pub fingerprint: &'a str,
+    pub load_id: Option<Uuid>,
+    pub status: u16,
+    pub body: &'a serde_json::Value,
+    pub etag: Option<&'a str>,
+    pub retention: Duration,
+}
+
 /// Records the completed request in the claiming transaction.
-#[allow(clippy::too_many_arguments)]
-pub async fn complete_key(
-    conn: &mut PgConnection,
-    principal: &str,
-    key: &str,
-    fingerprint: &str,
-    load_id: Option<Uuid>,
-    status: u16,
-    body: &serde_json::Value,
-    retention: Duration,
-) -> Result<(), sqlx::Error> {
+pub async fn complete_key(conn: &mut PgConnection, done: &Completion<'_>) -> StoreResult<()> {
     // language=PostgreSQL
     sqlx::query(
         "update idem.idempotency_keys
             set fingerprint = $3, load_id = $4, response_status = $5, response_body = $6,
-                created_at = now(), expires_at = now() + make_interval(secs => $7)
+                response_etag = $7, created_at = now(),
+                expires_at = now() + make_interval(secs => $8)
           where principal = $1 and key = $2",
     )
-    .bind(principal)
-    .bind(key)
-    .bind(fingerprint)
-    .bind(load_id)
-    .bind(status as i32)
-    .bind(body)
-    .bind(retention.as_secs_f64())
+    .bind(done.principal)
+    .bind(done.key)
+    .bind(done.fingerprint)
+    .bind(done.load_id)
+    .bind(i32::from(done.status))
+    .bind(done.body)
+    .bind(done.etag)
+    .bind(done.retention.as_secs_f64())
     .execute(conn)
-    .await
-    .map(|_| ())
+    .await?;
+    Ok(())
 }

@@ -5,12 +5,12 @@
 use sqlx::Row;
 
 use super::stage::{stage_lock_key, staging_table};
-use super::{Store, STAGING_SCHEMA};
+use super::{Store, StoreResult, STAGING_SCHEMA};
 
 impl Store {
     /// Drops every unowned stage; returns how many.
-    pub async fn sweep_stages(&self) -> Result<usize, sqlx::Error> {
-        let mut conn = self.pool().acquire().await?;
+    pub async fn sweep_stages(&self) -> StoreResult<usize> {
+        let mut conn = self.acquire().await?;
         let names: Vec<String> = sqlx::query(
             "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
               where n.nspname = $1 and c.relkind = 'r'",

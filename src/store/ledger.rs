@@ -5,8 +5,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::Store;
-use crate::error::ApiResult;
+use super::{count, Store, StoreResult};
+use crate::names::TableName;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -51,9 +51,10 @@ pub struct Load {
 }
 
 /// What a finished load reports to the ledger.
+#[derive(Clone, Debug)]
 pub struct LoadEntry<'a> {
     pub load_id: Uuid,
-    pub table: &'a str,
+    pub table: &'a TableName,
     pub ds: Option<NaiveDate>,
     pub mode: &'a str,
     pub status: LoadStatus,
@@ -68,10 +69,39 @@ pub struct LoadEntry<'a> {
     pub started_at: DateTime<Utc>,
 }
 
-pub async fn record_load(
-    conn: &mut PgConnection,
-    entry: &LoadEntry<'_>,
-) -> Result<(), sqlx::Error> {
+impl<'a> LoadEntry<'a> {
+    /// An entry for a load that has written nothing (yet): the caller sets
+    /// what it did.
+    pub fn new(
+        load_id: Uuid,
+        table: &'a TableName,
+        ds: Option<NaiveDate>,
+        mode: &'a str,
+        idempotency_key: Option<&'a str>,
+        started_at: DateTime<Utc>,
+    ) -> Self {
+        LoadEntry {
+            load_id,
+            table,
+            ds,
+            mode,
+            status: LoadStatus::Failed,
+            rows_received: 0,
+            rows_written: 0,
+            duplicates: 0,
+            rejected: 0,
+            content_sha256: None,
+            changed: false,
+            idempotency_key,
+            error: None,
+            started_at,
+        }
+    }
+}
+
+/// Writes `entry` in the caller's transaction, so a load is recorded exactly
+/// when its rows are.
+pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResult<()> {
     // language=PostgreSQL
     sqlx::query(
         "insert into idem.loads (load_id, table_name, ds, mode, status, rows_received, rows_written,
@@ -80,33 +110,32 @@ pub async fn record_load(
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
     )
     .bind(entry.load_id)
-    .bind(entry.table)
+    .bind(entry.table.as_str())
     .bind(entry.ds)
     .bind(entry.mode)
     .bind(entry.status.as_str())
-    .bind(entry.rows_received as i64)
-    .bind(entry.rows_written as i64)
-    .bind(entry.duplicates as i64)
-    .bind(entry.rejected as i64)
+    .bind(count(entry.rows_received)?)
+    .bind(count(entry.rows_written)?)
+    .bind(count(entry.duplicates)?)
+    .bind(count(entry.rejected)?)
     .bind(entry.content_sha256)
     .bind(entry.changed)
     .bind(&entry.error)
     .bind(entry.started_at)
     .bind(entry.idempotency_key)
     .execute(conn)
-    .await
-    .map(|_| ())
+    .await?;
+    Ok(())
 }
 
 impl Store {
     /// Records a load outside any other transaction (refusals and failures).
-    pub async fn record_load(&self, entry: &LoadEntry<'_>) -> ApiResult<()> {
-        let mut conn = self.pool().acquire().await?;
-        record_load(&mut conn, entry).await?;
-        Ok(())
+    pub async fn record_load(&self, entry: &LoadEntry<'_>) -> StoreResult<()> {
+        let mut conn = self.acquire().await?;
+        insert(&mut conn, entry).await
     }
 
-    pub async fn load(&self, load_id: Uuid) -> ApiResult<Option<Load>> {
+    pub async fn load(&self, load_id: Uuid) -> StoreResult<Option<Load>> {
         Ok(
             sqlx::query_as("select * from idem.loads where load_id = $1")
                 .bind(load_id)
@@ -118,10 +147,10 @@ impl Store {
     /// The newest loads first, optionally of one table and partition.
     pub async fn loads(
         &self,
-        table: Option<&str>,
+        table: Option<&TableName>,
         ds: Option<NaiveDate>,
         limit: i64,
-    ) -> ApiResult<Vec<Load>> {
+    ) -> StoreResult<Vec<Load>> {
         // language=PostgreSQL
         Ok(sqlx::query_as(
             "select * from idem.loads
@@ -129,7 +158,7 @@ impl Store {
               order by started_at desc, load_id desc
               limit $3",
         )
-        .bind(table)
+        .bind(table.map(TableName::as_str))
         .bind(ds)
         .bind(limit)
         .fetch_all(self.pool())

@@ -15,12 +15,14 @@ use bytes::Bytes;
 use chrono::NaiveDate;
 use futures::{Stream, TryStreamExt};
 use serde::Serialize;
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
-use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, StageError};
+use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, row_hash};
 use super::{
-    column_list, date_literal, key_index_columns, parent_table, partition_lock_key, partition_table,
+    column_list, count, date_literal, key_index_columns, lock_partition, parent_table,
+    partition_table, stored_count, StoreResult,
 };
 use crate::ingest::ContentHash;
 use crate::names::quote_ident;
@@ -78,7 +80,7 @@ pub async fn copy_incoming(
     def: &TableDef,
     mode: MergeMode,
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
-) -> Result<u64, StageError> {
+) -> StoreResult<u64> {
     sqlx::query(&format!(
         "create temp table {INCOMING} ({}, \"_deleted\" boolean not null default false) on commit drop",
         super::column_ddl(def)
@@ -105,7 +107,13 @@ pub struct Incoming {
     pub maybe_repeated: bool,
 }
 
-/// Writes the incoming rows (see `copy_incoming`) into their partitions.
+/// The content hash of each partition touched, as it moves with each change.
+type Contents = BTreeMap<NaiveDate, ContentHash>;
+
+/// Writes the incoming rows (see `copy_incoming`) into their partitions:
+/// duplicates collapse, the touched partitions are locked, tombstones
+/// delete, new keys insert, existing keys update, and the registry takes
+/// each partition's new count and hash.
 #[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str(), %load_id))]
 pub async fn apply_incoming(
     conn: &mut PgConnection,
@@ -113,88 +121,186 @@ pub async fn apply_incoming(
     mode: MergeMode,
     load_id: Uuid,
     incoming: Incoming,
-) -> Result<Merged, sqlx::Error> {
-    let duplicates = match (incoming.maybe_repeated, def.primary_key.is_empty()) {
-        (false, _) => 0,
-        (true, true) => {
-            number_identical_rows(conn, INCOMING).await?;
-            0
-        }
-        (true, false) => drop_losing_versions(conn, def, INCOMING).await?.len() as u64,
-    };
-
-    let partition_col = quote_ident(&def.partition_by);
-    let touched: Vec<NaiveDate> = sqlx::query_scalar(&format!(
-        "select distinct {partition_col} from {INCOMING} order by 1"
-    ))
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut contents: BTreeMap<NaiveDate, ContentHash> = BTreeMap::new();
-    let mut was_empty = true;
-    for &ds in &touched {
-        // Date order: two merges touching the same days cannot deadlock.
-        sqlx::query("select pg_advisory_xact_lock($1)")
-            .bind(partition_lock_key(&def.name, ds))
-            .execute(&mut *conn)
-            .await?;
-        let content = ensure_partition(conn, def, ds, load_id).await?;
-        was_empty &= content.rows() == 0;
-        contents.insert(ds, content);
-    }
-
-    let parent = parent_table(&def.name);
-    let all_columns = format!(
-        "{}, \"_load_id\", \"_row_id\", \"_row_hash\"",
-        column_list(def)
-    );
-    let conflict = key_index_columns(def);
-    let join = std::iter::once(&def.partition_by)
-        .chain(&def.primary_key)
-        .map(|c| format!("t.{0} = s.{0}", quote_ident(c)))
-        .collect::<Vec<_>>()
-        .join(" and ");
-    // Whether the incoming version (alias `incoming`) may replace the stored
-    // one (alias `t`). NULL is the smallest cursor: it never replaces a
-    // stored one. A tombstone without a cursor deletes whatever is stored.
-    let newer = |incoming: &str| match &def.cursor {
-        None => "true".to_string(),
-        Some(c) => {
-            let c = quote_ident(c);
-            format!("(t.{c} is null or ({incoming}.{c} is not null and {incoming}.{c} >= t.{c}))")
-        }
-    };
-    let tomb_newer = match &def.cursor {
-        None => "true".to_string(),
-        Some(c) => {
-            let c = quote_ident(c);
-            format!("(s.{c} is null or t.{c} is null or s.{c} >= t.{c})")
-        }
-    };
+) -> StoreResult<Merged> {
+    let sql = MergeSql::new(def);
+    let duplicates = collapse_duplicates(conn, def, incoming).await?;
     let mut merged = Merged {
         duplicates,
         rows_after_dedup: incoming.rows - duplicates,
         ..Default::default()
     };
-
+    let (mut contents, was_empty) = lock_touched_partitions(conn, def, &sql, load_id).await?;
     if mode == MergeMode::Merge && incoming.tombstones > 0 && !was_empty {
-        // language=PostgreSQL
-        let delete = format!(
-            "delete from {parent} t using {INCOMING} s
-              where s.\"_deleted\" and {join} and {tomb_newer}
-          returning t.{partition_col}, t.\"_row_hash\""
-        );
-        let mut gone = sqlx::query(&delete).fetch(&mut *conn);
-        while let Some(row) = gone.try_next().await? {
-            let (ds, hash) = digest_of(&row)?;
-            if let Some(content) = contents.get_mut(&ds) {
-                content.remove(&hash);
-            }
-            merged.deleted += 1;
+        delete_tombstoned(conn, &sql, &mut contents, &mut merged).await?;
+    }
+    insert_new_keys(
+        conn,
+        &sql,
+        mode,
+        load_id,
+        incoming,
+        &mut contents,
+        &mut merged,
+    )
+    .await?;
+    // (With tombstones, the count of upserts is not known exactly here.)
+    let upserts = merged.rows_after_dedup.saturating_sub(incoming.tombstones);
+    if mode == MergeMode::Merge && (merged.inserted < upserts || incoming.tombstones > 0) {
+        update_existing_keys(conn, &sql, load_id, &mut contents, &mut merged).await?;
+    }
+    merged.partitions = register_contents(conn, def, load_id, contents).await?;
+    Ok(merged)
+}
+
+/// Versions of one key in the body collapse to one (by the rule a PUT's
+/// stage uses); identical rows of a keyless table are numbered apart.
+/// Returns how many versions were dropped.
+async fn collapse_duplicates(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    incoming: Incoming,
+) -> StoreResult<u64> {
+    if !incoming.maybe_repeated {
+        return Ok(0);
+    }
+    if def.primary_key.is_empty() {
+        number_identical_rows(conn, INCOMING).await?;
+        return Ok(0);
+    }
+    let dropped = drop_losing_versions(conn, def, INCOMING).await?;
+    Ok(u64::try_from(dropped.len()).expect("a count fits u64"))
+}
+
+/// The pieces of SQL a merge is made of, written once per request from the
+/// table's (validated) definition.
+struct MergeSql {
+    parent: String,
+    partition_col: String,
+    all_columns: String,
+    conflict: String,
+    /// Incoming `s` and stored `t` rows of one key.
+    join: String,
+    /// `col = s.col` for every column.
+    set: String,
+    /// Whether the incoming version `s` may replace the stored one `t`. NULL
+    /// is the smallest cursor: it never replaces a stored one.
+    newer: String,
+    /// Whether a tombstone `s` may delete the stored `t`; without a cursor it
+    /// deletes whatever is stored.
+    tombstone_newer: String,
+}
+
+impl MergeSql {
+    fn new(def: &TableDef) -> Self {
+        let join = std::iter::once(&def.partition_by)
+            .chain(&def.primary_key)
+            .map(|c| format!("t.{0} = s.{0}", c.quoted()))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let set = def
+            .columns
+            .iter()
+            .map(|c| c.name.quoted())
+            .chain(["_load_id", "_row_id", "_row_hash"].map(quote_ident))
+            .map(|c| format!("{c} = s.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let cursor = def.cursor.as_ref().map(|c| c.quoted());
+        MergeSql {
+            parent: parent_table(&def.name),
+            partition_col: def.partition_by.quoted(),
+            all_columns: format!(
+                "{}, \"_load_id\", \"_row_id\", \"_row_hash\"",
+                column_list(def)
+            ),
+            conflict: key_index_columns(def),
+            join,
+            set,
+            newer: cursor.as_ref().map_or("true".into(), |c| {
+                format!("(t.{c} is null or (s.{c} is not null and s.{c} >= t.{c}))")
+            }),
+            tombstone_newer: cursor.as_ref().map_or("true".into(), |c| {
+                format!("(s.{c} is null or t.{c} is null or s.{c} >= t.{c})")
+            }),
         }
     }
+}
 
-    // New keys first: a plain insert that leaves existing keys alone. When
-    // every row was new (the common case of a feed), that is all.
+/// Locks every partition the rows touch, in date order (two merges touching
+/// the same days cannot deadlock; a PUT's swap takes the same locks), and
+/// reads their content hashes; says whether they were all empty.
+async fn lock_touched_partitions(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    sql: &MergeSql,
+    load_id: Uuid,
+) -> StoreResult<(Contents, bool)> {
+    let touched: Vec<NaiveDate> = sqlx::query_scalar(&format!(
+        "select distinct {} from {INCOMING} order by 1",
+        sql.partition_col
+    ))
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut contents = Contents::new();
+    let mut was_empty = true;
+    for ds in touched {
+        lock_partition(&mut *conn, &def.name, ds).await?;
+        let content = ensure_partition(conn, def, ds, load_id).await?;
+        was_empty &= content.rows() == 0;
+        contents.insert(ds, content);
+    }
+    Ok((contents, was_empty))
+}
+
+async fn delete_tombstoned(
+    conn: &mut PgConnection,
+    sql: &MergeSql,
+    contents: &mut Contents,
+    merged: &mut Merged,
+) -> StoreResult<()> {
+    let MergeSql {
+        parent,
+        partition_col,
+        join,
+        tombstone_newer,
+        ..
+    } = sql;
+    // language=PostgreSQL
+    let delete = format!(
+        "delete from {parent} t using {INCOMING} s
+          where s.\"_deleted\" and {join} and {tombstone_newer}
+      returning t.{partition_col}, t.\"_row_hash\""
+    );
+    let mut gone = sqlx::query(&delete).fetch(&mut *conn);
+    while let Some(row) = gone.try_next().await? {
+        let (ds, hash) = digest_of(&row)?;
+        if let Some(content) = contents.get_mut(&ds) {
+            content.remove(&hash);
+        }
+        merged.deleted += 1;
+    }
+    Ok(())
+}
+
+/// New keys first: a plain insert that leaves existing keys alone. When
+/// every row was new (the common case of a feed), that is all.
+async fn insert_new_keys(
+    conn: &mut PgConnection,
+    sql: &MergeSql,
+    mode: MergeMode,
+    load_id: Uuid,
+    incoming: Incoming,
+    contents: &mut Contents,
+    merged: &mut Merged,
+) -> StoreResult<()> {
+    let MergeSql {
+        parent,
+        partition_col,
+        all_columns,
+        conflict,
+        join,
+        ..
+    } = sql;
     let on_conflict = match mode {
         MergeMode::Append => String::new(),
         MergeMode::InsertMissing | MergeMode::Merge => {
@@ -207,83 +313,84 @@ pub async fn apply_incoming(
          select {all_columns} from {INCOMING} s where not s.\"_deleted\"
          {on_conflict}"
     );
-    match (
-        touched.as_slice(),
-        incoming.maybe_repeated,
-        incoming.tombstones,
-    ) {
-        // Distinct rows into one day, all of them new: the decoder's hash of
-        // the rows is exactly what the day gains, and no row needs to come back.
-        ([ds], false, 0) => {
-            let written = sqlx::query(&insert)
-                .execute(&mut *conn)
-                .await?
-                .rows_affected();
-            if written == incoming.rows {
-                if let Some(content) = contents.get_mut(ds) {
-                    content.add_all(&incoming.content);
-                }
-                merged.inserted = written;
-            } else {
-                // Some keys existed: the rows this load inserted carry its id.
-                // language=PostgreSQL
-                let ours = format!(
-                    "select t.{partition_col}, t.\"_row_hash\", null::bytea
-                       from {INCOMING} s join {parent} t on {join} where t.\"_load_id\" = $1"
-                );
-                let inserted = sqlx::query(&ours)
-                    .bind(load_id)
-                    .fetch_all(&mut *conn)
-                    .await?;
-                fold(&mut contents, inserted, &mut merged)?;
-            }
-        }
-        _ => {
-            let returning =
-                format!("{insert} returning t.{partition_col}, t.\"_row_hash\", null::bytea");
-            let inserted = sqlx::query(&returning).fetch_all(&mut *conn).await?;
-            fold(&mut contents, inserted, &mut merged)?;
-        }
+    let one_day = contents.len() == 1;
+    if !(one_day && !incoming.maybe_repeated && incoming.tombstones == 0) {
+        let returning =
+            format!("{insert} returning t.{partition_col}, t.\"_row_hash\", null::bytea");
+        let inserted = sqlx::query(&returning).fetch_all(&mut *conn).await?;
+        return fold(contents, inserted, merged);
     }
-
-    // (With tombstones, the count of upserts is not known exactly here.)
-    let upserts = merged.rows_after_dedup.saturating_sub(incoming.tombstones);
-    if mode == MergeMode::Merge && (merged.inserted < upserts || incoming.tombstones > 0) {
-        // Then the keys that exist: replaced when newer and different. The
-        // old version's digest comes along (read on the statement's snapshot,
-        // under the partition lock), to leave the content hash. Rows this
-        // load just inserted carry its id and are skipped.
-        let set = def
-            .columns
-            .iter()
-            .map(|c| c.name.as_str())
-            .chain(["_load_id", "_row_id", "_row_hash"])
-            .map(|c| format!("{0} = s.{0}", quote_ident(c)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let key_match = std::iter::once(&def.partition_by)
-            .chain(&def.primary_key)
-            .map(|c| format!("t.{0} = s.{0}", quote_ident(c)))
-            .collect::<Vec<_>>()
-            .join(" and ");
-        // language=PostgreSQL
-        let update = format!(
-            "update {parent} t set {set}
-               from (select s.*, t.\"_row_hash\" as idem_replaced
-                       from {INCOMING} s join {parent} t on {join}
-                      where not s.\"_deleted\" and {} and t.\"_row_hash\" <> s.\"_row_hash\"
-                        and t.\"_load_id\" <> $1) s
-              where {key_match}
-          returning t.{partition_col}, t.\"_row_hash\", s.idem_replaced",
-            newer("s")
-        );
-        let updated = sqlx::query(&update)
-            .bind(load_id)
-            .fetch_all(&mut *conn)
-            .await?;
-        fold(&mut contents, updated, &mut merged)?;
+    // Distinct rows into one day: when all of them are new, the decoder's
+    // hash of the rows is exactly what the day gains, and no row needs to
+    // come back.
+    let written = sqlx::query(&insert)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    if written == incoming.rows {
+        if let Some(content) = contents.values_mut().next() {
+            content.add_all(&incoming.content);
+        }
+        merged.inserted = written;
+        return Ok(());
     }
+    // Some keys existed: the rows this load inserted carry its id.
+    // language=PostgreSQL
+    let ours = format!(
+        "select t.{partition_col}, t.\"_row_hash\", null::bytea
+           from {INCOMING} s join {parent} t on {join} where t.\"_load_id\" = $1"
+    );
+    let inserted = sqlx::query(&ours)
+        .bind(load_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    fold(contents, inserted, merged)
+}
 
+/// Then the keys that exist: replaced when newer and different. The old
+/// version's digest comes along (read on the statement's snapshot, under the
+/// partition lock), to leave the content hash. Rows this load just inserted
+/// carry its id and are skipped.
+async fn update_existing_keys(
+    conn: &mut PgConnection,
+    sql: &MergeSql,
+    load_id: Uuid,
+    contents: &mut Contents,
+    merged: &mut Merged,
+) -> StoreResult<()> {
+    let MergeSql {
+        parent,
+        partition_col,
+        join,
+        set,
+        newer,
+        ..
+    } = sql;
+    // language=PostgreSQL
+    let update = format!(
+        "update {parent} t set {set}
+           from (select s.*, t.\"_row_hash\" as idem_replaced
+                   from {INCOMING} s join {parent} t on {join}
+                  where not s.\"_deleted\" and {newer} and t.\"_row_hash\" <> s.\"_row_hash\"
+                    and t.\"_load_id\" <> $1) s
+          where {join}
+      returning t.{partition_col}, t.\"_row_hash\", s.idem_replaced"
+    );
+    let updated = sqlx::query(&update)
+        .bind(load_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    fold(contents, updated, merged)
+}
+
+/// The registry follows: each touched partition's row count and content hash.
+async fn register_contents(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    load_id: Uuid,
+    contents: Contents,
+) -> StoreResult<Vec<PartitionAfter>> {
+    let mut after = Vec::with_capacity(contents.len());
     for (ds, content) in contents {
         // language=PostgreSQL
         sqlx::query(
@@ -292,30 +399,26 @@ pub async fn apply_incoming(
                     body_sha256 = '', rows_received = 0, load_id = $6, published_at = now()
               where table_name = $1 and ds = $2",
         )
-        .bind(&def.name)
+        .bind(def.name.as_str())
         .bind(ds)
-        .bind(content.rows() as i64)
+        .bind(count(content.rows())?)
         .bind(&content.sum_bytes()[..])
         .bind(content.hex())
         .bind(load_id)
         .execute(&mut *conn)
         .await?;
-        merged.partitions.push(PartitionAfter {
+        after.push(PartitionAfter {
             ds,
             row_count: content.rows(),
             content_sha256: content.hex(),
         });
     }
-    Ok(merged)
+    Ok(after)
 }
 
 /// Folds written rows (partition, new digest, replaced digest or NULL) into
 /// the partitions' content hashes and the counts.
-fn fold(
-    contents: &mut BTreeMap<NaiveDate, ContentHash>,
-    rows: Vec<sqlx::postgres::PgRow>,
-    merged: &mut Merged,
-) -> Result<(), sqlx::Error> {
+fn fold(contents: &mut Contents, rows: Vec<PgRow>, merged: &mut Merged) -> StoreResult<()> {
     for row in rows {
         let (ds, hash) = digest_of(&row)?;
         let Some(content) = contents.get_mut(&ds) else {
@@ -327,10 +430,7 @@ fn fold(
         match replaced {
             None => merged.inserted += 1,
             Some(old) => {
-                let old: [u8; 32] = old
-                    .try_into()
-                    .map_err(|_| sqlx::Error::Protocol("a row hash is not 32 bytes".into()))?;
-                content.remove(&old);
+                content.remove(&row_hash(old)?);
                 merged.updated += 1;
             }
         }
@@ -338,13 +438,8 @@ fn fold(
     Ok(())
 }
 
-fn digest_of(row: &sqlx::postgres::PgRow) -> Result<(NaiveDate, [u8; 32]), sqlx::Error> {
-    let ds: NaiveDate = row.try_get(0)?;
-    let hash: Vec<u8> = row.try_get(1)?;
-    let hash = hash
-        .try_into()
-        .map_err(|_| sqlx::Error::Protocol("a row hash is not 32 bytes".into()))?;
-    Ok((ds, hash))
+fn digest_of(row: &PgRow) -> StoreResult<(NaiveDate, [u8; 32])> {
+    Ok((row.try_get(0)?, row_hash(row.try_get(1)?)?))
 }
 
 /// The partition's content hash as registered, creating the partition (empty)
@@ -354,21 +449,20 @@ async fn ensure_partition(
     def: &TableDef,
     ds: NaiveDate,
     load_id: Uuid,
-) -> Result<ContentHash, sqlx::Error> {
+) -> StoreResult<ContentHash> {
     let row = sqlx::query(
         "select content_sum, row_count from idem.partitions where table_name = $1 and ds = $2",
     )
-    .bind(&def.name)
+    .bind(def.name.as_str())
     .bind(ds)
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(row) = row {
-        let sum: Vec<u8> = row.try_get(0)?;
-        let count: i64 = row.try_get(1)?;
-        let sum: [u8; 32] = sum
-            .try_into()
-            .map_err(|_| sqlx::Error::Protocol("a content sum is not 32 bytes".into()))?;
-        return Ok(ContentHash::from_parts(&sum, count as u64));
+        let sum = row_hash(row.try_get(0)?)?;
+        return Ok(ContentHash::from_parts(
+            &sum,
+            stored_count(row.try_get(1)?)?,
+        ));
     }
     sqlx::query(&format!(
         "create table {} partition of {} for values in ({})",
@@ -385,7 +479,7 @@ async fn ensure_partition(
                                       body_sha256, rows_received, load_id)
          values ($1, $2, 0, $3, $4, '', 0, $5)",
     )
-    .bind(&def.name)
+    .bind(def.name.as_str())
     .bind(ds)
     .bind(empty.hex())
     .bind(&empty.sum_bytes()[..])

@@ -1,10 +1,12 @@
 //! Every SQL statement idem runs: the catalog and its DDL, staging with COPY,
 //! the partition swap, the registry, the ledger and the janitor.
 //!
-//! User-supplied names reach SQL only through `names::quote_ident`, after
-//! `names::validate_*`; values travel as bind parameters or COPY data.
+//! User identifiers arrive as `names::TableName` / `ColumnName` (validated
+//! where they entered) and are written quoted; values travel as bind
+//! parameters or COPY data.
 
 pub mod catalog;
+pub mod error;
 pub mod idempotency;
 pub mod janitor;
 pub mod ledger;
@@ -19,8 +21,11 @@ use std::time::Duration;
 use chrono::NaiveDate;
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::PgConnection;
 
-use crate::names::quote_ident;
+pub use error::{StoreError, StoreResult};
+
+use crate::names::{quote_ident, TableName};
 use crate::schema::TableDef;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -36,14 +41,14 @@ pub struct Store {
 }
 
 impl Store {
-    pub async fn connect(url: &str, max_connections: u32) -> Result<Store, sqlx::Error> {
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Store> {
         Self::connect_with(PgConnectOptions::from_str(url)?, max_connections).await
     }
 
     pub async fn connect_with(
         options: PgConnectOptions,
         max_connections: u32,
-    ) -> Result<Store, sqlx::Error> {
+    ) -> StoreResult<Store> {
         let options = options
             .application_name("idem")
             // Timestamps read back (JSON, CSV) in UTC whatever the server's setting.
@@ -64,15 +69,22 @@ impl Store {
         &self.pool
     }
 
-    pub async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError> {
-        MIGRATOR.run(&self.pool).await
+    /// A connection of the pool's, for work that spans several statements.
+    pub async fn acquire(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
+        Ok(self.pool.acquire().await?)
     }
 
-    pub async fn ping(&self) -> Result<(), sqlx::Error> {
+    pub async fn migrate(&self) -> StoreResult<()> {
+        Ok(MIGRATOR.run(&self.pool).await?)
+    }
+
+    /// Whether the database answers; any failure counts as away.
+    pub async fn ping(&self) -> StoreResult<()> {
         sqlx::query("select 1")
             .execute(&self.pool)
             .await
-            .map(|_| ())
+            .map_err(StoreError::Unavailable)?;
+        Ok(())
     }
 }
 
@@ -88,28 +100,51 @@ pub fn lock_key(kind: &str, parts: &[&str]) -> i64 {
     i64::from_be_bytes(h.finalize()[..8].try_into().unwrap())
 }
 
-/// The lock that serializes a table's schema changes (held exclusively by
-/// `catalog::declare`, shared by a swap, which must not meet a half-changed table).
-pub fn table_lock_key(table: &str) -> i64 {
-    lock_key("table", &[table])
+/// Every writer takes its locks in one order: the table's (shared; a schema
+/// change takes it exclusively), then each partition's in date order. The
+/// locks last until the transaction ends.
+pub async fn lock_table_shared(conn: &mut PgConnection, table: &TableName) -> StoreResult<()> {
+    sqlx::query("select pg_advisory_xact_lock_shared($1)")
+        .bind(lock_key("table", &[table]))
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
-pub fn partition_lock_key(table: &str, ds: NaiveDate) -> i64 {
-    lock_key("partition", &[table, &ds.to_string()])
+/// Serializes a table's schema changes (see `lock_table_shared`).
+pub async fn lock_table(conn: &mut PgConnection, table: &TableName) -> StoreResult<()> {
+    sqlx::query("select pg_advisory_xact_lock($1)")
+        .bind(lock_key("table", &[table]))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Serializes the writers of one partition (see `lock_table_shared`).
+pub async fn lock_partition(
+    conn: &mut PgConnection,
+    table: &TableName,
+    ds: NaiveDate,
+) -> StoreResult<()> {
+    sqlx::query("select pg_advisory_xact_lock($1)")
+        .bind(lock_key("partition", &[table, &ds.to_string()]))
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// The parent (partitioned) table: `idem_data."orders"`.
-pub fn parent_table(table: &str) -> String {
-    format!("{DATA_SCHEMA}.{}", quote_ident(table))
+pub fn parent_table(table: &TableName) -> String {
+    format!("{DATA_SCHEMA}.{}", table.quoted())
 }
 
 /// A partition's own table name: `orders__20261012`. The fixed-width suffix
 /// keeps names of different tables apart, and fits in 63 bytes.
-pub fn partition_name(table: &str, ds: NaiveDate) -> String {
+pub fn partition_name(table: &TableName, ds: NaiveDate) -> String {
     format!("{table}__{}", ds.format("%Y%m%d"))
 }
 
-pub fn partition_table(table: &str, ds: NaiveDate) -> String {
+pub fn partition_table(table: &TableName, ds: NaiveDate) -> String {
     format!("{PARTS_SCHEMA}.{}", quote_ident(&partition_name(table, ds)))
 }
 
@@ -130,7 +165,7 @@ pub fn column_ddl(def: &TableDef) -> String {
         .map(|c| {
             format!(
                 "{} {}{}",
-                quote_ident(&c.name),
+                c.name.quoted(),
                 c.ty.sql_name(),
                 if c.nullable { "" } else { " not null" }
             )
@@ -147,11 +182,11 @@ pub fn column_ddl(def: &TableDef) -> String {
 /// function of the key, so both say the same; a bigint key sorts far faster
 /// than a 32-byte digest when the index is built.)
 pub fn key_index_columns(def: &TableDef) -> String {
-    let mut cols = vec![quote_ident(&def.partition_by)];
+    let mut cols = vec![def.partition_by.quoted()];
     if def.primary_key.is_empty() {
         cols.push("\"_row_id\"".into());
     } else {
-        cols.extend(def.primary_key.iter().map(|k| quote_ident(k)));
+        cols.extend(def.primary_key.iter().map(|k| k.quoted()));
     }
     cols.join(", ")
 }
@@ -160,9 +195,20 @@ pub fn key_index_columns(def: &TableDef) -> String {
 pub fn column_list(def: &TableDef) -> String {
     def.columns
         .iter()
-        .map(|c| quote_ident(&c.name))
+        .map(|c| c.name.quoted())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A count as Postgres's bigint. Counts of rows never come near 2^63, but
+/// a wrapped one would be a silent lie, so it is checked.
+pub fn count(n: u64) -> StoreResult<i64> {
+    i64::try_from(n).map_err(|_| StoreError::Corrupt("a count past the range of bigint"))
+}
+
+/// A bigint count read back: never negative where idem wrote it.
+pub fn stored_count(n: i64) -> StoreResult<u64> {
+    u64::try_from(n).map_err(|_| StoreError::Corrupt("a negative count"))
 }
 
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {

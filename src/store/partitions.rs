@@ -8,9 +8,10 @@ use sqlx::Connection;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::{column_list, date_literal, parent_table, partition_lock_key, partition_table, Store};
-use crate::error::ApiResult;
-use crate::names::quote_ident;
+use super::{
+    column_list, date_literal, lock_partition, parent_table, partition_table, Store, StoreResult,
+};
+use crate::names::TableName;
 use crate::schema::TableDef;
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
@@ -32,23 +33,27 @@ pub enum RowFormat {
 const READ_CHUNK: usize = 64 * 1024;
 
 impl Store {
-    pub async fn partition(&self, table: &str, ds: NaiveDate) -> ApiResult<Option<PartitionInfo>> {
+    pub async fn partition(
+        &self,
+        table: &TableName,
+        ds: NaiveDate,
+    ) -> StoreResult<Option<PartitionInfo>> {
         Ok(sqlx::query_as(
             "select ds, row_count as rows, content_sha256, load_id, published_at
                from idem.partitions where table_name = $1 and ds = $2",
         )
-        .bind(table)
+        .bind(table.as_str())
         .bind(ds)
         .fetch_optional(self.pool())
         .await?)
     }
 
-    pub async fn partitions(&self, table: &str) -> ApiResult<Vec<PartitionInfo>> {
+    pub async fn partitions(&self, table: &TableName) -> StoreResult<Vec<PartitionInfo>> {
         Ok(sqlx::query_as(
             "select ds, row_count as rows, content_sha256, load_id, published_at
                from idem.partitions where table_name = $1 order by ds",
         )
-        .bind(table)
+        .bind(table.as_str())
         .fetch_all(self.pool())
         .await?)
     }
@@ -68,7 +73,7 @@ impl Store {
             "select {} from {} where {} = {}",
             column_list(def),
             parent_table(&def.name),
-            quote_ident(&def.partition_by),
+            def.partition_by.quoted(),
             date_literal(ds)
         );
         tokio::spawn(async move {
@@ -118,15 +123,12 @@ impl Store {
 
     /// Drops partition `ds`; false when it did not exist.
     #[tracing::instrument(skip(self, def), fields(table = %def.name))]
-    pub async fn delete_partition(&self, def: &TableDef, ds: NaiveDate) -> ApiResult<bool> {
-        let mut conn = self.pool().acquire().await?;
+    pub async fn delete_partition(&self, def: &TableDef, ds: NaiveDate) -> StoreResult<bool> {
+        let mut conn = self.acquire().await?;
         let mut tx = conn.begin().await?;
-        sqlx::query("select pg_advisory_xact_lock($1)")
-            .bind(partition_lock_key(&def.name, ds))
-            .execute(&mut *tx)
-            .await?;
+        lock_partition(&mut tx, &def.name, ds).await?;
         let deleted = sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
-            .bind(&def.name)
+            .bind(def.name.as_str())
             .bind(ds)
             .execute(&mut *tx)
             .await?

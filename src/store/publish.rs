@@ -12,14 +12,14 @@
 use chrono::NaiveDate;
 use sqlx::{Connection, PgConnection, Row};
 
-use super::ledger::{record_load, LoadEntry};
+use super::ledger::{self, LoadEntry, LoadStatus};
 use super::stage::staging_table;
 use super::{
-    catalog, date_literal, parent_table, partition_lock_key, partition_name, partition_table,
-    table_lock_key, PARTS_SCHEMA,
+    catalog, count, date_literal, lock_partition, lock_table_shared, parent_table, partition_name,
+    partition_table, StoreError, StoreResult, PARTS_SCHEMA,
 };
-use crate::error::{ApiError, ApiResult};
-use crate::names::quote_ident;
+use crate::ingest::ContentHash;
+use crate::names::{quote_ident, TableName};
 use crate::schema::TableDef;
 
 /// `If-Match` / `If-None-Match: *` of a PUT.
@@ -33,28 +33,21 @@ pub struct Conditions {
 
 impl Conditions {
     /// Checks the conditions against the live partition's content hash.
-    pub fn check(&self, current: Option<&str>) -> ApiResult<()> {
+    pub fn check(&self, current: Option<&str>) -> StoreResult<()> {
+        let failed = |m: String| Err(StoreError::PreconditionFailed(m));
         if self.if_none_match_any && current.is_some() {
-            return Err(ApiError::PreconditionFailed(
-                "If-None-Match: * but the partition exists".into(),
-            ));
+            return failed("If-None-Match: * but the partition exists".into());
         }
-        if let Some(tags) = &self.if_match {
-            match current {
-                None => {
-                    return Err(ApiError::PreconditionFailed(
-                        "If-Match but the partition does not exist".into(),
-                    ))
-                }
-                Some(etag) if !tags.is_empty() && !tags.iter().any(|t| t == etag) => {
-                    return Err(ApiError::PreconditionFailed(format!(
-                        "If-Match does not match the partition's ETag \"{etag}\""
-                    )))
-                }
-                Some(_) => {}
+        match (&self.if_match, current) {
+            (None, _) => Ok(()),
+            (Some(_), None) => failed("If-Match but the partition does not exist".into()),
+            (Some(tags), Some(etag)) if !tags.is_empty() && !tags.iter().any(|t| t == etag) => {
+                failed(format!(
+                    "If-Match does not match the partition's ETag \"{etag}\""
+                ))
             }
+            (Some(_), Some(_)) => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -62,10 +55,9 @@ impl Conditions {
 #[derive(Clone, Debug)]
 pub struct Current {
     pub content_sha256: String,
-    pub content_sum: Vec<u8>,
     pub body_sha256: String,
-    pub row_count: i64,
-    pub rows_received: i64,
+    pub row_count: u64,
+    pub rows_received: u64,
 }
 
 /// What the registry keeps of the body a partition was built from, so that
@@ -75,19 +67,19 @@ pub struct BodyFacts<'a> {
     pub sha256: &'a str,
     pub rows_received: u64,
     /// The content hash of the rows staged (what the partition will hold).
-    pub content: &'a crate::ingest::ContentHash,
+    pub content: &'a ContentHash,
 }
 
 pub async fn current(
     conn: &mut PgConnection,
-    table: &str,
+    table: &TableName,
     ds: NaiveDate,
-) -> Result<Option<Current>, sqlx::Error> {
+) -> StoreResult<Option<Current>> {
     let row = sqlx::query(
-        "select content_sha256, body_sha256, row_count, rows_received, content_sum
+        "select content_sha256, body_sha256, row_count, rows_received
            from idem.partitions where table_name = $1 and ds = $2",
     )
-    .bind(table)
+    .bind(table.as_str())
     .bind(ds)
     .fetch_optional(conn)
     .await?;
@@ -95,9 +87,8 @@ pub async fn current(
         Ok(Current {
             content_sha256: r.try_get(0)?,
             body_sha256: r.try_get(1)?,
-            row_count: r.try_get(2)?,
-            rows_received: r.try_get(3)?,
-            content_sum: r.try_get(4)?,
+            row_count: super::stored_count(r.try_get(2)?)?,
+            rows_received: super::stored_count(r.try_get(3)?)?,
         })
     })
     .transpose()
@@ -123,72 +114,90 @@ pub async fn publish(
     body: BodyFacts<'_>,
     conditions: &Conditions,
     entry: &mut LoadEntry<'_>,
-) -> ApiResult<Published> {
-    let content_sha256 = entry
-        .content_sha256
-        .expect("a staged load has its content hash");
+) -> StoreResult<Published> {
     let mut tx = conn.begin().await?;
-    // The stage was built for `def`; if the table changed since, it no
-    // longer fits. Schema changes hold the table's lock exclusively; like
-    // every writer, take the table's lock before the partition's.
-    sqlx::query("select pg_advisory_xact_lock_shared($1)")
-        .bind(table_lock_key(&def.name))
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("select pg_advisory_xact_lock($1)")
-        .bind(partition_lock_key(&def.name, ds))
-        .execute(&mut *tx)
-        .await?;
-    if catalog::table_def(&mut tx, &def.name).await?.as_ref() != Some(def) {
-        return Err(ApiError::SchemaConflict(format!(
-            "table {:?} changed while this load was staged; send it again",
-            def.name
-        )));
-    }
-    let live = current(&mut tx, &def.name, ds).await?;
+    let live = lock_for_swap(&mut tx, def, ds).await?;
     conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
-
-    if live
+    let published = if live
         .as_ref()
-        .is_some_and(|c| c.content_sha256 == content_sha256)
+        .is_some_and(|c| Some(c.content_sha256.as_str()) == entry.content_sha256)
     {
-        entry.status = super::ledger::LoadStatus::Unchanged;
+        entry.status = LoadStatus::Unchanged;
         entry.changed = false;
         entry.rows_written = 0;
-        record_load(&mut tx, entry).await?;
-        tx.commit().await?;
-        return Ok(Published::Unchanged);
-    }
+        Published::Unchanged
+    } else {
+        swap_in(&mut tx, def, ds, stage_name, live.is_some()).await?;
+        register(&mut tx, def, ds, body, entry).await?;
+        entry.status = LoadStatus::Published;
+        entry.changed = true;
+        Published::Swapped
+    };
+    ledger::insert(&mut tx, entry).await?;
+    tx.commit().await?;
+    Ok(published)
+}
 
+/// Takes the swap's locks and returns the live partition. The stage was
+/// built for `def`; if the table changed since, it no longer fits. Schema
+/// changes hold the table's lock exclusively; like every writer, take the
+/// table's lock before the partition's.
+async fn lock_for_swap(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    ds: NaiveDate,
+) -> StoreResult<Option<Current>> {
+    lock_table_shared(&mut *tx, &def.name).await?;
+    lock_partition(&mut *tx, &def.name, ds).await?;
+    if catalog::table_def(&mut *tx, &def.name).await?.as_ref() != Some(def) {
+        return Err(StoreError::TableChanged(def.name.clone()));
+    }
+    current(&mut *tx, &def.name, ds).await
+}
+
+/// The stage becomes the partition: the old one detached and dropped, the
+/// stage moved, renamed and attached (its CHECK spares ATTACH a scan).
+async fn swap_in(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    ds: NaiveDate,
+    stage_name: &str,
+    replacing: bool,
+) -> StoreResult<()> {
     let parent = parent_table(&def.name);
     let partition = partition_table(&def.name, ds);
-    if live.is_some() {
-        sqlx::query(&format!(
-            "alter table {parent} detach partition {partition}"
-        ))
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(&format!("drop table {partition}"))
-            .execute(&mut *tx)
-            .await?;
+    let mut statements = Vec::with_capacity(5);
+    if replacing {
+        statements.push(format!("alter table {parent} detach partition {partition}"));
+        statements.push(format!("drop table {partition}"));
     }
-    let stage = staging_table(stage_name);
-    sqlx::query(&format!("alter table {stage} set schema {PARTS_SCHEMA}"))
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(&format!(
+    statements.push(format!(
+        "alter table {} set schema {PARTS_SCHEMA}",
+        staging_table(stage_name)
+    ));
+    statements.push(format!(
         "alter table {PARTS_SCHEMA}.{} rename to {}",
         quote_ident(stage_name),
         quote_ident(&partition_name(&def.name, ds))
-    ))
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(&format!(
+    ));
+    statements.push(format!(
         "alter table {parent} attach partition {partition} for values in ({})",
         date_literal(ds)
-    ))
-    .execute(&mut *tx)
-    .await?;
+    ));
+    for sql in statements {
+        sqlx::query(&sql).execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+/// The registry entry of the new partition.
+async fn register(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    ds: NaiveDate,
+    body: BodyFacts<'_>,
+    entry: &LoadEntry<'_>,
+) -> StoreResult<()> {
     // language=PostgreSQL
     sqlx::query(
         "insert into idem.partitions (table_name, ds, row_count, content_sha256, body_sha256, rows_received,
@@ -200,19 +209,15 @@ pub async fn publish(
                 body_sha256 = excluded.body_sha256, rows_received = excluded.rows_received,
                 load_id = excluded.load_id, published_at = excluded.published_at",
     )
-    .bind(&def.name)
+    .bind(def.name.as_str())
     .bind(ds)
-    .bind(entry.rows_written as i64)
-    .bind(content_sha256)
+    .bind(count(entry.rows_written)?)
+    .bind(body.content.hex())
     .bind(body.sha256)
-    .bind(body.rows_received as i64)
+    .bind(count(body.rows_received)?)
     .bind(entry.load_id)
     .bind(&body.content.sum_bytes()[..])
     .execute(&mut *tx)
     .await?;
-    entry.status = super::ledger::LoadStatus::Published;
-    entry.changed = true;
-    record_load(&mut tx, entry).await?;
-    tx.commit().await?;
-    Ok(Published::Swapped)
+    Ok(())
 }

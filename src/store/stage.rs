@@ -15,7 +15,8 @@ use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
 use super::{
-    column_ddl, date_literal, is_unique_violation, key_index_columns, lock_key, STAGING_SCHEMA,
+    column_ddl, date_literal, is_unique_violation, key_index_columns, lock_key, StoreError,
+    StoreResult, STAGING_SCHEMA,
 };
 use crate::names::quote_ident;
 use crate::schema::TableDef;
@@ -39,35 +40,32 @@ pub struct Staged {
     pub dropped_row_hashes: Vec<[u8; 32]>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StageError {
-    /// The row source failed (a bad body, a client gone): the COPY was aborted.
-    #[error("row source failed: {0}")]
-    Source(io::Error),
-    #[error(transparent)]
-    Database(#[from] sqlx::Error),
+/// What becomes of a stage when its load is done with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StageFate {
+    /// It was swapped in: it is a partition now (or will be, when the
+    /// transaction that swapped it commits).
+    Published,
+    /// It is dropped.
+    Discarded,
 }
 
 /// Claims `name` for this connection's session.
-pub async fn claim(conn: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
+pub async fn claim(conn: &mut PgConnection, name: &str) -> StoreResult<()> {
     sqlx::query("select pg_advisory_lock($1)")
         .bind(stage_lock_key(name))
         .execute(conn)
-        .await
-        .map(|_| ())
+        .await?;
+    Ok(())
 }
 
-/// Gives up the claim, dropping the stage unless it was `published`. (A
+/// Gives up the claim, dropping the stage unless it was published. (A
 /// published stage may still belong to a transaction that has not committed
 /// yet, a keyed PUT's: touching it here would wait for that transaction,
 /// which waits for us. Should that transaction roll back, the stage is left
 /// unclaimed, and the janitor removes it.)
-pub async fn release(
-    conn: &mut PgConnection,
-    name: &str,
-    published: bool,
-) -> Result<(), sqlx::Error> {
-    if !published {
+pub async fn release(conn: &mut PgConnection, name: &str, fate: StageFate) -> StoreResult<()> {
+    if fate == StageFate::Discarded {
         sqlx::query(&format!("drop table if exists {}", staging_table(name)))
             .execute(&mut *conn)
             .await?;
@@ -75,8 +73,19 @@ pub async fn release(
     sqlx::query("select pg_advisory_unlock($1)")
         .bind(stage_lock_key(name))
         .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// When `release` itself failed: let go of every claim this session holds,
+/// so that the janitor can take the stage once the connection is back.
+pub async fn abandon_claims(conn: &mut PgConnection) {
+    if let Err(e) = sqlx::query("select pg_advisory_unlock_all()")
+        .execute(conn)
         .await
-        .map(|_| ())
+    {
+        tracing::warn!(error = %e, "could not let go of stage claims");
+    }
 }
 
 /// Creates the stage for partition `ds` of `def` and COPYs `rows` (binary
@@ -89,9 +98,9 @@ pub async fn stage_rows(
     ds: NaiveDate,
     name: &str,
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
-) -> Result<Staged, StageError> {
+) -> StoreResult<Staged> {
     let stage = staging_table(name);
-    let partition_col = quote_ident(&def.partition_by);
+    let partition_col = def.partition_by.quoted();
     let mut tx = conn.begin().await?;
     // The CHECK matches the partition bound, so ATTACH PARTITION can skip
     // scanning the rows to prove it.
@@ -105,6 +114,23 @@ pub async fn stage_rows(
     .await?;
     let copied = copy_binary(&mut tx, &stage, def, &[], rows).await?;
 
+    let dropped_row_hashes = build_unique_index(&mut tx, def, &stage).await?;
+    tx.commit().await?;
+    let dropped = u64::try_from(dropped_row_hashes.len()).expect("a count fits u64");
+    Ok(Staged {
+        rows: copied - dropped,
+        dropped_row_hashes,
+    })
+}
+
+/// Builds the stage's unique index on the key, resolving duplicates first
+/// when the build says there are some; returns the digests of the versions
+/// that lost.
+async fn build_unique_index(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    stage: &str,
+) -> StoreResult<Vec<[u8; 32]>> {
     let index_sql = format!(
         "create unique index on {stage} ({})",
         key_index_columns(def)
@@ -116,28 +142,23 @@ pub async fn stage_rows(
     sqlx::query("savepoint unique_rows")
         .execute(&mut *tx)
         .await?;
-    let mut dropped_row_hashes = Vec::new();
     match sqlx::query(&index_sql).execute(&mut *tx).await {
-        Ok(_) => {}
+        Ok(_) => return Ok(Vec::new()),
         // Most bodies carry no duplicates; they pay nothing for this path.
-        Err(e) if is_unique_violation(&e) => {
-            sqlx::query("rollback to savepoint unique_rows")
-                .execute(&mut *tx)
-                .await?;
-            if def.primary_key.is_empty() {
-                number_identical_rows(&mut tx, &stage).await?;
-            } else {
-                dropped_row_hashes = drop_losing_versions(&mut tx, def, &stage).await?;
-            }
-            sqlx::query(&index_sql).execute(&mut *tx).await?;
-        }
+        Err(e) if is_unique_violation(&e) => {}
         Err(e) => return Err(e.into()),
     }
-    tx.commit().await?;
-    Ok(Staged {
-        rows: copied - dropped_row_hashes.len() as u64,
-        dropped_row_hashes,
-    })
+    sqlx::query("rollback to savepoint unique_rows")
+        .execute(&mut *tx)
+        .await?;
+    let dropped = if def.primary_key.is_empty() {
+        number_identical_rows(&mut *tx, stage).await?;
+        Vec::new()
+    } else {
+        drop_losing_versions(&mut *tx, def, stage).await?
+    };
+    sqlx::query(&index_sql).execute(&mut *tx).await?;
+    Ok(dropped)
 }
 
 /// COPYs binary tuples (see `ingest::encode`) into `table`: the user
@@ -149,11 +170,11 @@ pub(super) async fn copy_binary(
     def: &TableDef,
     extra: &[&str],
     mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
-) -> Result<u64, StageError> {
+) -> StoreResult<u64> {
     let columns: Vec<String> = def
         .columns
         .iter()
-        .map(|c| quote_ident(&c.name))
+        .map(|c| c.name.quoted())
         .chain(
             ["_load_id", "_row_id", "_row_hash"]
                 .iter()
@@ -181,7 +202,7 @@ pub(super) async fn copy_binary(
             }
             Err(e) => {
                 let _ = copy.abort("the row source failed").await;
-                return Err(StageError::Source(e));
+                return Err(StoreError::RowSource(e));
             }
         }
     }
@@ -194,9 +215,9 @@ pub(super) async fn drop_losing_versions(
     conn: &mut PgConnection,
     def: &TableDef,
     stage: &str,
-) -> Result<Vec<[u8; 32]>, sqlx::Error> {
+) -> StoreResult<Vec<[u8; 32]>> {
     let order = match &def.cursor {
-        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", quote_ident(cursor)),
+        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", cursor.quoted()),
         None => "\"_row_hash\"".to_string(),
     };
     // language=PostgreSQL
@@ -210,21 +231,12 @@ pub(super) async fn drop_losing_versions(
       returning s.\"_row_hash\""
     );
     let rows = sqlx::query(&sql).fetch_all(conn).await?;
-    rows.iter()
-        .map(|r| {
-            let hash: Vec<u8> = r.try_get(0)?;
-            hash.try_into()
-                .map_err(|_| sqlx::Error::Protocol("row hash is not 32 bytes".into()))
-        })
-        .collect()
+    rows.iter().map(|r| row_hash(r.try_get(0)?)).collect()
 }
 
 /// Without a key, identical rows stay distinct rows: the n-th copy (n >= 1)
 /// of a row gets `sha256(row id || n)`, so every re-send numbers them alike.
-pub(super) async fn number_identical_rows(
-    conn: &mut PgConnection,
-    stage: &str,
-) -> Result<(), sqlx::Error> {
+pub(super) async fn number_identical_rows(conn: &mut PgConnection, stage: &str) -> StoreResult<()> {
     // language=PostgreSQL
     let sql = format!(
         "update {stage} s
@@ -233,5 +245,13 @@ pub(super) async fn number_identical_rows(
                    from {stage}) numbered
           where s.ctid = numbered.ctid and numbered.occurrence > 0"
     );
-    sqlx::query(&sql).execute(conn).await.map(|_| ())
+    sqlx::query(&sql).execute(conn).await?;
+    Ok(())
+}
+
+/// A `_row_hash` as read back: 32 bytes, as idem wrote it.
+pub(super) fn row_hash(bytes: Vec<u8>) -> StoreResult<[u8; 32]> {
+    bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("a row hash is not 32 bytes"))
 }

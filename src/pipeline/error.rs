@@ -1,0 +1,69 @@
+//! The pipeline's one error type: why a write was refused or failed. Each
+//! has a stable code (the same one the HTTP answer and the ledger carry);
+//! the HTTP status is the edge's business (`crate::error`).
+
+use super::body::BodyError;
+use crate::ingest::RowError;
+use crate::names::{NameError, TableName};
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    /// The body's structure is broken at one place.
+    #[error("{0}")]
+    Malformed(Box<RowError>),
+    #[error("{count} row(s) were refused; nothing was written")]
+    BadRows { count: u64, errors: Vec<RowError> },
+    #[error("table {0:?} is not declared")]
+    TableNotFound(TableName),
+    /// The mode asked for does not fit the table.
+    #[error("{0}")]
+    Mode(String),
+    /// A field of a body for an undeclared table is no column name.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("the Idempotency-Key was used for a different request (method, path, content type or body differ)")]
+    KeyReused,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// idem's own machinery failed (a decoder task, a spool file).
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl WriteError {
+    /// The stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WriteError::Body(e) => e.code(),
+            WriteError::Malformed(_) => "malformed_body",
+            WriteError::BadRows { .. } => "bad_rows",
+            WriteError::TableNotFound(_) => "table_not_found",
+            WriteError::Mode(_) => "invalid_request",
+            WriteError::Name(_) => "invalid_name",
+            WriteError::KeyReused => "idempotency_key_reused",
+            WriteError::Store(e) => e.code(),
+            WriteError::Internal(_) => "internal",
+        }
+    }
+
+    /// Whether the request was at fault (a refusal), rather than idem or
+    /// its database (a failure).
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            WriteError::Store(e) => e.is_refusal(),
+            WriteError::Internal(_) => false,
+            _ => true,
+        }
+    }
+}
+
+impl From<tokio::task::JoinError> for WriteError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        WriteError::Internal(anyhow::Error::new(e).context("a write task failed"))
+    }
+}
+
+pub type WriteResult<T> = Result<T, WriteError>;
