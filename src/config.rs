@@ -36,8 +36,9 @@ pub struct DatabaseArgs {
 }
 
 fn default_pool_size() -> u32 {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
-    (4 * cores).max(4)
+    let cores = std::thread::available_parallelism()
+        .map_or(2, |n| u32::try_from(n.get()).unwrap_or(u32::MAX));
+    cores.saturating_mul(4).max(4)
 }
 
 #[derive(Clone, Debug, Args)]
