@@ -193,3 +193,65 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::TableName;
+
+    fn orders() -> TableName {
+        TableName::parse("orders").unwrap()
+    }
+
+    #[test]
+    fn every_layer_error_that_is_the_callers_fault_answers_4xx() {
+        let refusals: Vec<(ApiError, u16)> = vec![
+            (TableName::parse("Bad").unwrap_err().into(), 400),
+            (SchemaError::Invalid("x".into()).into(), 400),
+            (SchemaError::Conflict("x".into()).into(), 409),
+            (BodyError::UnsupportedMediaType("x".into()).into(), 415),
+            (BodyError::UnsupportedEncoding("x".into()).into(), 415),
+            (BodyError::TooLarge { limit: 1 }.into(), 413),
+            (BodyError::Unreadable("x".into()).into(), 400),
+            (WriteError::TableNotFound(orders()).into(), 404),
+            (WriteError::Mode("x".into()).into(), 400),
+            (WriteError::KeyReused.into(), 422),
+            (
+                WriteError::BadRows {
+                    count: 1,
+                    errors: vec![],
+                }
+                .into(),
+                422,
+            ),
+            (StoreError::TableChanged(orders()).into(), 409),
+            (StoreError::PreconditionFailed("x".into()).into(), 412),
+            (
+                WriteError::Store(StoreError::KeyInFlight {
+                    retry_after: Duration::from_secs(3),
+                })
+                .into(),
+                409,
+            ),
+            (
+                StoreError::Unavailable(sqlx::Error::PoolTimedOut).into(),
+                503,
+            ),
+        ];
+        for (error, status) in refusals {
+            assert_eq!(error.status().as_u16(), status, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn a_failure_hides_its_cause_and_a_wait_says_how_long() {
+        let failure = ApiError::from(StoreError::Database(sqlx::Error::RowNotFound));
+        assert_eq!(failure.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(failure.detail(), "internal error");
+        let in_flight = ApiError::from(WriteError::Store(StoreError::KeyInFlight {
+            retry_after: Duration::from_secs(3),
+        }));
+        let response = in_flight.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+    }
+}

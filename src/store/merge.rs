@@ -317,8 +317,7 @@ async fn insert_new_keys(
     if !(one_day && !incoming.maybe_repeated && incoming.tombstones == 0) {
         let returning =
             format!("{insert} returning t.{partition_col}, t.\"_row_hash\", null::bytea");
-        let inserted = sqlx::query(&returning).fetch_all(&mut *conn).await?;
-        return fold(contents, inserted, merged);
+        return fold_written(conn, &returning, None, contents, merged).await;
     }
     // Distinct rows into one day: when all of them are new, the decoder's
     // hash of the rows is exactly what the day gains, and no row needs to
@@ -340,11 +339,7 @@ async fn insert_new_keys(
         "select t.{partition_col}, t.\"_row_hash\", null::bytea
            from {INCOMING} s join {parent} t on {join} where t.\"_load_id\" = $1"
     );
-    let inserted = sqlx::query(&ours)
-        .bind(load_id)
-        .fetch_all(&mut *conn)
-        .await?;
-    fold(contents, inserted, merged)
+    fold_written(conn, &ours, Some(load_id), contents, merged).await
 }
 
 /// Then the keys that exist: replaced when newer and different. The old
@@ -376,11 +371,7 @@ async fn update_existing_keys(
           where {join}
       returning t.{partition_col}, t.\"_row_hash\", s.idem_replaced"
     );
-    let updated = sqlx::query(&update)
-        .bind(load_id)
-        .fetch_all(&mut *conn)
-        .await?;
-    fold(contents, updated, merged)
+    fold_written(conn, &update, Some(load_id), contents, merged).await
 }
 
 /// The registry follows: each touched partition's row count and content hash.
@@ -414,6 +405,23 @@ async fn register_contents(
         });
     }
     Ok(after)
+}
+
+/// Runs a statement that answers the rows it wrote (see `fold`), with the
+/// load's id as `$1` when given, and folds them in.
+async fn fold_written(
+    conn: &mut PgConnection,
+    statement: &str,
+    load_id: Option<Uuid>,
+    contents: &mut Contents,
+    merged: &mut Merged,
+) -> StoreResult<()> {
+    let mut query = sqlx::query(statement);
+    if let Some(load_id) = load_id {
+        query = query.bind(load_id);
+    }
+    let written = query.fetch_all(&mut *conn).await?;
+    fold(contents, written, merged)
 }
 
 /// Folds written rows (partition, new digest, replaced digest or NULL) into
