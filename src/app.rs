@@ -32,7 +32,7 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let reaper = tokio::spawn(reap_keys(state.store.clone()));
+    let reaper = tokio::spawn(maintain(state.store.clone()));
     let served = axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown)
         .await;
@@ -40,19 +40,27 @@ pub async fn serve(
     served
 }
 
-/// How often expired idempotency keys are removed.
-const REAP_EVERY: Duration = Duration::from_secs(60);
+/// How often each process looks for expired idempotency keys and for
+/// stages nobody owns: a crashed process's stage goes within this long of
+/// its database session ending.
+const MAINTAIN_EVERY: Duration = Duration::from_secs(30);
 
-/// Removes expired idempotency keys now and then. Every idem process runs
-/// one; they share the work through `skip locked`.
-async fn reap_keys(store: Store) {
-    let mut tick = tokio::time::interval(REAP_EVERY);
+/// Removes expired idempotency keys and stages left by crashed processes,
+/// now and then. Every idem process runs one; they share the work through
+/// `skip locked` and the stages' advisory locks.
+async fn maintain(store: Store) {
+    let mut tick = tokio::time::interval(MAINTAIN_EVERY);
     loop {
         tick.tick().await;
         match store.reap_keys().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(reaped = n, "removed expired idempotency keys"),
             Err(e) => tracing::warn!(error = %e, "could not reap idempotency keys"),
+        }
+        match store.sweep_stages().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(swept = n, "removed stages left behind"),
+            Err(e) => tracing::warn!(error = %e, "could not sweep stages"),
         }
     }
 }

@@ -50,6 +50,11 @@ pub enum ApiError {
     Internal(#[from] anyhow::Error),
 }
 
+/// A database that is away usually takes seconds to come back (a restart,
+/// a failover); a busy one frees a connection within a request or two.
+const RETRY_UNAVAILABLE: Duration = Duration::from_secs(5);
+const RETRY_BUSY: Duration = Duration::from_secs(1);
+
 #[derive(Serialize)]
 struct Problem<'a> {
     #[serde(rename = "type")]
@@ -118,6 +123,8 @@ impl ApiError {
                 (StatusCode::UNPROCESSABLE_ENTITY, "Idempotency-Key reused")
             }
             "database_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "Database unavailable"),
+            "busy" => (StatusCode::SERVICE_UNAVAILABLE, "Busy"),
+            "limit_exceeded" => (StatusCode::UNPROCESSABLE_ENTITY, "Limit exceeded"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
         }
     }
@@ -137,11 +144,14 @@ impl ApiError {
 
     /// How long a client should wait before it retries, when it should.
     fn retry_after(&self) -> Option<Duration> {
-        match self {
-            ApiError::Store(StoreError::KeyInFlight { retry_after })
-            | ApiError::Write(WriteError::Store(StoreError::KeyInFlight { retry_after })) => {
-                Some(*retry_after)
-            }
+        let store = match self {
+            ApiError::Store(e) | ApiError::Write(WriteError::Store(e)) => e,
+            _ => return None,
+        };
+        match store {
+            StoreError::KeyInFlight { retry_after } => Some(*retry_after),
+            StoreError::Unavailable(_) => Some(RETRY_UNAVAILABLE),
+            StoreError::Busy(_) => Some(RETRY_BUSY),
             _ => None,
         }
     }
@@ -152,6 +162,7 @@ impl ApiError {
         match self.status() {
             s if s.is_server_error() => match self.code() {
                 "database_unavailable" => "the database is unavailable; retry later".into(),
+                "busy" => "every database connection is in use; retry later".into(),
                 _ => "internal error".into(),
             },
             _ => self.to_string(),

@@ -128,14 +128,31 @@ name_type!(
 
 impl TableName {
     pub fn parse(name: &str) -> Result<TableName, NameError> {
+        let error = |reason| NameError {
+            kind: "table",
+            name: truncated(name),
+            reason,
+        };
         if !is_valid_name(name) {
-            return Err(NameError {
-                kind: "table",
-                name: name.to_string(),
-                reason: PATTERN,
-            });
+            return Err(error(PATTERN));
+        }
+        // Postgres's own namespaces: legal inside idem's schemas, but a
+        // table by that name reads as if it were the system's.
+        if name.starts_with("pg_") || name == "information_schema" {
+            return Err(error(
+                "is reserved (pg_* and information_schema name Postgres's own)",
+            ));
         }
         Ok(TableName(name.to_string()))
+    }
+}
+
+/// A name as quoted back in an error: never more than a line of it.
+fn truncated(name: &str) -> String {
+    const MAX: usize = 2 * MAX_NAME_LEN;
+    match name.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &name[..cut]),
+        None => name.to_string(),
     }
 }
 
@@ -143,7 +160,7 @@ impl ColumnName {
     pub fn parse(name: &str) -> Result<ColumnName, NameError> {
         let error = |reason| NameError {
             kind: "column",
-            name: name.to_string(),
+            name: truncated(name),
             reason,
         };
         if !is_valid_name(name) {
@@ -180,6 +197,20 @@ mod tests {
         assert!(ColumnName::parse("_load_id").is_err());
         assert!(ColumnName::parse("load_id").is_ok());
         assert!(TableName::parse("_staging").is_ok());
+    }
+
+    #[test]
+    fn postgres_namespaces_are_reserved_for_tables() {
+        assert!(TableName::parse("pg_catalog").is_err());
+        assert!(TableName::parse("information_schema").is_err());
+        assert!(TableName::parse("pgx").is_ok());
+        assert!(ColumnName::parse("pg_size").is_ok());
+    }
+
+    #[test]
+    fn a_refused_name_is_quoted_back_short() {
+        let err = ColumnName::parse(&"X".repeat(10_000)).unwrap_err();
+        assert!(err.to_string().len() < 300, "{err}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
-use chrono::NaiveDate;
+use chrono::{Datelike, NaiveDate};
 use serde::de::DeserializeOwned;
 
 use crate::config::Settings;
@@ -110,13 +110,19 @@ impl<S: Send + Sync> FromRequestParts<S> for PartitionPath {
 }
 
 /// A partition value from a path or query: an ISO date, `YYYY-MM-DD`.
+/// Years 1 to 9999: Postgres has no year 0, and a partition's table name
+/// holds the date in eight digits.
 pub fn parse_ds(text: &str) -> ApiResult<NaiveDate> {
     let valid = text.len() == 10 && text.as_bytes()[4] == b'-' && text.as_bytes()[7] == b'-';
     valid
         .then(|| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok())
         .flatten()
+        .filter(|d| d.year() >= 1)
         .ok_or_else(|| {
-            ApiError::InvalidDs(format!("{text:?} is not a date of the form YYYY-MM-DD"))
+            let shown: String = text.chars().take(40).collect();
+            ApiError::InvalidDs(format!(
+                "{shown:?} is not a date of the form YYYY-MM-DD (years 0001 to 9999)"
+            ))
         })
 }
 

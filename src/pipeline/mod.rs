@@ -44,8 +44,24 @@ pub struct Pipeline {
     pub settings: Arc<Settings>,
 }
 
+/// The table a write goes to, as found or as guessed.
+pub enum Target {
+    Stored(TableDef),
+    /// Not declared yet: the write creates it in its own transaction, so a
+    /// refused or failed first write leaves no table behind.
+    Inferred(TableDef),
+}
+
+impl Target {
+    pub fn into_def(self) -> TableDef {
+        match self {
+            Target::Stored(def) | Target::Inferred(def) => def,
+        }
+    }
+}
+
 impl Pipeline {
-    /// The table a write goes to. An undeclared one is created from the
+    /// The table a write goes to. An undeclared one is guessed from the
     /// first records of the body (unless switched off); the sample is put
     /// back in front of the rest of the body.
     pub async fn resolve_table(
@@ -54,9 +70,9 @@ impl Pipeline {
         table: &TableName,
         format: BodyFormat,
         mut body: BodyReader,
-    ) -> WriteResult<(TableDef, BodyReader)> {
+    ) -> WriteResult<(Target, BodyReader)> {
         if let Some(def) = catalog::table_def(&mut *conn, table).await? {
-            return Ok((def, body));
+            return Ok((Target::Stored(def), body));
         }
         if !self.settings.auto_create_tables {
             return Err(WriteError::TableNotFound(table.clone()));
@@ -71,8 +87,26 @@ impl Pipeline {
             ColumnName::parse(DEFAULT_PARTITION_COLUMN).expect("the default is a valid name");
         let def = infer_table(table, &partition_by, format, &head)?;
         let body: BodyReader = Box::new(std::io::Cursor::new(head).chain(body));
-        let def = catalog::declare(conn, &def, Origin::Inferred).await?;
-        Ok((def.into_def(), body))
+        Ok((Target::Inferred(def), body))
+    }
+
+    /// The table a write in transaction `tx` goes to, created there when it
+    /// is new (it goes with the transaction if the write fails).
+    pub async fn resolve_table_in(
+        &self,
+        tx: &mut PgConnection,
+        table: &TableName,
+        format: BodyFormat,
+        body: BodyReader,
+    ) -> WriteResult<(TableDef, BodyReader)> {
+        let (target, body) = self.resolve_table(&mut *tx, table, format, body).await?;
+        let def = match target {
+            Target::Stored(def) => def,
+            Target::Inferred(def) => catalog::declare(tx, &def, Origin::Inferred)
+                .await?
+                .into_def(),
+        };
+        Ok((def, body))
     }
 }
 

@@ -20,12 +20,12 @@ use uuid::Uuid;
 
 use super::body::{classify_read_error, BodySource};
 use super::decode::{self, DecodeJob, Decoded, RepeatCheck, CHUNK_BYTES};
-use super::{BodyReader, LoadTicket, Pipeline, WriteError, WriteResult};
+use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::names::TableName;
 use crate::schema::TableDef;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
-use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published};
+use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published, Swap};
 use crate::store::stage::{self, StageFate, Staged};
 
 /// The answer to an accepted PUT (API.md "A write's answer").
@@ -136,9 +136,11 @@ impl Pipeline {
         conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
 
         let format = body.format;
-        let (def, body) = self
+        let (target, body) = self
             .resolve_table(&mut *conn, &table, format, body.reader)
             .await?;
+        let new_table = matches!(target, Target::Inferred(_));
+        let def = target.into_def();
         let body_hash = body_hash_prefix(format, &def);
         let body = match &live {
             None => body,
@@ -171,6 +173,7 @@ impl Pipeline {
             ticket,
             ds,
             conditions: &conditions,
+            new_table,
         };
         stage.run(job, body, conn, key_tx).await
     }
@@ -203,6 +206,8 @@ struct StagedPut<'a> {
     ticket: &'a LoadTicket,
     ds: NaiveDate,
     conditions: &'a Conditions,
+    /// The table is created when the stage is published.
+    new_table: bool,
 }
 
 impl StagedPut<'_> {
@@ -286,16 +291,15 @@ impl StagedPut<'_> {
             rows_received: decoded.rows_received,
             content: &content,
         };
-        let published = publish(
-            conn,
+        let swap = Swap {
             def,
-            self.ds,
+            new_table: self.new_table,
+            ds: self.ds,
             stage_name,
             body,
-            self.conditions,
-            &mut entry,
-        )
-        .await?;
+            conditions: self.conditions,
+        };
+        let published = publish(conn, swap, &mut entry).await?;
         if let Published::Unchanged = published {
             receipt.changed = false;
             receipt.rows_written = 0;

@@ -97,7 +97,7 @@ impl Pipeline {
     ) -> WriteResult<RowsReceipt> {
         let format = req.body.format;
         let (def, body) = self
-            .resolve_table(&mut *tx, &req.table, format, req.body.reader)
+            .resolve_table_in(&mut *tx, &req.table, format, req.body.reader)
             .await?;
         let mode = choose_mode(&def, req.mode)?;
         let options = EncodeOptions {

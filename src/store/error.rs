@@ -9,9 +9,22 @@ use crate::schema::SchemaError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The connection or the pool failed: the database is away for now.
+    /// The connection failed or the server is shutting down or starting
+    /// up (SQLSTATE classes 08 and 57P): the database is away for now.
     #[error("the database is unavailable")]
     Unavailable(#[source] sqlx::Error),
+    /// Every connection is in use (by this process's pool, or the server's
+    /// `max_connections`): the database is fine, idem is busy.
+    #[error("every database connection is in use")]
+    Busy(#[source] sqlx::Error),
+    /// A limit Postgres enforces on the data itself (a row too wide, a
+    /// value out of range): the request cannot be stored as it is.
+    #[error("{message}")]
+    Limit {
+        message: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
     /// Anything else the database refused: a bug of idem's, not the caller's.
     #[error("a database statement failed")]
     Database(#[source] sqlx::Error),
@@ -43,6 +56,8 @@ impl StoreError {
     pub fn code(&self) -> &'static str {
         match self {
             StoreError::Unavailable(_) => "database_unavailable",
+            StoreError::Busy(_) => "busy",
+            StoreError::Limit { .. } => "limit_exceeded",
             StoreError::Schema(SchemaError::Name(_)) => "invalid_name",
             StoreError::Schema(SchemaError::Invalid(_)) => "invalid_declaration",
             StoreError::Schema(SchemaError::Conflict(_)) | StoreError::TableChanged(_) => {
@@ -63,6 +78,7 @@ impl StoreError {
         matches!(
             self,
             StoreError::Schema(_)
+                | StoreError::Limit { .. }
                 | StoreError::TableChanged(_)
                 | StoreError::PreconditionFailed(_)
                 | StoreError::KeyInFlight { .. }
@@ -72,10 +88,24 @@ impl StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> Self {
+        if matches!(err, sqlx::Error::PoolTimedOut) {
+            return StoreError::Busy(err);
+        }
         if is_connection_error(&err) {
-            StoreError::Unavailable(err)
-        } else {
-            StoreError::Database(err)
+            return StoreError::Unavailable(err);
+        }
+        let state = match &err {
+            sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+            _ => None,
+        };
+        match state.as_deref().and_then(classify_sqlstate) {
+            Some(Sorted::Away) => StoreError::Unavailable(err),
+            Some(Sorted::Busy) => StoreError::Busy(err),
+            Some(Sorted::Limit(message)) => StoreError::Limit {
+                message,
+                source: err,
+            },
+            None => StoreError::Database(err),
         }
     }
 }
@@ -84,11 +114,51 @@ impl From<sqlx::Error> for StoreError {
 fn is_connection_error(err: &sqlx::Error) -> bool {
     matches!(
         err,
-        sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Tls(_)
+        sqlx::Error::Io(_) | sqlx::Error::PoolClosed | sqlx::Error::Tls(_)
     )
+}
+
+enum Sorted {
+    Away,
+    Busy,
+    Limit(&'static str),
+}
+
+/// What a SQLSTATE means for the caller, where it means more than "a bug".
+/// The messages are idem's own: database text never reaches a client.
+fn classify_sqlstate(state: &str) -> Option<Sorted> {
+    Some(match state {
+        // connection exceptions; admin shutdown, crash shutdown, cannot
+        // connect now (starting up), idle session timeout
+        s if s.starts_with("08") || s.starts_with("57P") => Sorted::Away,
+        // too_many_connections, and the server out of memory or disk
+        "53300" | "53200" | "53100" => Sorted::Busy,
+        "54000" => Sorted::Limit("a row is larger than Postgres can store"),
+        "54001" => Sorted::Limit("a statement is too complex for Postgres"),
+        "54011" => Sorted::Limit("too many columns: a Postgres table holds at most 1600"),
+        "22003" => Sorted::Limit("a number is out of the range its column holds"),
+        "22008" => Sorted::Limit("a date or time is out of the range Postgres holds"),
+        "22001" => Sorted::Limit("a value is too long for its column"),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstates_are_sorted_by_what_the_caller_can_do() {
+        assert!(matches!(classify_sqlstate("57P01"), Some(Sorted::Away)));
+        assert!(matches!(classify_sqlstate("08006"), Some(Sorted::Away)));
+        assert!(matches!(classify_sqlstate("53300"), Some(Sorted::Busy)));
+        assert!(matches!(classify_sqlstate("54011"), Some(Sorted::Limit(_))));
+        assert!(classify_sqlstate("42P01").is_none());
+        assert!(matches!(
+            StoreError::from(sqlx::Error::PoolTimedOut),
+            StoreError::Busy(_)
+        ));
+    }
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

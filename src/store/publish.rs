@@ -102,20 +102,39 @@ pub enum Published {
     Unchanged,
 }
 
-/// Swaps stage `stage_name` in as partition `ds` of `def`, or finds the
-/// partition already equal to it. The ledger entry is written in the same
-/// transaction, so a load is recorded as published exactly when it is.
-#[tracing::instrument(skip_all, fields(table = %def.name, %ds, load_id = %entry.load_id))]
+/// What a swap puts where.
+pub struct Swap<'a> {
+    pub def: &'a TableDef,
+    /// The table does not exist yet: it is created (from `def`, as
+    /// inferred) in the swap's transaction, so a load that fails leaves none.
+    pub new_table: bool,
+    pub ds: NaiveDate,
+    pub stage_name: &'a str,
+    pub body: BodyFacts<'a>,
+    pub conditions: &'a Conditions,
+}
+
+/// Swaps the stage in as the partition, or finds the partition already
+/// equal to it. The ledger entry is written in the same transaction, so a
+/// load is recorded as published exactly when it is.
+#[tracing::instrument(skip_all, fields(table = %swap.def.name, ds = %swap.ds, load_id = %entry.load_id))]
 pub async fn publish(
     conn: &mut PgConnection,
-    def: &TableDef,
-    ds: NaiveDate,
-    stage_name: &str,
-    body: BodyFacts<'_>,
-    conditions: &Conditions,
+    swap: Swap<'_>,
     entry: &mut LoadEntry<'_>,
 ) -> StoreResult<Published> {
+    let Swap {
+        def,
+        new_table,
+        ds,
+        stage_name,
+        body,
+        conditions,
+    } = swap;
     let mut tx = conn.begin().await?;
+    if new_table {
+        catalog::declare(&mut tx, def, catalog::Origin::Inferred).await?;
+    }
     let live = lock_for_swap(&mut tx, def, ds).await?;
     conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
     let published = if live

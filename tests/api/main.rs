@@ -5,5 +5,6 @@
 mod helpers;
 mod partitions;
 mod processes;
+mod refusals;
 mod rows;
 mod tables;
