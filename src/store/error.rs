@@ -7,6 +7,8 @@ use std::time::Duration;
 use crate::names::TableName;
 use crate::schema::SchemaError;
 
+pub type StoreResult<T> = Result<T, StoreError>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The connection failed or the server is shutting down or starting
@@ -160,5 +162,3 @@ mod tests {
         ));
     }
 }
-
-pub type StoreResult<T> = Result<T, StoreError>;
