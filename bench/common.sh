@@ -1,31 +1,75 @@
 # shellcheck shell=bash
 # Shared by the benchmark scripts (sourced, after `cd` to the project root and
-# with ROWS and DS set): a Postgres, a release build, test data, a running
-# idem with an `orders` table, and timing helpers.
+# with ROWS and DS set): a database of the benchmark's own, a release build,
+# test data, a running idem with an `orders` table, and timing helpers.
+#
+# The benchmark writes only into a database it creates: idem_bench_<random>
+# on the server DATABASE_URL names or, without DATABASE_URL, on a Postgres of
+# its own in .idem/bench-pg. It drops that database (and stops that Postgres)
+# when it exits, and touches nothing else on the server.
 set -euo pipefail
 OUT=bench/out
 mkdir -p "$OUT"
 
+IDEM_PID='' BENCH_DB='' BENCH_PG_DIR=''
+bench_cleanup() {
+  if [ -n "$IDEM_PID" ]; then
+    kill "$IDEM_PID" 2>/dev/null || true
+    wait "$IDEM_PID" 2>/dev/null || true
+  fi
+  if [ -n "$BENCH_DB" ]; then
+    psql "$ADMIN_URL" -qc "drop database if exists \"$BENCH_DB\" with (force)" >/dev/null \
+      || echo "bench: could not drop the database $BENCH_DB; drop it by hand" >&2
+  fi
+  if [ -n "$BENCH_PG_DIR" ]; then pg_stop "$BENCH_PG_DIR"; fi
+}
+trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# with_database URL NAME: the same server URL, naming the database NAME.
+with_database() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+import urllib.parse
+
+url = urllib.parse.urlsplit(sys.argv[1])
+print(urllib.parse.urlunsplit(url._replace(path="/" + sys.argv[2])))
+PY
+}
+
 if [ -z "${DATABASE_URL:-}" ]; then
   . scripts/pg.sh
-  PG_DATABASE=idem_bench pg_start .idem/bench-pg "${IDEM_BENCH_PG_PORT:-54339}"
+  BENCH_PG_DIR=.idem/bench-pg
+  PG_DATABASE=postgres pg_start "$BENCH_PG_DIR" "${IDEM_BENCH_PG_PORT:-54339}"
 fi
-PSQL=(psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -qAt)
 
 echo "== building release"
 cargo build --release --quiet
 
-gen() { # gen FILE FORMAT SEED
-  [ -s "$1" ] || python3 ../shared/bench/gen_orders.py "$ROWS" --ds "$DS" --format "$2" --seed "$3" > "$1"
-}
+# The server's own database (the one DATABASE_URL names) only serves to
+# create and drop ours.
+ADMIN_URL=$DATABASE_URL
+new_db=idem_bench_$(python3 -c 'import secrets; print(secrets.token_hex(6))')
+psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -qc "create database \"$new_db\"" >/dev/null \
+  || { echo "bench: cannot create a database on the server of DATABASE_URL (needs CREATEDB)" >&2; exit 1; }
+BENCH_DB=$new_db
+DATABASE_URL=$(with_database "$ADMIN_URL" "$BENCH_DB")
+export DATABASE_URL
+echo "== database $BENCH_DB (dropped at exit)"
+PSQL=(psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -qAt)
 
-# A clean slate: the benchmark owns this database.
-"${PSQL[@]}" -c "set client_min_messages = warning; drop schema if exists idem, idem_data, idem_parts, idem_staging, bench cascade; drop table if exists _sqlx_migrations"
+# gen FILE FORMAT SEED: ROWS orders of the day DS, kept in bench/out for the
+# next run (made again when the generator is newer than the file).
+gen() {
+  if [ -s "$1" ] && [ "$1" -nt bench/gen_orders.py ]; then return 0; fi
+  python3 bench/gen_orders.py "$ROWS" --ds "$DS" --format "$2" --seed "$3" > "$1.tmp"
+  mv "$1.tmp" "$1"
+}
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 target/release/idem serve --listen "127.0.0.1:$PORT" > "$OUT/idem.log" 2>&1 &
 IDEM_PID=$!
-trap 'kill $IDEM_PID 2>/dev/null || true; if [ -n "${PG_BIN:-}" ]; then pg_stop .idem/bench-pg; fi' EXIT
 BASE="http://127.0.0.1:$PORT"
 for _ in $(seq 100); do curl -fs "$BASE/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 

@@ -8,7 +8,8 @@
 #   (c) replays of completed keys at concurrency 32 for 20 s: requests/s, p99.
 #
 # usage: bench/post_rows.sh [ROWS]        (default 1000000)
-# Uses DATABASE_URL when set; otherwise starts a Postgres in .idem/bench-pg.
+# Runs in a database of its own, dropped at exit, on the server DATABASE_URL
+# names, or without DATABASE_URL on a Postgres it starts in .idem/bench-pg.
 # Installs wrk with apt-get when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

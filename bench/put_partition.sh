@@ -7,7 +7,8 @@
 # Prints rows/s, the PUT/COPY ratios and idem's peak RSS.
 #
 # usage: bench/put_partition.sh [ROWS]        (default 1000000)
-# Uses DATABASE_URL when set; otherwise starts a Postgres in .idem/bench-pg.
+# Runs in a database of its own, dropped at exit, on the server DATABASE_URL
+# names, or without DATABASE_URL on a Postgres it starts in .idem/bench-pg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS=${1:-1000000}

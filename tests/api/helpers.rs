@@ -17,6 +17,8 @@ pub struct TestApp {
     /// A pool on the test's own database, for looking behind the API.
     pub db: PgPool,
     pub options: PgConnectOptions,
+    /// The database this app was spawned on, when it created it: dropped with the app.
+    _database: Option<TestDatabase>,
 }
 
 fn base_options() -> PgConnectOptions {
@@ -25,13 +27,15 @@ fn base_options() -> PgConnectOptions {
     PgConnectOptions::from_str(&url).expect("DATABASE_URL is a Postgres URL")
 }
 
-/// A database of the test's own on the test server.
-pub async fn fresh_database() -> PgConnectOptions {
-    fresh_database_url().await.0
+/// A database of the test's own on the test server, dropped with the guard.
+pub async fn fresh_database() -> (PgConnectOptions, TestDatabase) {
+    let (options, _url, database) = fresh_database_url().await;
+    (options, database)
 }
 
-/// A fresh database, with its URL (for starting idem as a process).
-pub async fn fresh_database_url() -> (PgConnectOptions, String) {
+/// A fresh database, with its URL (for starting idem as a process), dropped
+/// with the guard.
+pub async fn fresh_database_url() -> (PgConnectOptions, String, TestDatabase) {
     let base = base_options();
     let name = format!("idem_test_{}", uuid::Uuid::new_v4().simple());
     let url = std::env::var("DATABASE_URL").unwrap();
@@ -45,14 +49,60 @@ pub async fn fresh_database_url() -> (PgConnectOptions, String) {
         Some(q) => format!("{server}/{name}?{q}"),
         None => format!("{server}/{name}"),
     };
-    let mut admin = PgConnection::connect_with(&base.clone().database("postgres"))
+    let maintenance = base.clone().database("postgres");
+    let mut admin = PgConnection::connect_with(&maintenance)
         .await
         .expect("connect to the test server");
     sqlx::query(&format!("create database {name}"))
         .execute(&mut admin)
         .await
         .expect("create the test database");
-    (base.database(&name), url)
+    let database = TestDatabase {
+        maintenance,
+        name: name.clone(),
+    };
+    (base.database(&name), url, database)
+}
+
+/// Drops its test database when dropped, at the end of the test (also when
+/// it fails), terminating the connections still open on it (`with (force)`:
+/// the test's servers and idem processes may still hold some).
+pub struct TestDatabase {
+    maintenance: PgConnectOptions,
+    name: String,
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let maintenance = self.maintenance.clone();
+        let sql = format!("drop database if exists {} with (force)", self.name);
+        // Drop is sync and runs on the test's runtime, which cannot block on
+        // a future: a thread of its own runs the statement on a runtime of its own.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime
+                .block_on(async {
+                    let mut admin = PgConnection::connect_with(&maintenance).await?;
+                    sqlx::query(&sql).execute(&mut admin).await?;
+                    admin.close().await
+                })
+                .map_err(|e| e.to_string())
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the thread dropping it panicked".to_string()));
+        if let Err(e) = dropped {
+            let message = format!("could not drop the test database {}: {e}", self.name);
+            // A second panic while the test unwinds would abort the whole run.
+            if std::thread::panicking() {
+                eprintln!("{message}");
+            } else {
+                panic!("{message}");
+            }
+        }
+    }
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -60,8 +110,10 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(settings: Settings) -> TestApp {
-    let options = fresh_database().await;
-    spawn_app_on(options, settings).await
+    let (options, database) = fresh_database().await;
+    let mut app = spawn_app_on(options, settings).await;
+    app._database = Some(database);
+    app
 }
 
 /// Another server on the same database (as a second idem process would be).
@@ -88,6 +140,7 @@ pub async fn spawn_app_on(options: PgConnectOptions, settings: Settings) -> Test
         client: reqwest::Client::new(),
         db,
         options,
+        _database: None,
     }
 }
 

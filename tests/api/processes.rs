@@ -37,7 +37,8 @@ async fn start_idem(database_url: &str) -> IdemProcess {
 
 #[tokio::test]
 async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
-    let (options, url) = fresh_database_url().await;
+    // Declared before the processes, so dropped after them: they are killed first.
+    let (options, url, _database) = fresh_database_url().await;
     let processes = [
         start_idem(&url).await,
         start_idem(&url).await,
