@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
@@ -89,10 +88,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, "idem listening");
     println!("idem serving on http://{addr}");
-    let state = AppState {
-        store,
-        settings: Arc::new(args.settings),
-    };
+    let state = AppState::new(store, args.settings);
     let grace = Duration::from_secs(args.shutdown_grace_secs);
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, state, async move {

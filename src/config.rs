@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -58,12 +59,52 @@ pub struct ServeArgs {
     pub shutdown_grace_secs: u64,
 }
 
-/// What the request handlers need to know.
+const MIB: u64 = 1024 * 1024;
+const GIB: u64 = 1024 * MIB;
+
+/// What the request handlers need to know: limits and timeouts that keep
+/// one client from holding more than its share.
 #[derive(Clone, Debug, Args)]
 pub struct Settings {
-    /// Largest request body, in bytes, both as sent and after gunzip.
-    #[arg(long, env = "IDEM_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024 * 1024)]
-    pub max_body_bytes: u64,
+    /// Largest PUT body (a whole partition), in bytes, both as sent and
+    /// after gunzip (413 beyond).
+    #[arg(long, env = "IDEM_MAX_PUT_BODY_BYTES", default_value_t = 4 * GIB)]
+    pub max_put_body_bytes: u64,
+    /// Largest POST body (a batch of rows), in bytes, as sent and after
+    /// gunzip (413 beyond).
+    #[arg(long, env = "IDEM_MAX_POST_BODY_BYTES", default_value_t = 256 * MIB)]
+    pub max_post_body_bytes: u64,
+    /// Largest record: one NDJSON line, one element of a JSON array, one CSV
+    /// record, in bytes. A larger one is a bad row; reading it costs no more
+    /// memory than this.
+    #[arg(long, env = "IDEM_MAX_RECORD_BYTES", default_value_t = 4 * MIB)]
+    pub max_record_bytes: u64,
+    /// Most bytes a gzip body may unpack to per byte sent (a body that
+    /// unpacks to less than 1 MiB is never refused for it).
+    #[arg(long, env = "IDEM_MAX_GZIP_RATIO", default_value_t = 100)]
+    pub max_gzip_ratio: u64,
+    /// Most bad rows a refusal lists (all are counted).
+    #[arg(long, env = "IDEM_MAX_LISTED_ERRORS", default_value_t = 100)]
+    pub max_listed_errors: usize,
+    /// Seconds a client has to send a request's headers.
+    #[arg(long, env = "IDEM_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+    /// Seconds a body may go without a byte before the write is refused
+    /// (408) and everything it held is released.
+    #[arg(long, env = "IDEM_BODY_IDLE_TIMEOUT_SECS", default_value_t = 30)]
+    pub body_idle_timeout_secs: u64,
+    /// Seconds a write's body may take in all (408 beyond).
+    #[arg(long, env = "IDEM_BODY_DEADLINE_SECS", default_value_t = 1800)]
+    pub body_deadline_secs: u64,
+    /// Writes that may hold database connections at once in this process;
+    /// the rest of the pool stays free for reads, `/readyz` and replays.
+    /// Default: three quarters of the pool.
+    #[arg(long, env = "IDEM_MAX_CONCURRENT_LOADS")]
+    pub max_concurrent_loads: Option<u32>,
+    /// How long a write waits for its turn before it answers 503 `busy`
+    /// with `Retry-After`, in milliseconds.
+    #[arg(long, env = "IDEM_LOAD_WAIT_MS", default_value_t = 5_000)]
+    pub load_wait_ms: u64,
     /// Create an undeclared table on its first write, with column types
     /// inferred from the body.
     #[arg(long, env = "IDEM_AUTO_CREATE_TABLES", default_value_t = true, action = clap::ArgAction::Set)]
@@ -83,19 +124,39 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn idempotency_wait(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.idempotency_wait_ms)
+    pub fn idempotency_wait(&self) -> Duration {
+        Duration::from_millis(self.idempotency_wait_ms)
     }
 
-    pub fn idempotency_retention(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.idempotency_retention_secs)
+    pub fn idempotency_retention(&self) -> Duration {
+        Duration::from_secs(self.idempotency_retention_secs)
+    }
+
+    pub fn load_wait(&self) -> Duration {
+        Duration::from_millis(self.load_wait_ms)
+    }
+
+    /// How many writes may run at once with a pool of `pool_size`.
+    pub fn load_slots(&self, pool_size: u32) -> u32 {
+        self.max_concurrent_loads
+            .unwrap_or(pool_size.saturating_mul(3) / 4)
+            .max(1)
     }
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            max_body_bytes: 16 * 1024 * 1024 * 1024,
+            max_put_body_bytes: 4 * GIB,
+            max_post_body_bytes: 256 * MIB,
+            max_record_bytes: 4 * MIB,
+            max_gzip_ratio: 100,
+            max_listed_errors: 100,
+            header_timeout_secs: 10,
+            body_idle_timeout_secs: 30,
+            body_deadline_secs: 1800,
+            max_concurrent_loads: None,
+            load_wait_ms: 5_000,
             auto_create_tables: true,
             spool_dir: None,
             idempotency_wait_ms: 10_000,

@@ -110,6 +110,7 @@ impl ApiError {
             "idempotency_key_in_flight" => (StatusCode::CONFLICT, "Request in flight"),
             "precondition_failed" => (StatusCode::PRECONDITION_FAILED, "Precondition failed"),
             "payload_too_large" => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large"),
+            "body_timeout" => (StatusCode::REQUEST_TIMEOUT, "Body timed out"),
             "unsupported_media_type" => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported media type")
             }
@@ -146,6 +147,7 @@ impl ApiError {
     fn retry_after(&self) -> Option<Duration> {
         let store = match self {
             ApiError::Store(e) | ApiError::Write(WriteError::Store(e)) => e,
+            ApiError::Write(WriteError::Busy) => return Some(RETRY_BUSY),
             _ => return None,
         };
         match store {

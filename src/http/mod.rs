@@ -8,6 +8,7 @@ pub mod rows;
 pub mod tables;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::FromRequestParts;
@@ -17,11 +18,12 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use chrono::{Datelike, NaiveDate};
 use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
 
 use crate::config::Settings;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
-use crate::pipeline::body::{BodyHeaders, BodySource, DigestMode};
+use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode};
 use crate::pipeline::keyed::{KeyedAnswer, KeyedRequest};
 use crate::pipeline::Pipeline;
 use crate::store::Store;
@@ -31,14 +33,26 @@ use crate::store::Store;
 pub struct AppState {
     pub store: Store,
     pub settings: Arc<Settings>,
+    /// Turns for writes (see `Settings::max_concurrent_loads`).
+    load_slots: Arc<Semaphore>,
 }
 
 impl AppState {
+    pub fn new(store: Store, settings: Settings) -> AppState {
+        let slots = settings.load_slots(store.pool_size());
+        AppState {
+            store,
+            settings: Arc::new(settings),
+            load_slots: Arc::new(Semaphore::new(usize::try_from(slots).unwrap_or(1))),
+        }
+    }
+
     /// The write path, over the same store and settings.
     pub fn pipeline(&self) -> Pipeline {
         Pipeline {
             store: self.store.clone(),
             settings: self.settings.clone(),
+            load_slots: self.load_slots.clone(),
         }
     }
 }
@@ -193,11 +207,31 @@ pub fn keyed_request(
     }
 }
 
+/// What a write's body is: a whole partition or a batch of rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyKind {
+    Partition,
+    Rows,
+}
+
+/// The bounds a body of `kind` is read within.
+pub fn body_limits(settings: &Settings, kind: BodyKind) -> BodyLimits {
+    BodyLimits {
+        max_bytes: match kind {
+            BodyKind::Partition => settings.max_put_body_bytes,
+            BodyKind::Rows => settings.max_post_body_bytes,
+        },
+        max_gzip_ratio: settings.max_gzip_ratio,
+        idle_timeout: Duration::from_secs(settings.body_idle_timeout_secs),
+        deadline: Duration::from_secs(settings.body_deadline_secs),
+    }
+}
+
 /// The body of a write, as its headers describe it.
 pub fn body_source(
     headers: &HeaderMap,
     body: Body,
-    settings: &Settings,
+    limits: BodyLimits,
     digest: DigestMode,
 ) -> ApiResult<BodySource> {
     let described = BodyHeaders {
@@ -208,7 +242,7 @@ pub fn body_source(
     Ok(BodySource::open(
         described,
         body.into_data_stream(),
-        settings.max_body_bytes,
+        limits,
         digest,
     )?)
 }

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
-    body_source, etag, idempotency_key, keyed_request, keyed_response, ApiQuery, AppState, Caller,
-    PartitionPath, TablePath,
+    body_limits, body_source, etag, idempotency_key, keyed_request, keyed_response, ApiQuery,
+    AppState, BodyKind, Caller, PartitionPath, TablePath,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
@@ -118,7 +118,8 @@ async fn put_partition(
         Some(_) => DigestMode::Take,
         None => DigestMode::Skip,
     };
-    let body = body_source(&headers, body, &state.settings, digest)?;
+    let limits = body_limits(&state.settings, BodyKind::Partition);
+    let body = body_source(&headers, body, limits, digest)?;
     let request = PutPartition {
         table,
         ds,

@@ -10,7 +10,8 @@ use axum::Router;
 use serde::Deserialize;
 
 use super::{
-    body_source, idempotency_key, keyed_request, keyed_response, ApiQuery, AppState, Caller,
+    body_limits, body_source, idempotency_key, keyed_request, keyed_response, ApiQuery, AppState,
+    BodyKind, Caller,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
@@ -59,7 +60,8 @@ async fn post_rows(
     })?;
     let table = TableName::parse(&table)?;
     let mode = parse_mode(query.mode.as_deref())?;
-    let body = body_source(&headers, body, &state.settings, DigestMode::Take)?;
+    let limits = body_limits(&state.settings, BodyKind::Rows);
+    let body = body_source(&headers, body, limits, DigestMode::Take)?;
     let principal = caller.principal.clone();
     let request = keyed_request(caller, key.clone(), "POST", &uri, &headers);
     let write = Write::Rows(PostRows {

@@ -1,16 +1,20 @@
 //! A request body as a stream of bytes in a known format: the content type
 //! checked, gzip undone, the size limit enforced while reading, never buffered.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use async_compression::tokio::bufread::GzipDecoder;
 use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, ReadBuf};
+use tokio::time::Sleep;
 use tokio_util::io::StreamReader;
 
 use super::BodyReader;
@@ -39,6 +43,22 @@ pub enum DigestMode {
     Skip,
 }
 
+/// The bounds a body is read within.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimits {
+    /// Most bytes, as sent and as unpacked.
+    pub max_bytes: u64,
+    /// Most unpacked bytes per byte sent, for a compressed body.
+    pub max_gzip_ratio: u64,
+    /// Longest wait for the client's next bytes.
+    pub idle_timeout: Duration,
+    /// Longest the whole body may take.
+    pub deadline: Duration,
+}
+
+/// A compressed body may always unpack to this much, whatever its ratio.
+const GZIP_RATIO_FLOOR: u64 = 1024 * 1024;
+
 /// Why a body cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
@@ -48,6 +68,10 @@ pub enum BodyError {
     UnsupportedEncoding(String),
     #[error("the body is larger than the limit of {limit} bytes")]
     TooLarge { limit: u64 },
+    #[error("the gzip body unpacks to more than {ratio} times its size")]
+    CompressionRatio { ratio: u64 },
+    #[error("the body {0}; nothing was written")]
+    TimedOut(&'static str),
     #[error("the body could not be read: {0}")]
     Unreadable(String),
 }
@@ -57,7 +81,8 @@ impl BodyError {
         match self {
             BodyError::UnsupportedMediaType(_) => "unsupported_media_type",
             BodyError::UnsupportedEncoding(_) => "unsupported_content_encoding",
-            BodyError::TooLarge { .. } => "payload_too_large",
+            BodyError::TooLarge { .. } | BodyError::CompressionRatio { .. } => "payload_too_large",
+            BodyError::TimedOut(_) => "body_timeout",
             BodyError::Unreadable(_) => "body_unreadable",
         }
     }
@@ -75,10 +100,17 @@ impl BodyDigest {
     }
 }
 
-/// The error a body past its limit reads as; found again by `classify_read_error`.
+/// The errors the readers below fail a read with; found again by
+/// `classify_read_error`.
 #[derive(Debug, thiserror::Error)]
-#[error("the body is larger than the limit of {0} bytes")]
-struct BodyTooLarge(u64);
+enum Refused {
+    #[error("the body is larger than the limit of {0} bytes")]
+    TooLarge(u64),
+    #[error("the gzip body unpacks to more than {0} times its size")]
+    Ratio(u64),
+    #[error("the body {0}")]
+    TimedOut(&'static str),
+}
 
 /// Does the body say gzip? (`identity` or nothing: no.)
 fn is_gzip(content_encoding: Option<&str>) -> Result<bool, BodyError> {
@@ -96,7 +128,7 @@ impl BodySource {
     pub fn open<S, E>(
         headers: BodyHeaders<'_>,
         stream: S,
-        limit: u64,
+        limits: BodyLimits,
         digest: DigestMode,
     ) -> Result<BodySource, BodyError>
     where
@@ -107,20 +139,27 @@ impl BodySource {
         let format = BodyFormat::from_content_type(content_type)
             .ok_or_else(|| BodyError::UnsupportedMediaType(content_type.to_string()))?;
         let gzip = is_gzip(headers.content_encoding)?;
+        let limit = limits.max_bytes;
         if headers.content_length.is_some_and(|n| n > limit) {
             return Err(BodyError::TooLarge { limit });
         }
         let digest = (digest == DigestMode::Take).then(BodyDigest::default);
-        let wire = StreamReader::new(stream.map_err(io::Error::other));
+        let timed = Timed::new(stream.map_err(io::Error::other), limits);
+        let wire = Watched::new(StreamReader::new(timed), limit, None);
         let reader: BodyReader = if gzip {
-            let mut decoder =
-                GzipDecoder::new(tokio::io::BufReader::new(Watched::new(wire, limit, None)));
+            let sent = wire.seen.clone();
+            let mut decoder = GzipDecoder::new(tokio::io::BufReader::new(wire));
             decoder.multiple_members(true);
             // The limit holds for what the body unpacks to as well, and the
             // digest is of the unpacked body: gzipped or not, the same request.
-            Box::new(Watched::new(decoder, limit, digest.clone()))
+            let mut unpacked = Watched::new(decoder, limit, digest.clone());
+            unpacked.ratio = Some((sent, limits.max_gzip_ratio));
+            Box::new(unpacked)
         } else {
-            Box::new(Watched::new(wire, limit, digest.clone()))
+            Box::new(Watched {
+                digest: digest.clone(),
+                ..wire
+            })
         };
         Ok(BodySource {
             format,
@@ -132,29 +171,58 @@ impl BodySource {
 
 /// Maps a failure to read the body to what it means.
 pub fn classify_read_error(e: &io::Error) -> BodyError {
-    if let Some(too_large) = e.get_ref().and_then(|i| i.downcast_ref::<BodyTooLarge>()) {
-        return BodyError::TooLarge { limit: too_large.0 };
+    match e.get_ref().and_then(|i| i.downcast_ref::<Refused>()) {
+        Some(Refused::TooLarge(limit)) => BodyError::TooLarge { limit: *limit },
+        Some(Refused::Ratio(ratio)) => BodyError::CompressionRatio { ratio: *ratio },
+        Some(Refused::TimedOut(what)) => BodyError::TimedOut(what),
+        None => BodyError::Unreadable(e.to_string()),
     }
-    BodyError::Unreadable(e.to_string())
 }
 
 /// Watches what is read through it: fails the read once more than `limit`
-/// bytes came through, and feeds every byte to `digest` when there is one.
+/// bytes came through (or, unpacking, more than `ratio` times what was
+/// sent), and feeds every byte to `digest` when there is one.
 struct Watched<R> {
     inner: R,
-    left: u64,
     limit: u64,
+    /// Bytes read so far, shared so that the unpacking side can compare.
+    seen: Arc<AtomicU64>,
     digest: Option<BodyDigest>,
+    /// The bytes sent so far, and how many unpacked bytes each may become.
+    ratio: Option<(Arc<AtomicU64>, u64)>,
 }
 
 impl<R> Watched<R> {
     fn new(inner: R, limit: u64, digest: Option<BodyDigest>) -> Self {
         Watched {
             inner,
-            left: limit,
             limit,
+            seen: Arc::default(),
             digest,
+            ratio: None,
         }
+    }
+
+    /// Counts `read` in, or says why the body is refused.
+    fn count(&self, read: &[u8]) -> Result<(), Refused> {
+        let n = u64::try_from(read.len()).expect("a read's length fits u64");
+        let seen = self.seen.fetch_add(n, Ordering::Relaxed).saturating_add(n);
+        if seen > self.limit {
+            return Err(Refused::TooLarge(self.limit));
+        }
+        if let Some((sent, ratio)) = &self.ratio {
+            let allowed = sent
+                .load(Ordering::Relaxed)
+                .saturating_mul(*ratio)
+                .max(GZIP_RATIO_FLOOR);
+            if seen > allowed {
+                return Err(Refused::Ratio(*ratio));
+            }
+        }
+        if let Some(digest) = &self.digest {
+            digest.0.lock().expect("digest lock").update(read);
+        }
+        Ok(())
     }
 }
 
@@ -167,19 +235,63 @@ impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
         let before = buf.filled().len();
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                let read = &buf.filled()[before..];
-                let n = u64::try_from(read.len()).expect("a read's length fits u64");
-                if n > this.left {
-                    return Poll::Ready(Err(io::Error::other(BodyTooLarge(this.limit))));
-                }
-                this.left -= n;
-                if let Some(digest) = &this.digest {
-                    digest.0.lock().expect("digest lock").update(read);
-                }
-                Poll::Ready(Ok(()))
-            }
+            Poll::Ready(Ok(())) => Poll::Ready(
+                this.count(&buf.filled()[before..])
+                    .map_err(io::Error::other),
+            ),
             other => other,
+        }
+    }
+}
+
+/// A body stream that gives up when the client sends nothing for
+/// `idle_timeout`, or has not finished by `deadline`. The idle clock runs
+/// only while idem waits for the client, not while idem itself is busy
+/// (a COPY applying back-pressure).
+struct Timed<S> {
+    inner: S,
+    idle_timeout: Duration,
+    idle: Pin<Box<Sleep>>,
+    deadline: Pin<Box<Sleep>>,
+    waiting: bool,
+}
+
+impl<S> Timed<S> {
+    fn new(inner: S, limits: BodyLimits) -> Self {
+        Timed {
+            inner,
+            idle_timeout: limits.idle_timeout,
+            idle: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+            deadline: Box::pin(tokio::time::sleep(limits.deadline)),
+            waiting: false,
+        }
+    }
+}
+
+impl<S: Stream<Item = io::Result<Bytes>> + Unpin> Stream for Timed<S> {
+    type Item = io::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            let late = Refused::TimedOut("took longer than the request deadline");
+            return Poll::Ready(Some(Err(io::Error::other(late))));
+        }
+        if !this.waiting {
+            let next = tokio::time::Instant::now() + this.idle_timeout;
+            this.idle.as_mut().reset(next);
+            this.waiting = true;
+        }
+        match Pin::new(&mut this.inner).poll_next(cx) {
+            Poll::Ready(item) => {
+                this.waiting = false;
+                Poll::Ready(item)
+            }
+            Poll::Pending if this.idle.as_mut().poll(cx).is_ready() => {
+                let idle = Refused::TimedOut("stopped arriving (no bytes within the idle timeout)");
+                Poll::Ready(Some(Err(io::Error::other(idle))))
+            }
+            Poll::Pending => Poll::Pending,
         }
     }
 }

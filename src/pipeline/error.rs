@@ -26,6 +26,9 @@ pub enum WriteError {
     Name(#[from] NameError),
     #[error("the Idempotency-Key was used for a different request (method, path, content type or body differ)")]
     KeyReused,
+    /// Every turn to write is taken, for longer than a write waits.
+    #[error("too many writes are running; retry later")]
+    Busy,
     #[error(transparent)]
     Store(#[from] StoreError),
     /// idem's own machinery failed (a decoder task, a spool file).
@@ -44,6 +47,7 @@ impl WriteError {
             WriteError::Mode(_) => "invalid_request",
             WriteError::Name(_) => "invalid_name",
             WriteError::KeyReused => "idempotency_key_reused",
+            WriteError::Busy => "busy",
             WriteError::Store(e) => e.code(),
             WriteError::Internal(_) => "internal",
         }
@@ -54,7 +58,7 @@ impl WriteError {
     pub fn is_refusal(&self) -> bool {
         match self {
             WriteError::Store(e) => e.is_refusal(),
-            WriteError::Internal(_) => false,
+            WriteError::Internal(_) | WriteError::Busy => false,
             _ => true,
         }
     }

@@ -93,6 +93,7 @@ impl Pipeline {
         if let Some(stored) = self.store.completed_key(&req.principal, &req.key).await? {
             return replay(&req, &mut write, &digest, stored).await;
         }
+        let _slot = self.load_slot().await?;
         // Every connection the write needs is taken before the key is claimed:
         // requests waiting for the key hold connections while they wait, and
         // must not starve the one they wait for.

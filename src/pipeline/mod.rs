@@ -15,6 +15,8 @@ pub mod rows;
 
 use std::sync::Arc;
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::PgConnection;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -42,6 +44,21 @@ pub type BodyReader = Box<dyn AsyncRead + Send + Unpin>;
 pub struct Pipeline {
     pub store: Store,
     pub settings: Arc<Settings>,
+    /// A write holds one while it holds database connections, so that
+    /// writes never take the whole pool.
+    pub load_slots: Arc<Semaphore>,
+}
+
+impl Pipeline {
+    /// Waits (bounded) for a turn to write; past the wait, the write is
+    /// refused as busy, and the client retries later.
+    pub async fn load_slot(&self) -> WriteResult<OwnedSemaphorePermit> {
+        let wait = self.settings.load_wait();
+        match tokio::time::timeout(wait, self.load_slots.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) | Err(_) => Err(WriteError::Busy),
+        }
+    }
 }
 
 /// The table a write goes to, as found or as guessed.

@@ -99,6 +99,7 @@ impl Pipeline {
     pub async fn put_partition_unkeyed(&self, req: PutPartition) -> WriteResult<Receipt> {
         let ticket = req.ticket(None);
         let result = async {
+            let _slot = self.load_slot().await?;
             let mut conn = self.store.acquire().await?;
             let conns = PutConnections {
                 stage: &mut conn,

@@ -69,6 +69,11 @@ impl Store {
         &self.pool
     }
 
+    /// The most connections the pool holds.
+    pub fn pool_size(&self) -> u32 {
+        self.pool.options().get_max_connections()
+    }
+
     /// A connection of the pool's, for work that spans several statements.
     pub async fn acquire(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
         Ok(self.pool.acquire().await?)

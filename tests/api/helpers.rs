@@ -1,6 +1,5 @@
 use std::io::Write;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use idem::app::AppState;
 use idem::config::Settings;
@@ -129,10 +128,7 @@ pub async fn spawn_app_on(options: PgConnectOptions, settings: Settings) -> Test
     store.sweep_stages().await.expect("sweep");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let state = AppState {
-        store: store.clone(),
-        settings: Arc::new(settings),
-    };
+    let state = AppState::new(store.clone(), settings);
     tokio::spawn(idem::app::serve(listener, state, std::future::pending()));
     let db = PgPool::connect_with(options.clone()).await.unwrap();
     TestApp {

@@ -458,7 +458,8 @@ async fn each_load_is_in_the_ledger() {
 #[tokio::test]
 async fn requests_that_are_wrong_get_their_own_4xx() {
     let settings = idem::config::Settings {
-        max_body_bytes: 1000,
+        max_put_body_bytes: 1000,
+        max_post_body_bytes: 1000,
         ..Default::default()
     };
     let app = spawn_app_with(settings).await;
