@@ -7,8 +7,11 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
+use std::time::Duration;
+
 use super::AppState;
 use crate::error::ApiResult;
+use crate::store::StoreError;
 
 const OPENAPI: &str = include_str!("../../openapi.yaml");
 
@@ -23,9 +26,15 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Ready when the database answers.
+/// How long readiness waits for the database: a probe wants an answer, not
+/// a hang.
+const READY_WITHIN: Duration = Duration::from_secs(1);
+
+/// Ready when the database answers, within a second.
 async fn readyz(State(state): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
-    state.store.ping().await?;
+    tokio::time::timeout(READY_WITHIN, state.store.ping())
+        .await
+        .map_err(|_| StoreError::Unavailable(sqlx::Error::PoolTimedOut))??;
     Ok(Json(json!({"status": "ready", "database": "ok"})))
 }
 

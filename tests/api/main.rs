@@ -3,6 +3,7 @@
 //! `scripts/test` provides).
 
 mod helpers;
+mod limits;
 mod partitions;
 mod processes;
 mod refusals;

@@ -1,0 +1,160 @@
+//! Limits and timeouts: a slow, idle or greedy client gets a clear 4xx or
+//! 503, and holds nothing once it has.
+
+use std::time::{Duration, Instant};
+
+use idem::config::Settings;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::helpers::*;
+
+const DAY: &str = "/partitions/orders/2026-10-12";
+
+#[tokio::test]
+async fn a_client_that_sends_no_headers_is_disconnected_after_the_header_timeout() {
+    let app = spawn_app_with(Settings {
+        header_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    let address = app.base.trim_start_matches("http://");
+    let mut idle = tokio::net::TcpStream::connect(address).await.unwrap();
+    idle.write_all(b"PUT /partitions/orders/2026-10-12 HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), idle.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the server closed the connection");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(app.get("/healthz").await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_body_that_stops_arriving_is_refused_with_408_and_releases_its_hold() {
+    let app = spawn_app_with(Settings {
+        body_idle_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    app.declare_orders().await;
+    let Trickle { body, answer } = app.trickle(reqwest::Method::PUT, DAY, None);
+    body.send(Ok(ndjson(&[order(1, "paid", "2026-10-12T01:00:00Z")])))
+        .await
+        .unwrap();
+    // Nothing more is sent, and the body is not ended either.
+    let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("answered within the idle timeout and some")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.status(), 408);
+    assert_eq!(json_body(answer).await["code"], "body_timeout");
+    drop(body);
+    assert_eq!(app.get(DAY).await.status(), 404);
+    // Its connection, its stage and its locks are gone: the same PUT works.
+    let r = app
+        .put_ndjson(DAY, &[order(1, "paid", "2026-10-12T01:00:00Z")])
+        .await;
+    assert_eq!(r.status(), 200);
+    let stages: i64 =
+        sqlx::query_scalar("select count(*) from pg_tables where schemaname = 'idem_staging'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(stages, 0);
+}
+
+#[tokio::test]
+async fn writes_past_their_turns_get_503_busy_while_reads_still_answer() {
+    let app = spawn_app_with(Settings {
+        max_concurrent_loads: Some(1),
+        load_wait_ms: 200,
+        ..Default::default()
+    })
+    .await;
+    app.declare_orders().await;
+    let Trickle { body, answer } = app.trickle(reqwest::Method::PUT, DAY, None);
+    body.send(Ok(ndjson(&[order(1, "paid", "2026-10-12T01:00:00Z")])))
+        .await
+        .unwrap();
+    // Wait until the slow write holds its turn (its stage is claimed).
+    let mut holding = false;
+    for _ in 0..100 {
+        let claims: i64 = sqlx::query_scalar(
+            "select count(*) from pg_locks where locktype = 'advisory' and granted",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        if claims > 0 {
+            holding = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(holding, "the slow write started");
+    let second = app
+        .put_ndjson(
+            "/partitions/orders/2026-10-13",
+            &[order(2, "paid", "2026-10-13T01:00:00Z")],
+        )
+        .await;
+    assert_eq!(second.status(), 503);
+    assert_eq!(second.headers()["retry-after"], "1");
+    assert_eq!(json_body(second).await["code"], "busy");
+    assert_eq!(app.get("/readyz").await.status(), 200);
+    assert_eq!(app.get("/tables/orders").await.status(), 200);
+    drop(body);
+    let first = answer.await.unwrap().unwrap();
+    assert_eq!(first.status(), 200);
+}
+
+#[tokio::test]
+async fn post_bodies_have_their_own_smaller_limit() {
+    let app = spawn_app_with(Settings {
+        max_post_body_bytes: 500,
+        ..Default::default()
+    })
+    .await;
+    app.declare_orders().await;
+    let rows: Vec<_> = (1..=20)
+        .map(|i| order(i, "paid", "2026-10-12T01:00:00Z"))
+        .collect();
+    let post = app
+        .client
+        .post(app.url("/rows?table=orders"))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", "big")
+        .body(ndjson(&rows))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 413);
+    assert_eq!(app.put_ndjson(DAY, &rows).await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_gzip_body_that_unpacks_past_its_ratio_is_refused() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    // 8 MiB of newlines: tiny on the wire, far past 100 times its size.
+    let bomb = gzip(&vec![b'\n'; 8 << 20]);
+    let r = app
+        .client
+        .put(app.url(DAY))
+        .header("content-type", "application/x-ndjson")
+        .header("content-encoding", "gzip")
+        .body(bomb)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let problem = json_body(r).await;
+    assert_eq!(problem["code"], "payload_too_large");
+    assert!(problem["detail"]
+        .as_str()
+        .unwrap()
+        .contains("times its size"));
+    assert_eq!(app.get(DAY).await.status(), 404);
+}
