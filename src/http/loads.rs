@@ -1,12 +1,13 @@
 //! The loads ledger over HTTP.
 
-use axum::extract::State;
+use axum::extract::{OriginalUri, State};
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{parse_ds, ApiPath, ApiQuery, AppState};
+use super::{page, page_limit, parse_ds, ApiPath, ApiQuery, AppState};
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::store::ledger::Load;
@@ -21,8 +22,7 @@ async fn get_load(
     State(state): State<AppState>,
     ApiPath(load_id): ApiPath<String>,
 ) -> ApiResult<Json<Load>> {
-    let load_id = Uuid::parse_str(&load_id)
-        .map_err(|_| ApiError::InvalidRequest(format!("{load_id:?} is not a load id (a UUID)")))?;
+    let load_id = parse_load_id(&load_id)?;
     state
         .store
         .load(load_id)
@@ -36,14 +36,28 @@ struct LoadsQuery {
     table: Option<String>,
     ds: Option<String>,
     limit: Option<i64>,
+    /// The last load id of the previous page.
+    cursor: Option<String>,
 }
 
 async fn list_loads(
     State(state): State<AppState>,
+    OriginalUri(uri): OriginalUri,
     ApiQuery(q): ApiQuery<LoadsQuery>,
-) -> ApiResult<Json<Vec<Load>>> {
+) -> ApiResult<Response> {
     let table = q.table.as_deref().map(TableName::parse).transpose()?;
     let ds = q.ds.as_deref().map(parse_ds).transpose()?;
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
-    Ok(Json(state.store.loads(table.as_ref(), ds, limit).await?))
+    let before = q.cursor.as_deref().map(parse_load_id).transpose()?;
+    let limit = page_limit(q.limit);
+    let loads = state.store.loads(table.as_ref(), ds, before, limit).await?;
+    Ok(page(&uri, loads, limit, |load: &Load| {
+        load.load_id.to_string()
+    }))
+}
+
+fn parse_load_id(text: &str) -> ApiResult<Uuid> {
+    Uuid::parse_str(text).map_err(|_| {
+        let shown: String = text.chars().take(40).collect();
+        ApiError::InvalidRequest(format!("{shown:?} is not a load id (a UUID)"))
+    })
 }

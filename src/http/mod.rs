@@ -83,6 +83,42 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
+/// The most items a list answers at once, and how many when not asked.
+pub const MAX_PAGE: i64 = 1000;
+pub const DEFAULT_PAGE: i64 = 100;
+
+/// A list's page size: `limit` within 1 and `MAX_PAGE`.
+pub fn page_limit(limit: Option<i64>) -> i64 {
+    limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE)
+}
+
+/// A page of a list: the items as a JSON array, and when the page is full,
+/// a `Link: <…&cursor=…>; rel="next"` header to the next page (the same
+/// request with `cursor` set to the last item's key).
+pub fn page<T: serde::Serialize>(
+    uri: &axum::http::Uri,
+    items: Vec<T>,
+    limit: i64,
+    cursor_of: impl Fn(&T) -> String,
+) -> Response {
+    let full = usize::try_from(limit).is_ok_and(|limit| items.len() >= limit);
+    let next = items.last().filter(|_| full).map(&cursor_of);
+    let mut response = Json(items).into_response();
+    if let Some(link) = next.and_then(|cursor| next_link(uri, &cursor)) {
+        response.headers_mut().insert(header::LINK, link);
+    }
+    response
+}
+
+fn next_link(uri: &axum::http::Uri, cursor: &str) -> Option<HeaderValue> {
+    let mut pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(uri.query().unwrap_or("")).ok()?;
+    pairs.retain(|(name, _)| name != "cursor");
+    pairs.push(("cursor".into(), cursor.into()));
+    let query = serde_urlencoded::to_string(&pairs).ok()?;
+    HeaderValue::from_str(&format!("<{}?{query}>; rel=\"next\"", uri.path())).ok()
+}
+
 /// Path parameters, with a malformed one answered in the API's own format.
 pub struct ApiPath<T>(pub T);
 

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
-    body_limits, body_source, etag, idempotency_key, keyed_request, keyed_response, ApiQuery,
-    AppState, BodyKind, Caller, PartitionPath, TablePath,
+    body_limits, body_source, etag, idempotency_key, keyed_request, keyed_response, page,
+    page_limit, parse_ds, ApiQuery, AppState, BodyKind, Caller, PartitionPath, TablePath,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
@@ -237,10 +237,24 @@ async fn delete_partition(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[derive(Deserialize)]
+struct ListQuery {
+    limit: Option<i64>,
+    /// The last partition value of the previous page.
+    cursor: Option<String>,
+}
+
 async fn list_partitions(
     State(state): State<AppState>,
+    OriginalUri(uri): OriginalUri,
     TablePath(table): TablePath,
-) -> ApiResult<Json<Vec<PartitionInfo>>> {
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Response> {
     table_def(&state, &table).await?;
-    Ok(Json(state.store.partitions(&table).await?))
+    let after = q.cursor.as_deref().map(parse_ds).transpose()?;
+    let limit = page_limit(q.limit);
+    let partitions = state.store.partitions(&table, after, limit).await?;
+    Ok(page(&uri, partitions, limit, |p: &PartitionInfo| {
+        p.ds.to_string()
+    }))
 }

@@ -1,13 +1,15 @@
 //! `PUT /tables/{table}` declares or evolves a table; `GET` shows the catalog.
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
+use serde::Deserialize;
 use serde_json::json;
 
-use super::{AppState, TablePath};
+use super::{page, page_limit, ApiQuery, AppState, TablePath};
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::WriteError;
@@ -23,8 +25,24 @@ pub fn router() -> Router<AppState> {
         .route("/tables/{table}", get(get_table).put(put_table))
 }
 
-async fn list_tables(State(state): State<AppState>) -> ApiResult<Json<Vec<TableInfo>>> {
-    Ok(Json(state.store.tables().await?))
+#[derive(Deserialize)]
+struct ListQuery {
+    limit: Option<i64>,
+    /// The last table name of the previous page.
+    cursor: Option<String>,
+}
+
+async fn list_tables(
+    State(state): State<AppState>,
+    OriginalUri(uri): OriginalUri,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Response> {
+    let after = q.cursor.as_deref().map(TableName::parse).transpose()?;
+    let limit = page_limit(q.limit);
+    let tables = state.store.tables(after.as_ref(), limit).await?;
+    Ok(page(&uri, tables, limit, |t: &TableInfo| {
+        t.def.name.to_string()
+    }))
 }
 
 async fn table_info(state: &AppState, table: TableName) -> ApiResult<TableInfo> {

@@ -79,9 +79,21 @@ impl Store {
         row.as_ref().map(table_info).transpose()
     }
 
-    pub async fn tables(&self) -> StoreResult<Vec<TableInfo>> {
-        let sql = format!("{TABLE_INFO_SQL} group by t.name order by t.name");
-        let rows = sqlx::query(&sql).fetch_all(self.pool()).await?;
+    /// Tables in name order, after the name `after`.
+    pub async fn tables(
+        &self,
+        after: Option<&TableName>,
+        limit: i64,
+    ) -> StoreResult<Vec<TableInfo>> {
+        let sql = format!(
+            "{TABLE_INFO_SQL} where ($1::text is null or t.name > $1)
+              group by t.name order by t.name limit $2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(after.map(TableName::as_str))
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(table_info).collect()
     }
 

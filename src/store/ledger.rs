@@ -144,22 +144,26 @@ impl Store {
         )
     }
 
-    /// The newest loads first, optionally of one table and partition.
+    /// The newest loads first (load ids are UUIDv7: time-ordered),
+    /// optionally of one table and partition, older than `before`.
     pub async fn loads(
         &self,
         table: Option<&TableName>,
         ds: Option<NaiveDate>,
+        before: Option<Uuid>,
         limit: i64,
     ) -> StoreResult<Vec<Load>> {
         // language=PostgreSQL
         Ok(sqlx::query_as(
             "select * from idem.loads
               where ($1::text is null or table_name = $1) and ($2::date is null or ds = $2)
-              order by started_at desc, load_id desc
-              limit $3",
+                and ($3::uuid is null or load_id < $3)
+              order by load_id desc
+              limit $4",
         )
         .bind(table.map(TableName::as_str))
         .bind(ds)
+        .bind(before)
         .bind(limit)
         .fetch_all(self.pool())
         .await?)

@@ -48,12 +48,21 @@ impl Store {
         .await?)
     }
 
-    pub async fn partitions(&self, table: &TableName) -> StoreResult<Vec<PartitionInfo>> {
+    /// A table's partitions in date order, after the date `after`.
+    pub async fn partitions(
+        &self,
+        table: &TableName,
+        after: Option<NaiveDate>,
+        limit: i64,
+    ) -> StoreResult<Vec<PartitionInfo>> {
         Ok(sqlx::query_as(
             "select ds, row_count as rows, content_sha256, load_id, published_at
-               from idem.partitions where table_name = $1 order by ds",
+               from idem.partitions where table_name = $1 and ($2::date is null or ds > $2)
+              order by ds limit $3",
         )
         .bind(table.as_str())
+        .bind(after)
+        .bind(limit)
         .fetch_all(self.pool())
         .await?)
     }

@@ -158,3 +158,59 @@ async fn a_gzip_body_that_unpacks_past_its_ratio_is_refused() {
         .contains("times its size"));
     assert_eq!(app.get(DAY).await.status(), 404);
 }
+
+/// Follows `Link: <…>; rel="next"` from `path` to the end; returns every
+/// page's items.
+async fn all_pages(app: &TestApp, path: &str) -> Vec<Vec<serde_json::Value>> {
+    let mut pages = Vec::new();
+    let mut next = Some(path.to_string());
+    while let Some(path) = next.take() {
+        let r = app.get(&path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        next = r.headers().get("link").map(|link| {
+            let link = link.to_str().unwrap();
+            assert!(link.ends_with("; rel=\"next\""), "{link}");
+            link[1..link.find('>').unwrap()].to_string()
+        });
+        let items: Vec<serde_json::Value> = serde_json::from_value(json_body(r).await).unwrap();
+        pages.push(items);
+        assert!(pages.len() < 20, "paging ends");
+    }
+    pages
+}
+
+#[tokio::test]
+async fn lists_come_in_pages_linked_by_a_cursor() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    for day in ["2026-10-11", "2026-10-12", "2026-10-13"] {
+        let row = serde_json::json!({"order_id": 1, "ds": day});
+        let r = app
+            .put_ndjson(&format!("/partitions/orders/{day}"), &[row])
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    let pages = all_pages(&app, "/partitions/orders?limit=2").await;
+    let days: Vec<Vec<&str>> = pages
+        .iter()
+        .map(|p| p.iter().map(|i| i["ds"].as_str().unwrap()).collect())
+        .collect();
+    assert_eq!(days, [vec!["2026-10-11", "2026-10-12"], vec!["2026-10-13"]]);
+
+    let pages = all_pages(&app, "/loads?table=orders&limit=2").await;
+    let loads: Vec<&str> = pages
+        .iter()
+        .flatten()
+        .map(|l| l["load_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(loads.len(), 3);
+    assert!(loads.windows(2).all(|w| w[0] > w[1]), "newest first: {loads:?}");
+
+    app.declare("other", ORDERS).await;
+    let pages = all_pages(&app, "/tables?limit=1").await;
+    assert_eq!(pages.iter().flatten().count(), 2);
+    let r = app.get("/loads?limit=100000").await;
+    assert_eq!(r.status(), 200);
+    let r = app.get("/loads?cursor=not-a-uuid").await;
+    assert_eq!(r.status(), 400);
+}
