@@ -58,6 +58,18 @@ impl ColumnType {
         }
     }
 
+    /// The bytes a value takes in a row and its alignment; for a value that
+    /// may move out of line, the pointer it leaves behind.
+    fn stored_width(self) -> (usize, usize) {
+        match self {
+            Self::Bigint | Self::DoublePrecision | Self::Timestamptz => (8, 8),
+            Self::Integer | Self::Date => (4, 4),
+            Self::Boolean => (1, 1),
+            Self::Uuid => (16, 1),
+            Self::Text | Self::Numeric | Self::Jsonb => (18, 1),
+        }
+    }
+
     /// Whether every value of `self` converts losslessly to `to`, so that
     /// `ALTER COLUMN ... TYPE to` is a safe change.
     pub fn widens_to(self, to: Self) -> bool {
@@ -113,6 +125,54 @@ pub enum SchemaError {
     /// The declaration is fine but cannot replace the stored one (409).
     #[error("{0}")]
     Conflict(String),
+    /// More columns, or wider rows, than a Postgres table can hold.
+    #[error("{0}")]
+    TooWide(String),
+}
+
+impl SchemaError {
+    /// The stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SchemaError::Name(_) => "invalid_name",
+            SchemaError::Invalid(_) => "invalid_declaration",
+            SchemaError::Conflict(_) => "schema_conflict",
+            SchemaError::TooWide(_) => "table_too_wide",
+        }
+    }
+}
+
+/// Postgres's limit on a table's columns; idem adds `_load_id`, `_row_id`,
+/// `_row_hash`, and a merge's incoming rows `_deleted`.
+pub const MAX_USER_COLUMNS: usize = 1600 - 4;
+
+/// The most a row's fixed part may take: Postgres's 8 kB page, less its
+/// headers (a row must fit one page once long values are moved out).
+const MAX_ROW_BYTES: usize = 8160;
+
+/// Checks that a table of `columns` can exist and hold a row: at most
+/// `MAX_USER_COLUMNS`, and a row whose fixed-width values (long values move
+/// out of line, leaving an 18-byte pointer) fit a page.
+pub fn check_width(columns: &[Column]) -> Result<(), SchemaError> {
+    if columns.len() > MAX_USER_COLUMNS {
+        return Err(SchemaError::TooWide(format!(
+            "{} columns; a table holds at most {MAX_USER_COLUMNS}",
+            columns.len()
+        )));
+    }
+    // Row header and null bitmap, then idem's own columns (a uuid and two
+    // 32-byte digests), then the user columns, each aligned.
+    let mut width = 24 + columns.len().div_ceil(8) + 16 + 2 * 33;
+    for column in columns {
+        let (size, align) = column.ty.stored_width();
+        width = width.next_multiple_of(align) + size;
+    }
+    if width > MAX_ROW_BYTES {
+        return Err(SchemaError::TooWide(format!(
+            "a row of these columns takes at least {width} bytes; Postgres holds at most {MAX_ROW_BYTES}"
+        )));
+    }
+    Ok(())
 }
 
 /// The body of `PUT /tables/{table}`.
@@ -167,6 +227,7 @@ impl TableDeclaration {
         let mut columns = declared_columns(&self.columns)?;
         place_partition_column(&mut columns, &partition_by)?;
         let primary_key = key_columns(&mut columns, &self.primary_key, &partition_by)?;
+        check_width(&columns)?;
         let cursor = self
             .cursor
             .as_deref()
@@ -360,6 +421,7 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
             });
         }
     }
+    check_width(&old.apply(&changes).columns)?;
     if old.cursor != new.cursor {
         changes.push(SchemaChange::SetCursor {
             cursor: new.cursor.clone(),
@@ -409,6 +471,19 @@ mod tests {
         assert!(!def.column("a").unwrap().nullable);
         assert!(!def.column("ds").unwrap().nullable);
         assert!(def.column("z").unwrap().nullable);
+    }
+
+    #[test]
+    fn tables_postgres_cannot_hold_are_refused_up_front() {
+        let wide = |n: usize, ty: &str| {
+            let columns: Vec<String> = (0..n).map(|i| format!("\"c{i}\":\"{ty}\"")).collect();
+            decl(&format!("{{\"columns\":{{{}}}}}", columns.join(",")))
+                .into_def(TableName::parse("t").unwrap())
+        };
+        assert!(matches!(wide(2000, "text"), Err(SchemaError::TooWide(_))));
+        assert!(matches!(wide(1500, "bigint"), Err(SchemaError::TooWide(_))));
+        assert!(wide(900, "bigint").is_ok());
+        assert!(wide(400, "text").is_ok());
     }
 
     #[test]

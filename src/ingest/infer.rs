@@ -6,8 +6,8 @@ use std::ops::ControlFlow;
 
 use super::cell::{parse_text, parse_timestamp};
 use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
-use crate::names::{ColumnName, NameError, TableName};
-use crate::schema::{Column, ColumnType, TableDef};
+use crate::names::{ColumnName, TableName};
+use crate::schema::{check_width, Column, ColumnType, SchemaError, TableDef};
 
 /// How many records the guess looks at (the sample is also cut at a byte size
 /// by the caller).
@@ -102,7 +102,7 @@ pub fn infer_table(
     partition_by: &ColumnName,
     format: BodyFormat,
     head: &[u8],
-) -> Result<TableDef, NameError> {
+) -> Result<TableDef, SchemaError> {
     let mut guess = Guess::default();
     // The sample may end inside a record; what could not be read is ignored
     // here and reported by the real pass over the whole body.
@@ -128,6 +128,7 @@ pub fn infer_table(
             nullable: false,
         });
     }
+    check_width(&columns)?;
     Ok(TableDef {
         name: table.clone(),
         columns,

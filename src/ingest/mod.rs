@@ -38,25 +38,82 @@ impl std::fmt::Display for RowError {
     }
 }
 
-/// The bad rows of one request: every one counted, the first `MAX_LISTED`
-/// kept for the answer.
-#[derive(Debug, Default)]
+/// The bad rows of one request: every one counted, the first `max_listed`
+/// kept for the answer, each cut to a line's length (the answer and the
+/// ledger quote no more of the input than that).
+#[derive(Debug)]
 pub struct ErrorLog {
     pub count: u64,
     pub listed: Vec<RowError>,
+    max_listed: usize,
+}
+
+/// The most of a column name or message an error quotes, in bytes.
+pub const MAX_QUOTED: usize = 200;
+
+impl Default for ErrorLog {
+    fn default() -> Self {
+        ErrorLog::new(100)
+    }
 }
 
 impl ErrorLog {
-    pub const MAX_LISTED: usize = 100;
+    pub fn new(max_listed: usize) -> Self {
+        ErrorLog {
+            count: 0,
+            listed: Vec::new(),
+            max_listed,
+        }
+    }
 
-    pub fn push(&mut self, error: RowError) {
+    pub fn push(&mut self, mut error: RowError) {
         self.count += 1;
-        if self.listed.len() < Self::MAX_LISTED {
+        if self.listed.len() < self.max_listed {
+            if let Some(column) = &mut error.column {
+                cut(column, MAX_QUOTED);
+            }
+            cut(&mut error.message, MAX_QUOTED);
             self.listed.push(error);
         }
     }
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+}
+
+/// Cuts `text` to at most `max` bytes, on a character boundary, marking the cut.
+fn cut(text: &mut String, max: usize) {
+    if text.len() <= max {
+        return;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push('…');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_lists_a_bounded_number_of_short_errors() {
+        let mut log = ErrorLog::new(2);
+        for line in 1..=5 {
+            log.push(RowError {
+                line,
+                record: line,
+                column: Some("é".repeat(1000)),
+                message: "x".repeat(10_000),
+            });
+        }
+        assert_eq!(log.count, 5);
+        assert_eq!(log.listed.len(), 2);
+        let first = &log.listed[0];
+        assert!(first.column.as_ref().unwrap().len() <= MAX_QUOTED + '…'.len_utf8());
+        assert!(first.message.len() <= MAX_QUOTED + '…'.len_utf8());
     }
 }

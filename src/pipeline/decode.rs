@@ -71,6 +71,8 @@ pub struct DecodeJob {
     pub format: BodyFormat,
     /// The body's SHA-256 starts from this (see `Decoded::body_sha256`).
     pub hash_prefix: Sha256,
+    /// Most bad rows a refusal lists.
+    pub max_listed_errors: usize,
 }
 
 /// Starts decoding `body` on a blocking thread.
@@ -262,7 +264,7 @@ fn decode<R: io::Read>(
         encoder: RowEncoder::new(&job.def, job.options.clone(), job.load_id),
         def: &job.def,
         out: Vec::with_capacity(CHUNK_BYTES + 4096),
-        errors: ErrorLog::default(),
+        errors: ErrorLog::new(job.max_listed_errors),
         input_hash: ContentHash::default(),
         rows_received: 0,
         tombstones: 0,

@@ -4,7 +4,8 @@
 
 use super::body::BodyError;
 use crate::ingest::RowError;
-use crate::names::{NameError, TableName};
+use crate::names::TableName;
+use crate::schema::SchemaError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -21,9 +22,10 @@ pub enum WriteError {
     /// The mode asked for does not fit the table.
     #[error("{0}")]
     Mode(String),
-    /// A field of a body for an undeclared table is no column name.
+    /// A body for an undeclared table whose fields make no table (a field
+    /// that is no column name, too many of them).
     #[error(transparent)]
-    Name(#[from] NameError),
+    Inferred(#[from] SchemaError),
     #[error("the Idempotency-Key was used for a different request (method, path, content type or body differ)")]
     KeyReused,
     /// Every turn to write is taken, for longer than a write waits.
@@ -45,7 +47,7 @@ impl WriteError {
             WriteError::BadRows { .. } => "bad_rows",
             WriteError::TableNotFound(_) => "table_not_found",
             WriteError::Mode(_) => "invalid_request",
-            WriteError::Name(_) => "invalid_name",
+            WriteError::Inferred(e) => e.code(),
             WriteError::KeyReused => "idempotency_key_reused",
             WriteError::Busy => "busy",
             WriteError::Store(e) => e.code(),

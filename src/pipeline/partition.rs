@@ -169,6 +169,7 @@ impl Pipeline {
             load_id: ticket.load_id,
             format,
             hash_prefix: body_hash,
+            max_listed_errors: self.settings.max_listed_errors,
         };
         let stage = StagedPut {
             ticket,

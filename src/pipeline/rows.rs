@@ -117,6 +117,7 @@ impl Pipeline {
             load_id: ticket.load_id,
             format,
             hash_prefix: Sha256::default(),
+            max_listed_errors: self.settings.max_listed_errors,
         };
         let decoding = decode::spawn_decoder(job, body);
         let copied = copy_incoming(tx, &def, mode, ReceiverStream::new(decoding.chunks)).await;

@@ -60,11 +60,8 @@ impl StoreError {
             StoreError::Unavailable(_) => "database_unavailable",
             StoreError::Busy(_) => "busy",
             StoreError::Limit { .. } => "limit_exceeded",
-            StoreError::Schema(SchemaError::Name(_)) => "invalid_name",
-            StoreError::Schema(SchemaError::Invalid(_)) => "invalid_declaration",
-            StoreError::Schema(SchemaError::Conflict(_)) | StoreError::TableChanged(_) => {
-                "schema_conflict"
-            }
+            StoreError::Schema(e) => e.code(),
+            StoreError::TableChanged(_) => "schema_conflict",
             StoreError::PreconditionFailed(_) => "precondition_failed",
             StoreError::KeyInFlight { .. } => "idempotency_key_in_flight",
             StoreError::Database(_)

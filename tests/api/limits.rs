@@ -204,7 +204,10 @@ async fn lists_come_in_pages_linked_by_a_cursor() {
         .map(|l| l["load_id"].as_str().unwrap())
         .collect();
     assert_eq!(loads.len(), 3);
-    assert!(loads.windows(2).all(|w| w[0] > w[1]), "newest first: {loads:?}");
+    assert!(
+        loads.windows(2).all(|w| w[0] > w[1]),
+        "newest first: {loads:?}"
+    );
 
     app.declare("other", ORDERS).await;
     let pages = all_pages(&app, "/tables?limit=1").await;
