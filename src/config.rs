@@ -197,3 +197,21 @@ impl std::str::FromStr for Secret {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        settings: Settings,
+    }
+
+    #[test]
+    fn the_defaults_in_code_are_the_documented_flag_defaults() {
+        let parsed = Only::parse_from(["idem"]).settings;
+        let coded = Settings::default();
+        assert_eq!(format!("{parsed:?}"), format!("{coded:?}"));
+    }
+}
