@@ -44,19 +44,21 @@ fn classify(raw: &str) -> Result<Json<'_>, String> {
         Some(b'n') => Json::Null,
         Some(b't') => Json::Bool(true),
         Some(b'f') => Json::Bool(false),
-        Some(b'"') => {
-            let inner = &raw[1..raw.len() - 1];
-            if inner.contains('\\') {
-                Json::Str(Cow::Owned(
-                    serde_json::from_str::<String>(raw).map_err(|e| e.to_string())?,
-                ))
-            } else {
-                Json::Str(Cow::Borrowed(inner))
-            }
-        }
+        Some(b'"') => Json::Str(json_str(raw)?),
         Some(b'{') | Some(b'[') => Json::Composite(raw),
         _ => Json::Number(raw),
     })
+}
+
+/// A raw JSON string's value, borrowed when it has no escapes.
+pub(super) fn json_str(raw: &str) -> Result<Cow<'_, str>, String> {
+    let inner = &raw[1..raw.len() - 1];
+    if inner.contains('\\') {
+        let unescaped = serde_json::from_str::<String>(raw).map_err(|e| e.to_string())?;
+        Ok(Cow::Owned(unescaped))
+    } else {
+        Ok(Cow::Borrowed(inner))
+    }
 }
 
 fn snippet(s: &str) -> String {
@@ -71,7 +73,8 @@ fn expected(ty: ColumnType, got: &str) -> String {
     format!("expected {}, got {}", ty.sql_name(), snippet(got))
 }
 
-const NUL_REFUSED: &str = "contains a NUL character (\\u0000), which Postgres cannot store";
+pub(super) const NUL_REFUSED: &str =
+    "contains a NUL character (\\u0000), which Postgres cannot store";
 
 /// Checks one raw value against `ty`.
 pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String> {
@@ -116,14 +119,7 @@ fn text_cell(text: Cow<'_, str>) -> Result<Cell<'_>, String> {
 }
 
 fn canonical_json(text: &str) -> Result<Cell<'static>, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
-    // serde_json's map is ordered by key, so equal documents print equally.
-    let canonical = value.to_string();
-    if canonical.contains("\\u0000") {
-        return Err(NUL_REFUSED.into());
-    }
-    Ok(Cell::Json(canonical))
+    super::json::canonical(text).map(Cell::Json)
 }
 
 /// Parses text (a CSV field, or a JSON string) as `ty`.
@@ -185,6 +181,13 @@ fn parse_numeric(t: &str) -> Result<Cell<'_>, Option<String>> {
     Ok(Cell::Numeric(Cow::Borrowed(
         t.strip_prefix('+').unwrap_or(t),
     )))
+}
+
+/// Refuses, with the reason, a decimal literal Postgres's numeric cannot hold.
+pub(super) fn numeric_limits(t: &str) -> Result<(), String> {
+    DecimalParts::parse(t)
+        .ok_or_else(|| format!("{} is not a decimal", snippet(t)))?
+        .check_limits()
 }
 
 /// Postgres's numeric limits (checked against PostgreSQL 15): the weight, the
