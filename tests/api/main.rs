@@ -2,7 +2,9 @@
 //! test against a fresh database on a real Postgres (`DATABASE_URL`, which
 //! `scripts/test` provides).
 
+mod encoding;
 mod helpers;
+mod numeric_limits;
 mod partitions;
 mod processes;
 mod rows;
