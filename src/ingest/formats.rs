@@ -281,78 +281,105 @@ impl Scanner {
         first: u8,
         out: &mut Vec<u8>,
     ) -> Result<Option<u8>, ReadError> {
-        let unterminated = |line| {
-            ReadError::Malformed(RowError {
-                line,
-                record: 0,
-                column: None,
-                message: "the JSON array ends inside an element".into(),
-            })
+        let mut nesting = match first {
+            b'{' | b'[' => Nesting {
+                depth: 1,
+                in_string: false,
+                escaped: false,
+            },
+            b'"' => Nesting {
+                depth: 0,
+                in_string: true,
+                escaped: false,
+            },
+            _ => return self.rest_of_scalar(reader, out),
         };
-        let mut depth: u32 = match first {
-            b'{' | b'[' => 1,
-            b'"' => 0,
-            _ => {
-                // A scalar element: runs until a delimiter.
-                while let Some(b) = self.next_byte(reader)? {
-                    if b == b',' || b == b']' || b.is_ascii_whitespace() {
-                        return Ok(Some(b).filter(|b| !b.is_ascii_whitespace()));
-                    }
-                    out.push(b);
-                }
-                return Err(unterminated(self.line));
-            }
-        };
-        let mut in_string = first == b'"';
-        let mut escaped = false;
         loop {
-            // Copy whole runs of ordinary bytes at once; only quotes,
-            // backslashes, brackets and newlines need a look.
+            // Copy whole runs of ordinary bytes at once, not byte by byte
+            // through the reader.
             let buf = reader.fill_buf()?;
             if buf.is_empty() {
                 return Err(unterminated(self.line));
             }
-            let mut i = 0;
+            let mut taken = 0;
             let mut done = false;
-            while i < buf.len() {
-                let b = buf[i];
-                i += 1;
+            for &b in buf {
+                taken += 1;
                 if b == b'\n' {
                     self.line += 1;
                 }
-                if in_string {
-                    if escaped {
-                        escaped = false;
-                    } else if b == b'\\' {
-                        escaped = true;
-                    } else if b == b'"' {
-                        in_string = false;
-                        if depth == 0 {
-                            done = true;
-                            break;
-                        }
-                    }
-                    continue;
-                }
-                match b {
-                    b'"' => in_string = true,
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            done = true;
-                            break;
-                        }
-                    }
-                    _ => {}
+                if nesting.ends_with(b) {
+                    done = true;
+                    break;
                 }
             }
-            out.extend_from_slice(&buf[..i]);
-            reader.consume(i);
+            out.extend_from_slice(&buf[..taken]);
+            reader.consume(taken);
             if done {
                 return Ok(None);
             }
         }
+    }
+
+    /// A scalar element runs until a delimiter, which is returned (unless
+    /// it is whitespace).
+    fn rest_of_scalar<R: BufRead>(
+        &mut self,
+        reader: &mut R,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<u8>, ReadError> {
+        while let Some(b) = self.next_byte(reader)? {
+            if b == b',' || b == b']' || b.is_ascii_whitespace() {
+                return Ok(Some(b).filter(|b| !b.is_ascii_whitespace()));
+            }
+            out.push(b);
+        }
+        Err(unterminated(self.line))
+    }
+}
+
+fn unterminated(line: u64) -> ReadError {
+    ReadError::Malformed(RowError {
+        line,
+        record: 0,
+        column: None,
+        message: "the JSON array ends inside an element".into(),
+    })
+}
+
+/// How far into a JSON object, array or string a scan is: only quotes,
+/// backslashes and brackets matter to where the value ends.
+struct Nesting {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Nesting {
+    /// Takes the next byte; whether it ends the value.
+    #[inline]
+    fn ends_with(&mut self, b: u8) -> bool {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                return self.depth == 0;
+            }
+            return false;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' => {
+                self.depth -= 1;
+                return self.depth == 0;
+            }
+            _ => {}
+        }
+        false
     }
 }
 
