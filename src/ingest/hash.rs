@@ -29,7 +29,7 @@ impl ContentHash {
         let mut carry = false;
         for i in (0..4).rev() {
             let (s1, c1) = self.sum[i].overflowing_add(d[i]);
-            let (s2, c2) = s1.overflowing_add(carry as u64);
+            let (s2, c2) = s1.overflowing_add(u64::from(carry));
             self.sum[i] = s2;
             carry = c1 || c2;
         }
@@ -41,7 +41,7 @@ impl ContentHash {
         let mut borrow = false;
         for i in (0..4).rev() {
             let (s1, b1) = self.sum[i].overflowing_sub(d[i]);
-            let (s2, b2) = s1.overflowing_sub(borrow as u64);
+            let (s2, b2) = s1.overflowing_sub(u64::from(borrow));
             self.sum[i] = s2;
             borrow = b1 || b2;
         }
@@ -53,7 +53,7 @@ impl ContentHash {
         let mut carry = false;
         for i in (0..4).rev() {
             let (s1, c1) = self.sum[i].overflowing_add(other.sum[i]);
-            let (s2, c2) = s1.overflowing_add(carry as u64);
+            let (s2, c2) = s1.overflowing_add(u64::from(carry));
             self.sum[i] = s2;
             carry = c1 || c2;
         }
