@@ -5,9 +5,7 @@
 use std::borrow::Cow;
 use std::io::Write;
 
-use chrono::{
-    DateTime, Datelike, DurationRound, NaiveDate, NaiveDateTime, TimeDelta, Timelike, Utc,
-};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike, Utc};
 use uuid::Uuid;
 
 use super::RawField;
@@ -46,19 +44,21 @@ fn classify(raw: &str) -> Result<Json<'_>, String> {
         Some(b'n') => Json::Null,
         Some(b't') => Json::Bool(true),
         Some(b'f') => Json::Bool(false),
-        Some(b'"') => {
-            let inner = &raw[1..raw.len() - 1];
-            if inner.contains('\\') {
-                Json::Str(Cow::Owned(
-                    serde_json::from_str::<String>(raw).map_err(|e| e.to_string())?,
-                ))
-            } else {
-                Json::Str(Cow::Borrowed(inner))
-            }
-        }
+        Some(b'"') => Json::Str(json_str(raw)?),
         Some(b'{') | Some(b'[') => Json::Composite(raw),
         _ => Json::Number(raw),
     })
+}
+
+/// A raw JSON string's value, borrowed when it has no escapes.
+pub(super) fn json_str(raw: &str) -> Result<Cow<'_, str>, String> {
+    let inner = &raw[1..raw.len() - 1];
+    if inner.contains('\\') {
+        let unescaped = serde_json::from_str::<String>(raw).map_err(|e| e.to_string())?;
+        Ok(Cow::Owned(unescaped))
+    } else {
+        Ok(Cow::Borrowed(inner))
+    }
 }
 
 fn snippet(s: &str) -> String {
@@ -73,7 +73,8 @@ fn expected(ty: ColumnType, got: &str) -> String {
     format!("expected {}, got {}", ty.sql_name(), snippet(got))
 }
 
-const NUL_REFUSED: &str = "contains a NUL character (\\u0000), which Postgres cannot store";
+pub(super) const NUL_REFUSED: &str =
+    "contains a NUL character (\\u0000), which Postgres cannot store";
 
 /// Checks one raw value against `ty`.
 pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String> {
@@ -118,14 +119,7 @@ fn text_cell(text: Cow<'_, str>) -> Result<Cell<'_>, String> {
 }
 
 fn canonical_json(text: &str) -> Result<Cell<'static>, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
-    // serde_json's map is ordered by key, so equal documents print equally.
-    let canonical = value.to_string();
-    if canonical.contains("\\u0000") {
-        return Err(NUL_REFUSED.into());
-    }
-    Ok(Cell::Json(canonical))
+    super::json::canonical(text).map(Cell::Json)
 }
 
 /// Parses text (a CSV field, or a JSON string) as `ty`.
@@ -145,14 +139,16 @@ pub fn parse_text(ty: ColumnType, text: &str) -> Result<Cell<'_>, String> {
             .map(|v| Cell::Int(v.into()))
             .map_err(|_| bad()),
         ColumnType::DoublePrecision => parse_float(t).map(Cell::Float).ok_or_else(bad),
-        ColumnType::Numeric => parse_numeric(t).ok_or_else(bad),
+        ColumnType::Numeric => parse_numeric(t).map_err(|e| e.unwrap_or_else(bad)),
         ColumnType::Boolean => match t.to_ascii_lowercase().as_str() {
             "true" | "t" | "1" | "yes" | "y" => Ok(Cell::Bool(true)),
             "false" | "f" | "0" | "no" | "n" => Ok(Cell::Bool(false)),
             _ => Err(bad()),
         },
         ColumnType::Date => parse_date(t).map(Cell::Date).ok_or_else(bad),
-        ColumnType::Timestamptz => parse_timestamp(t).map(Cell::Timestamp).ok_or_else(bad),
+        ColumnType::Timestamptz => timestamp_micros(t)
+            .map(Cell::Timestamp)
+            .map_err(|e| e.unwrap_or_else(bad)),
         ColumnType::Jsonb => canonical_json(text),
         ColumnType::Uuid => Uuid::parse_str(t).map(Cell::Uuid).map_err(|_| bad()),
     }
@@ -173,15 +169,40 @@ fn parse_float(t: &str) -> Option<f64> {
     }
 }
 
-/// A decimal literal `[+-]digits[.digits][e[+-]digits]`, or NaN.
-fn parse_numeric(t: &str) -> Option<Cell<'_>> {
+/// A decimal literal `[+-]digits[.digits][e[+-]digits]`, or NaN, that
+/// Postgres can hold. `Err(None)`: not a decimal; `Err(Some(why))`: a
+/// decimal past Postgres's limits.
+fn parse_numeric(t: &str) -> Result<Cell<'_>, Option<String>> {
     if t.eq_ignore_ascii_case("nan") {
-        return Some(Cell::Numeric(Cow::Borrowed("NaN")));
+        return Ok(Cell::Numeric(Cow::Borrowed("NaN")));
     }
-    DecimalParts::parse(t)?;
-    Some(Cell::Numeric(Cow::Borrowed(
+    let parts = DecimalParts::parse(t).ok_or(None)?;
+    parts.check_limits().map_err(Some)?;
+    Ok(Cell::Numeric(Cow::Borrowed(
         t.strip_prefix('+').unwrap_or(t),
     )))
+}
+
+/// Refuses, with the reason, a decimal literal Postgres's numeric cannot hold.
+pub(super) fn numeric_limits(t: &str) -> Result<(), String> {
+    DecimalParts::parse(t)
+        .ok_or_else(|| format!("{} is not a decimal", snippet(t)))?
+        .check_limits()
+}
+
+/// Postgres's numeric limits (checked against PostgreSQL 15): the weight, the
+/// power of 10000 of the first base-10000 digit, is an int16, so at most
+/// 32768 × 4 digits stand before the point; the display scale has 14 bits;
+/// and its text parser refuses an exponent of `INT_MAX / 2` or more, even on
+/// a zero.
+pub const NUMERIC_MAX_DIGITS_BEFORE_POINT: i64 = 131_072;
+pub const NUMERIC_MAX_SCALE: i64 = 16_383;
+pub const NUMERIC_MAX_EXPONENT: i64 = 1_073_741_822;
+
+/// A length as an `i64` for the limit arithmetic. No string is that long;
+/// if one were, the saturated count would still be past every limit.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// The pieces of a decimal literal.
@@ -189,7 +210,8 @@ struct DecimalParts<'a> {
     negative: bool,
     int: &'a str,
     frac: &'a str,
-    exponent: i32,
+    /// Saturated far past `NUMERIC_MAX_EXPONENT` when written longer.
+    exponent: i64,
 }
 
 impl<'a> DecimalParts<'a> {
@@ -209,10 +231,22 @@ impl<'a> DecimalParts<'a> {
             None => 0,
             Some(e) => {
                 let magnitude = e.strip_prefix(['+', '-']).unwrap_or(e);
-                if magnitude.is_empty() || magnitude.len() > 4 || !digits(magnitude) {
+                if magnitude.is_empty() || !digits(magnitude) {
                     return None;
                 }
-                e.parse().ok()?
+                // Eighteen digits always fit an i64; a longer exponent is
+                // refused anyway, so its exact value does not matter.
+                let significant = magnitude.trim_start_matches('0');
+                let magnitude: i64 = if significant.len() > 18 {
+                    i64::MAX / 2
+                } else {
+                    significant.parse().unwrap_or(0)
+                };
+                if e.starts_with('-') {
+                    -magnitude
+                } else {
+                    magnitude
+                }
             }
         };
         Some(DecimalParts {
@@ -221,6 +255,59 @@ impl<'a> DecimalParts<'a> {
             frac,
             exponent,
         })
+    }
+
+    /// How many zeros lead the digits (all of them for a zero).
+    fn leading_zeros(&self) -> usize {
+        let zeros = |s: &str| s.bytes().take_while(|&b| b == b'0').count();
+        let in_int = zeros(self.int);
+        if in_int < self.int.len() {
+            in_int
+        } else {
+            in_int + zeros(self.frac)
+        }
+    }
+
+    fn is_zero(&self) -> bool {
+        self.leading_zeros() == self.int.len() + self.frac.len()
+    }
+
+    /// Where the point stands, counted from the first significant digit:
+    /// the number of digits before the point when positive.
+    fn point(&self) -> i64 {
+        count(self.int.len())
+            .saturating_add(self.exponent)
+            .saturating_sub(count(self.leading_zeros()))
+    }
+
+    /// The display scale: digits after the point as written, exponent applied.
+    fn scale(&self) -> i64 {
+        count(self.frac.len()).saturating_sub(self.exponent).max(0)
+    }
+
+    /// Refuses, with the reason, a decimal Postgres's numeric cannot hold.
+    fn check_limits(&self) -> Result<(), String> {
+        if self.exponent.abs() > NUMERIC_MAX_EXPONENT {
+            return Err(format!(
+                "numeric exponent is out of range; Postgres takes at most \
+                 ±{NUMERIC_MAX_EXPONENT}"
+            ));
+        }
+        let before_point = self.point();
+        if !self.is_zero() && before_point > NUMERIC_MAX_DIGITS_BEFORE_POINT {
+            return Err(format!(
+                "numeric has {before_point} digits before the point; Postgres holds at \
+                 most {NUMERIC_MAX_DIGITS_BEFORE_POINT}"
+            ));
+        }
+        let scale = self.scale();
+        if scale > NUMERIC_MAX_SCALE {
+            return Err(format!(
+                "numeric has {scale} digits after the point; Postgres holds at most \
+                 {NUMERIC_MAX_SCALE}"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -232,16 +319,27 @@ fn parse_date(t: &str) -> Option<NaiveDate> {
     }
     let num = |r: std::ops::Range<usize>| {
         b[r].iter().try_fold(0u32, |acc, &d| {
-            d.is_ascii_digit().then(|| acc * 10 + (d - b'0') as u32)
+            d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0'))
         })
     };
-    NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)
+    let year = i32::try_from(num(0..4)?).ok()?;
+    NaiveDate::from_ymd_opt(year, num(5..7)?, num(8..10)?)
 }
 
 /// RFC 3339 (`T` or space between date and time; `Z`, `+hh:mm`, `+hh`);
-/// without an offset the time is taken as UTC. Rounded to microseconds,
-/// Postgres's precision, so the canonical form is what reads back.
+/// without an offset the time is taken as UTC.
 pub fn parse_timestamp(t: &str) -> Option<i64> {
+    timestamp_micros(t).ok()
+}
+
+/// The earliest instant Postgres's timestamptz holds, 4714-11-24 00:00:00
+/// BC (UTC), in microseconds since the Unix epoch. Its latest (294276 AD) is
+/// past the latest year chrono parses.
+const PG_MIN_TIMESTAMP_UNIX_MICROS: i64 = -210_866_803_200_000_000;
+
+/// A timestamp as microseconds since the Unix epoch. `Err(None)`: not a
+/// timestamp; `Err(Some(why))`: one Postgres cannot hold.
+fn timestamp_micros(t: &str) -> Result<i64, Option<String>> {
     let ts = DateTime::parse_from_rfc3339(t)
         .ok()
         .or_else(|| {
@@ -256,26 +354,58 @@ pub fn parse_timestamp(t: &str) -> Option<i64> {
                 .iter()
                 .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
                 .map(|n| n.and_utc())
-        })?;
-    Some(
-        ts.duration_round(TimeDelta::microseconds(1))
-            .ok()?
-            .timestamp_micros(),
-    )
+        })
+        .ok_or(None)?;
+    // chrono keeps a leap second (`23:59:60`) as second 59 plus a whole
+    // second of nanoseconds; Postgres reads it as the next minute's 00.
+    let leap = i64::from(ts.timestamp_subsec_nanos() >= 1_000_000_000);
+    let micros = ts
+        .timestamp()
+        .checked_add(leap)
+        .and_then(|s| s.checked_mul(1_000_000))
+        .and_then(|m| m.checked_add(fraction_micros(t)))
+        .ok_or(None)?;
+    if micros < PG_MIN_TIMESTAMP_UNIX_MICROS {
+        return Err(Some(
+            "timestamp is before 4714-11-24 00:00:00 BC (UTC), the earliest Postgres holds".into(),
+        ));
+    }
+    Ok(micros)
 }
 
+/// The fraction of a second in microseconds, rounded the way Postgres's own
+/// parser rounds it (the fraction read as a double, times 10^6, to the
+/// nearest, ties to even), so that a text lands as the same instant through
+/// idem as through SQL. One million when it rounds up to the next second.
+fn fraction_micros(t: &str) -> i64 {
+    // Only the seconds carry a `.` in the forms `timestamp_micros` reads.
+    let Some(dot) = t.find('.') else {
+        return 0;
+    };
+    let digits = t[dot + 1..].bytes().take_while(u8::is_ascii_digit).count();
+    let fraction: f64 = t[dot..dot + 1 + digits].parse().unwrap_or(0.0);
+    // In [0, 10^6] and integral, so the conversion is exact.
+    (fraction * 1e6).round_ties_even() as i64
+}
+
+/// Two decimal digits of `v`, which is below 100 (a month, a second, a
+/// century of a four-digit year).
 fn push_2(out: &mut Vec<u8>, v: u32) {
-    out.push(b'0' + (v / 10) as u8);
-    out.push(b'0' + (v % 10) as u8);
+    debug_assert!(v < 100);
+    for d in [v / 10 % 10, v % 10] {
+        out.push(b'0' + u8::try_from(d).unwrap_or(0));
+    }
 }
 
 fn write_date(out: &mut Vec<u8>, d: NaiveDate) {
-    let year = d.year();
-    if (0..=9999).contains(&year) {
-        push_2(out, year as u32 / 100);
-        push_2(out, year as u32 % 100);
-    } else {
-        let _ = write!(out, "{year}");
+    match u32::try_from(d.year()) {
+        Ok(year @ 0..=9999) => {
+            push_2(out, year / 100);
+            push_2(out, year % 100);
+        }
+        _ => {
+            let _ = write!(out, "{}", d.year());
+        }
     }
     out.push(b'-');
     push_2(out, d.month());
@@ -298,7 +428,7 @@ fn write_timestamp(out: &mut Vec<u8>, micros: i64) {
     out.push(b':');
     push_2(out, ts.second());
     out.push(b'.');
-    let fraction = micros.rem_euclid(1_000_000) as u32;
+    let fraction = ts.timestamp_subsec_micros();
     push_2(out, fraction / 10_000);
     push_2(out, fraction / 100 % 100);
     push_2(out, fraction % 100);
@@ -373,97 +503,154 @@ impl Cell<'_> {
         }
     }
 
-    /// One field of a binary COPY tuple: its length, then its bytes.
-    pub fn write_binary(&self, ty: ColumnType, out: &mut Vec<u8>) {
+    /// One field of a binary COPY tuple: its length, then its bytes. A value
+    /// Postgres cannot hold is refused, with the reason, and nothing is written.
+    pub fn write_binary(&self, ty: ColumnType, out: &mut Vec<u8>) -> Result<(), String> {
         match self {
             Cell::Null => out.extend_from_slice(&(-1i32).to_be_bytes()),
-            Cell::Text(s) => write_field(out, s.as_bytes()),
+            Cell::Text(s) => write_field(out, s.as_bytes())?,
             Cell::Int(v) if ty == ColumnType::Integer => {
-                write_field(out, &(*v as i32).to_be_bytes())
+                let v =
+                    i32::try_from(*v).map_err(|_| format!("{v} is out of range for integer"))?;
+                write_fixed(out, &v.to_be_bytes());
             }
-            Cell::Int(v) if ty == ColumnType::Numeric => write_numeric(out, &v.to_string()),
-            Cell::Int(v) => write_field(out, &v.to_be_bytes()),
-            Cell::Float(v) => write_field(out, &v.to_be_bytes()),
-            Cell::Numeric(n) => write_numeric(out, n),
-            Cell::Bool(b) => write_field(out, &[*b as u8]),
-            Cell::Date(d) => write_field(
+            Cell::Int(v) if ty == ColumnType::Numeric => write_numeric(out, &v.to_string())?,
+            Cell::Int(v) => write_fixed(out, &v.to_be_bytes()),
+            Cell::Float(v) => write_fixed(out, &v.to_be_bytes()),
+            Cell::Numeric(n) => write_numeric(out, n)?,
+            Cell::Bool(b) => write_fixed(out, &[u8::from(*b)]),
+            // Dates come from four-digit years, far inside both chrono's and
+            // Postgres's range: the day count cannot overflow.
+            Cell::Date(d) => write_fixed(
                 out,
                 &(d.num_days_from_ce() - PG_EPOCH_DAYS_FROM_CE).to_be_bytes(),
             ),
             Cell::Timestamp(micros) => {
-                write_field(out, &(micros - PG_EPOCH_UNIX_MICROS).to_be_bytes())
+                let since_pg_epoch = Some(*micros)
+                    .filter(|&m| m >= PG_MIN_TIMESTAMP_UNIX_MICROS)
+                    .and_then(|m| m.checked_sub(PG_EPOCH_UNIX_MICROS))
+                    .ok_or_else(|| "timestamp is out of Postgres's range".to_string())?;
+                write_fixed(out, &since_pg_epoch.to_be_bytes());
             }
             Cell::Json(j) => {
                 // jsonb's binary form: a version byte, then the text.
-                out.extend_from_slice(&(j.len() as i32 + 1).to_be_bytes());
+                out.extend_from_slice(&field_length(1 + j.len())?);
                 out.push(1);
                 out.extend_from_slice(j.as_bytes());
             }
-            Cell::Uuid(u) => write_field(out, u.as_bytes()),
+            Cell::Uuid(u) => write_fixed(out, u.as_bytes()),
         }
+        Ok(())
     }
 }
 
-pub fn write_field(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+/// The most bytes Postgres holds in one value: a varlena is at most 1 GB
+/// (`MaxAllocSize`, 2^30 - 1 bytes) including its 4-byte header.
+pub const MAX_FIELD_BYTES: usize = (1 << 30) - 1 - 4;
+
+/// A field's length word, for a field Postgres can hold.
+fn field_length(len: usize) -> Result<[u8; 4], String> {
+    if len > MAX_FIELD_BYTES {
+        return Err(format!(
+            "is {len} bytes long; Postgres holds at most {MAX_FIELD_BYTES} bytes in one value"
+        ));
+    }
+    let len = i32::try_from(len).map_err(|_| format!("is {len} bytes long"))?;
+    Ok(len.to_be_bytes())
+}
+
+/// A field of variable length (text), refused when Postgres cannot hold it.
+pub fn write_field(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), String> {
+    out.extend_from_slice(&field_length(bytes.len())?);
+    out.extend_from_slice(bytes);
+    Ok(())
+}
+
+/// A field whose size its type fixes (a scalar, a uuid, a digest), so that
+/// it cannot fail.
+pub fn write_fixed<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N]) {
+    const { assert!(N <= 64, "a fixed field is a scalar, a uuid or a digest") };
+    let len = i32::try_from(N).expect("N <= 64, asserted at compile time");
+    out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(bytes);
 }
 
 /// Postgres's binary numeric: base-10000 digits with a weight (the power of
-/// 10000 of the first digit), a sign and the display scale.
-fn write_numeric(out: &mut Vec<u8>, text: &str) {
+/// 10000 of the first digit), a sign and the display scale. Every header
+/// field is checked against its width, so a value past Postgres's limits is
+/// refused here too, not wrapped into another number.
+fn write_numeric(out: &mut Vec<u8>, text: &str) -> Result<(), String> {
     const POSITIVE: u16 = 0x0000;
     const NEGATIVE: u16 = 0x4000;
     const NAN: u16 = 0xC000;
-    let header = |out: &mut Vec<u8>, ndigits: usize, weight: i32, sign: u16, dscale: i32| {
-        out.extend_from_slice(&((8 + 2 * ndigits) as i32).to_be_bytes());
-        out.extend_from_slice(&(ndigits as i16).to_be_bytes());
-        out.extend_from_slice(&(weight as i16).to_be_bytes());
-        out.extend_from_slice(&sign.to_be_bytes());
-        out.extend_from_slice(&(dscale as i16).to_be_bytes());
-    };
-    let Some(parts) = DecimalParts::parse(text) else {
-        return header(out, 0, 0, NAN, 0);
-    };
-    let dscale = (parts.frac.len() as i32 - parts.exponent).max(0);
-    // All significant digits, and how many of them stand before the point.
-    let digits: Vec<u8> = parts
-        .int
-        .bytes()
-        .chain(parts.frac.bytes())
-        .map(|b| b - b'0')
-        .collect();
-    let mut point = parts.int.len() as i32 + parts.exponent;
-    let leading = digits.iter().take_while(|&&d| d == 0).count();
-    point -= leading as i32;
-    let digits = &digits[leading..];
-    let trailing = digits.iter().rev().take_while(|&&d| d == 0).count();
-    let digits = &digits[..digits.len() - trailing];
-    if digits.is_empty() {
-        return header(out, 0, 0, POSITIVE, dscale);
+    if text == "NaN" {
+        return write_numeric_field(out, NAN, 0, 0, &[]);
     }
-    // The first digit's power of ten is point - 1; groups of four are
-    // aligned on powers that are multiples of four.
-    let first_power = point - 1;
-    let weight = first_power.div_euclid(4);
-    let pad = (3 - first_power.rem_euclid(4)) as usize;
-    let mut padded = vec![0u8; pad];
-    padded.extend_from_slice(digits);
-    while !padded.len().is_multiple_of(4) {
-        padded.push(0);
-    }
-    let groups = padded.len() / 4;
-    header(
-        out,
-        groups,
-        weight,
-        if parts.negative { NEGATIVE } else { POSITIVE },
-        dscale,
+    let parts =
+        DecimalParts::parse(text).ok_or_else(|| format!("{} is not a decimal", snippet(text)))?;
+    let scale = parts.scale();
+    // The first significant digit's power of ten is point - 1; groups of
+    // four are aligned on powers that are multiples of four, so zeros pad
+    // the first group in front.
+    let first_power = parts.point() - 1;
+    let pad = match first_power.rem_euclid(4) {
+        0 => 3,
+        1 => 2,
+        2 => 1,
+        _ => 0,
+    };
+    let mut digits = vec![0u8; pad];
+    digits.extend(
+        parts
+            .int
+            .bytes()
+            .chain(parts.frac.bytes())
+            .skip(parts.leading_zeros())
+            .map(|b| b - b'0'),
     );
-    for g in padded.chunks(4) {
-        let v = g[0] as i16 * 1000 + g[1] as i16 * 100 + g[2] as i16 * 10 + g[3] as i16;
-        out.extend_from_slice(&v.to_be_bytes());
+    while digits.len() > pad && digits.last() == Some(&0) {
+        digits.pop();
     }
+    if digits.len() == pad {
+        return write_numeric_field(out, POSITIVE, 0, scale, &[]);
+    }
+    while !digits.len().is_multiple_of(4) {
+        digits.push(0);
+    }
+    let sign = if parts.negative { NEGATIVE } else { POSITIVE };
+    write_numeric_field(out, sign, first_power.div_euclid(4), scale, &digits)
+}
+
+/// The numeric field: length, digit count, weight, sign, display scale,
+/// then the base-10000 digits, from `digits` (decimal, four to a group).
+fn write_numeric_field(
+    out: &mut Vec<u8>,
+    sign: u16,
+    weight: i64,
+    scale: i64,
+    digits: &[u8],
+) -> Result<(), String> {
+    let groups = digits.len() / 4;
+    // Postgres reads the digit count as uint16, the weight as int16 and the
+    // scale as 14 bits of a uint16.
+    let ndigits =
+        u16::try_from(groups).map_err(|_| format!("numeric has {groups} base-10000 digits"))?;
+    let weight =
+        i16::try_from(weight).map_err(|_| format!("numeric weight {weight} is out of range"))?;
+    let scale = u16::try_from(scale)
+        .ok()
+        .filter(|&s| i64::from(s) <= NUMERIC_MAX_SCALE)
+        .ok_or_else(|| format!("numeric scale {scale} is out of range"))?;
+    out.extend_from_slice(&field_length(8 + 2 * groups)?);
+    out.extend_from_slice(&ndigits.to_be_bytes());
+    out.extend_from_slice(&weight.to_be_bytes());
+    out.extend_from_slice(&sign.to_be_bytes());
+    out.extend_from_slice(&scale.to_be_bytes());
+    for g in digits.chunks_exact(4) {
+        let group = g.iter().fold(0u16, |acc, &d| acc * 10 + u16::from(d));
+        out.extend_from_slice(&group.to_be_bytes());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -531,16 +718,20 @@ mod tests {
         assert!(json(ColumnType::Text, "\"a\\u0000b\"").is_err());
     }
 
-    fn numeric_binary(text: &str) -> Vec<i16> {
+    /// The numeric field's words after its length: ndigits (u16), weight
+    /// (i16), sign (u16), dscale (u16), then the base-10000 digits (u16).
+    fn numeric_binary(text: &str) -> Vec<i32> {
         let mut out = Vec::new();
-        write_numeric(&mut out, text);
-        assert_eq!(
-            i32::from_be_bytes(out[..4].try_into().unwrap()) as usize,
-            out.len() - 4
-        );
+        write_numeric(&mut out, text).unwrap();
+        let length = i32::from_be_bytes(out[..4].try_into().unwrap());
+        assert_eq!(usize::try_from(length).unwrap(), out.len() - 4);
         out[4..]
             .chunks(2)
-            .map(|c| i16::from_be_bytes([c[0], c[1]]))
+            .enumerate()
+            .map(|(i, c)| match i {
+                1 => i32::from(i16::from_be_bytes([c[0], c[1]])),
+                _ => i32::from(u16::from_be_bytes([c[0], c[1]])),
+            })
             .collect()
     }
 
@@ -553,6 +744,115 @@ mod tests {
         assert_eq!(numeric_binary("1e3"), [1, 0, 0, 0, 1000]);
         assert_eq!(numeric_binary("10000"), [1, 1, 0, 0, 1]);
         assert_eq!(numeric_binary("0.00"), [0, 0, 0, 2]);
-        assert_eq!(numeric_binary("NaN"), [0, 0, 0xC000u16 as i16, 0]);
+        assert_eq!(numeric_binary("NaN"), [0, 0, 0xC000, 0]);
+    }
+
+    fn numeric(text: &str) -> Result<Cell<'static>, String> {
+        parse_text(ColumnType::Numeric, text).map(Cell::into_owned)
+    }
+
+    #[test]
+    fn numerics_at_postgres_limits_are_held_and_past_them_refused() {
+        let digits = |n: usize| format!("1{}", "0".repeat(n - 1));
+        // 32768 base-10000 digits before the point (weight 32767) and 4096
+        // after: more digits than an int16 counts, so the count is a uint16.
+        let widest = numeric_binary(&format!("{}.{}", "9".repeat(131_072), "9".repeat(16_383)));
+        assert_eq!(widest[..4], [36_864, 32_767, 0, 16_383]);
+        assert_eq!(widest[4..], [vec![9999; 36_863], vec![9990]].concat());
+        let err = numeric(&digits(131_073)).unwrap_err();
+        assert!(
+            err.contains("131073 digits before the point") && err.contains("at most 131072"),
+            "{err}"
+        );
+        // Leading zeros are not digits of the value; an exponent moves the point.
+        assert!(numeric(&format!("000{}", digits(131_072))).is_ok());
+        assert!(numeric("1e131071").is_ok());
+        assert!(numeric("0.001e131074").is_ok());
+        assert!(numeric("1e131072").is_err());
+        assert!(numeric("-10e131071").is_err());
+
+        let smallest = format!("0.{}1", "0".repeat(16_382));
+        assert_eq!(numeric_binary(&smallest)[..4], [1, -4096, 0, 16_383]);
+        let err = numeric(&format!("0.{}1", "0".repeat(16_383))).unwrap_err();
+        assert!(
+            err.contains("16384 digits after the point") && err.contains("at most 16383"),
+            "{err}"
+        );
+        // Trailing zeros count: they are the display scale.
+        assert!(numeric(&format!("1.{}", "0".repeat(16_383))).is_ok());
+        assert!(numeric(&format!("1.{}", "0".repeat(16_384))).is_err());
+        assert!(numeric("1e-16383").is_ok());
+        assert!(numeric("1e-16384").is_err());
+        assert!(numeric("1.000e-16380").is_ok());
+        assert!(numeric("1.000e-16381").is_err());
+
+        // A zero has no digits before the point, however large its exponent,
+        // up to the exponents Postgres's parser takes at all.
+        assert!(numeric("0e131073").is_ok());
+        assert!(numeric("0e1073741822").is_ok());
+        assert!(numeric("0e1073741823").is_err());
+        assert!(numeric("0e-16384").is_err());
+        assert!(numeric("1e99999999999999999999999").is_err());
+        assert!(numeric("1e-00000000000000000000000000003").is_ok());
+    }
+
+    #[test]
+    fn a_numeric_past_the_limits_is_refused_by_the_writer_too() {
+        let mut out = Vec::new();
+        assert!(write_numeric(&mut out, &format!("1{}", "0".repeat(131_072))).is_err());
+        assert!(write_numeric(&mut out, "1e-16384").is_err());
+        assert!(write_numeric(&mut out, "lots").is_err());
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_field_over_postgres_value_limit_is_refused_before_it_is_written() {
+        assert_eq!(field_length(3), Ok([0, 0, 0, 3]));
+        assert!(field_length(MAX_FIELD_BYTES).is_ok());
+        let err = field_length(MAX_FIELD_BYTES + 1).unwrap_err();
+        assert!(err.contains("at most 1073741819 bytes"), "{err}");
+        assert!(field_length(usize::MAX).is_err());
+    }
+
+    fn micros(text: &str) -> i64 {
+        match json(ColumnType::Timestamptz, &format!("{text:?}")) {
+            Ok(Cell::Timestamp(m)) => m,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sub_microsecond_fractions_round_as_postgres_rounds_them() {
+        let base = micros("2026-10-12T00:00:00Z");
+        // Ties go to the even microsecond, as Postgres's rint() does.
+        assert_eq!(micros("2026-10-12T00:00:00.0000005Z") - base, 0);
+        assert_eq!(micros("2026-10-12T00:00:00.0000015Z") - base, 2);
+        assert_eq!(micros("2026-10-12T00:00:00.0000025Z") - base, 2);
+        assert_eq!(micros("2026-10-12T00:00:00.00000251Z") - base, 3);
+        // The fraction is read as a double: 0.1234565 is just below the tie.
+        assert_eq!(micros("2026-10-12T00:00:00.1234565Z") - base, 123_456);
+        // Rounding up may reach the next second, and the next year.
+        assert_eq!(
+            micros("9999-12-31T23:59:59.9999999Z"),
+            micros("+10000-01-01 00:00:00Z")
+        );
+        assert_eq!(
+            micros("2026-10-12T23:59:60.5Z"),
+            micros("2026-10-13T00:00:00.5Z")
+        );
+    }
+
+    #[test]
+    fn timestamps_before_postgres_earliest_are_refused() {
+        let earliest = NaiveDate::from_ymd_opt(-4713, 11, 24)
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
+            .timestamp_micros();
+        assert_eq!(earliest, PG_MIN_TIMESTAMP_UNIX_MICROS);
+        assert_eq!(micros("-4713-11-24 00:00:00Z"), earliest);
+        let err = json(ColumnType::Timestamptz, "\"-4713-11-23 23:59:59.999999Z\"").unwrap_err();
+        assert!(err.contains("earliest"), "{err}");
     }
 }

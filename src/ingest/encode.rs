@@ -4,7 +4,7 @@
 use chrono::NaiveDate;
 use sha2::{Digest, Sha256};
 
-use super::cell::{parse_cell, write_field, Cell};
+use super::cell::{parse_cell, write_fixed, Cell};
 use super::{ErrorLog, RawRecord, RowError};
 use crate::schema::{ColumnType, TableDef};
 
@@ -41,7 +41,6 @@ pub struct RowEncoder<'d> {
     load_id: uuid::Uuid,
     partition_index: usize,
     key_indexes: Vec<usize>,
-    seen: Vec<bool>,
     /// Columns whose value failed its type check (reported once, not again as null).
     bad: Vec<bool>,
     canonical: Vec<u8>,
@@ -56,6 +55,18 @@ pub const COPY_BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 /// ... and ends with a tuple of field count -1.
 pub const COPY_BINARY_TRAILER: &[u8] = &[0xff, 0xff];
 
+/// `_load_id`, `_row_id` and `_row_hash`, after the table's columns.
+const SYSTEM_FIELDS: usize = 3;
+
+fn row_error(record: &RawRecord<'_>, column: Option<&str>, message: String) -> RowError {
+    RowError {
+        line: record.line,
+        record: record.record,
+        column: column.map(str::to_string),
+        message,
+    }
+}
+
 impl<'d> RowEncoder<'d> {
     pub fn new(def: &'d TableDef, options: EncodeOptions, load_id: uuid::Uuid) -> Self {
         RowEncoder {
@@ -68,7 +79,6 @@ impl<'d> RowEncoder<'d> {
                 .iter()
                 .map(|k| def.column_index(k).expect("validated key"))
                 .collect(),
-            seen: vec![false; def.columns.len()],
             bad: vec![false; def.columns.len()],
             canonical: Vec::with_capacity(256),
             day: Vec::with_capacity(16),
@@ -78,7 +88,7 @@ impl<'d> RowEncoder<'d> {
     /// Checks `record`; when it is good, appends it to `copy_out` as a binary
     /// COPY tuple (the table's columns, then `_load_id`, `_row_id`,
     /// `_row_hash`, and `_deleted` with tombstones on). Every problem with the
-    /// record goes to `errors`.
+    /// record goes to `errors`, and a refused record leaves `copy_out` as it was.
     pub fn encode(
         &mut self,
         record: &RawRecord<'_>,
@@ -86,75 +96,105 @@ impl<'d> RowEncoder<'d> {
         errors: &mut ErrorLog,
     ) -> Option<EncodedRow> {
         let before = errors.count;
-        let error = |column: &str, message: String| RowError {
-            line: record.line,
-            record: record.record,
-            column: Some(column.to_string()),
-            message,
-        };
-        self.seen.fill(false);
         self.bad.fill(false);
-        let mut deleted = false;
         let mut cells: Vec<Cell<'_>> = vec![Cell::Null; self.def.columns.len()];
+        let deleted = self.check_fields(record, &mut cells, errors);
+        self.check_partition_and_key(record, &mut cells, errors);
+        if errors.count != before {
+            return None;
+        }
+        let row_hash = self.canonical_row_hash(&cells);
+        let row_id = self.row_id(&cells);
+        let row = EncodedRow {
+            row_hash,
+            row_id,
+            deleted,
+        };
+        self.write_tuple(record, &cells, &row, copy_out, errors)
+            .then_some(row)
+    }
+
+    /// Types every field of the record into `cells`; returns whether the
+    /// record is a tombstone.
+    fn check_fields<'r>(
+        &mut self,
+        record: &RawRecord<'r>,
+        cells: &mut [Cell<'r>],
+        errors: &mut ErrorLog,
+    ) -> bool {
+        let mut deleted = false;
         for (name, raw) in record.fields {
             let Some(i) = self.def.column_index(name) else {
                 if self.options.tombstones && name == DELETED_FIELD {
                     match parse_cell(ColumnType::Boolean, *raw) {
                         Ok(Cell::Bool(b)) => deleted = b,
                         Ok(_) => {}
-                        Err(message) => errors.push(error(name, message)),
+                        Err(message) => errors.push(row_error(record, Some(name), message)),
                     }
                 } else {
-                    errors.push(error(name, "is not a column of this table".into()));
+                    let message = "is not a column of this table".into();
+                    errors.push(row_error(record, Some(name), message));
                 }
                 continue;
             };
-            self.seen[i] = true;
             match parse_cell(self.def.columns[i].ty, *raw) {
                 Ok(cell) => cells[i] = cell,
                 Err(message) => {
-                    errors.push(error(name, message));
+                    errors.push(row_error(record, Some(name), message));
                     self.bad[i] = true;
                 }
             }
         }
+        deleted
+    }
+
+    /// The partition value (given, or the one the body is for) and the key
+    /// columns, which must not be null.
+    fn check_partition_and_key(
+        &self,
+        record: &RawRecord<'_>,
+        cells: &mut [Cell<'_>],
+        errors: &mut ErrorLog,
+    ) {
         for (i, column) in self.def.columns.iter().enumerate() {
+            let name = Some(column.name.as_str());
             if i == self.partition_index {
                 match (&cells[i], self.options.ds) {
                     // A row may omit its partition value: it takes the one it is sent to.
                     (Cell::Null, Some(ds)) if !self.bad[i] => cells[i] = Cell::Date(ds),
-                    (Cell::Null, None) if !self.bad[i] => errors.push(error(
-                        &column.name,
+                    (Cell::Null, None) if !self.bad[i] => errors.push(row_error(
+                        record,
+                        name,
                         "is the partition column; each row must give it".into(),
                     )),
-                    (Cell::Date(d), Some(ds)) if *d != ds => errors.push(error(
-                        &column.name,
+                    (Cell::Date(d), Some(ds)) if *d != ds => errors.push(row_error(
+                        record,
+                        name,
                         format!("partition value {d} differs from the partition {ds}"),
                     )),
                     _ => {}
                 }
             } else if !column.nullable && !self.bad[i] && cells[i].is_null() {
-                errors.push(error(
-                    &column.name,
+                errors.push(row_error(
+                    record,
+                    name,
                     "is part of the primary key and must not be null".into(),
                 ));
             }
         }
-        if errors.count != before {
-            return None;
-        }
+    }
 
-        self.canonical.clear();
-        self.canonical.push(b'[');
-        for (i, cell) in cells.iter().enumerate() {
-            if i > 0 {
-                self.canonical.push(b',');
-            }
-            cell.write_canonical(&mut self.canonical);
-        }
-        self.canonical.push(b']');
-        let row_hash: [u8; 32] = Sha256::digest(&self.canonical).into();
+    /// SHA-256 of the row's canonical encoding, which stays in
+    /// `self.canonical` for `row_id`.
+    fn canonical_row_hash(&mut self, cells: &[Cell<'_>]) -> [u8; 32] {
+        write_canonical_list(&mut self.canonical, cells.iter());
+        Sha256::digest(&self.canonical).into()
+    }
 
+    /// The row's `_row_id`: table, partition value, then the key, or without
+    /// a key the whole canonical row (left by `canonical_row_hash`) and the
+    /// request's scope.
+    fn row_id(&mut self, cells: &[Cell<'_>]) -> [u8; 32] {
         let mut id = Sha256::new();
         id.update(b"idem-row-v1\0");
         id.update(self.def.name.as_bytes());
@@ -171,36 +211,68 @@ impl<'d> RowEncoder<'d> {
                 id.update(scope);
             }
         } else {
-            self.canonical.clear();
-            self.canonical.push(b'[');
-            for (n, &i) in self.key_indexes.iter().enumerate() {
-                if n > 0 {
-                    self.canonical.push(b',');
-                }
-                cells[i].write_canonical(&mut self.canonical);
-            }
-            self.canonical.push(b']');
+            let key = self.key_indexes.iter().map(|&i| &cells[i]);
+            write_canonical_list(&mut self.canonical, key);
             id.update(&self.canonical);
         }
-        let row_id: [u8; 32] = id.finalize().into();
-
-        let fields = cells.len() as i16 + 3 + self.options.tombstones as i16;
-        copy_out.extend_from_slice(&fields.to_be_bytes());
-        for (cell, column) in cells.iter().zip(&self.def.columns) {
-            cell.write_binary(column.ty, copy_out);
-        }
-        write_field(copy_out, self.load_id.as_bytes());
-        write_field(copy_out, &row_id);
-        write_field(copy_out, &row_hash);
-        if self.options.tombstones {
-            write_field(copy_out, &[deleted as u8]);
-        }
-        Some(EncodedRow {
-            row_hash,
-            row_id,
-            deleted,
-        })
+        id.finalize().into()
     }
+
+    /// Appends the row's binary COPY tuple. A value Postgres cannot hold
+    /// makes the row bad (every such column is reported), and then nothing
+    /// of the tuple stays in `copy_out`: a COPY must never see half a row.
+    fn write_tuple(
+        &self,
+        record: &RawRecord<'_>,
+        cells: &[Cell<'_>],
+        row: &EncodedRow,
+        copy_out: &mut Vec<u8>,
+        errors: &mut ErrorLog,
+    ) -> bool {
+        let start = copy_out.len();
+        let before = errors.count;
+        let fields = cells.len() + SYSTEM_FIELDS + usize::from(self.options.tombstones);
+        match i16::try_from(fields) {
+            Ok(n) => copy_out.extend_from_slice(&n.to_be_bytes()),
+            Err(_) => errors.push(row_error(
+                record,
+                None,
+                format!(
+                    "has {fields} fields; a COPY tuple holds at most {}",
+                    i16::MAX
+                ),
+            )),
+        }
+        for (cell, column) in cells.iter().zip(&self.def.columns) {
+            if let Err(message) = cell.write_binary(column.ty, copy_out) {
+                errors.push(row_error(record, Some(&column.name), message));
+            }
+        }
+        write_fixed(copy_out, self.load_id.as_bytes());
+        write_fixed(copy_out, &row.row_id);
+        write_fixed(copy_out, &row.row_hash);
+        if self.options.tombstones {
+            write_fixed(copy_out, &[u8::from(row.deleted)]);
+        }
+        if errors.count != before {
+            copy_out.truncate(start);
+            return false;
+        }
+        true
+    }
+}
+
+/// `[a,b,...]` of the cells' canonical encodings, replacing `out`'s content.
+fn write_canonical_list<'c, 'v: 'c>(out: &mut Vec<u8>, cells: impl Iterator<Item = &'c Cell<'v>>) {
+    out.clear();
+    out.push(b'[');
+    for (n, cell) in cells.enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        cell.write_canonical(out);
+    }
+    out.push(b']');
 }
 
 #[cfg(test)]
@@ -284,5 +356,41 @@ mod tests {
         let (row, errors, _) = encode(&def, r#"{"status":"paid"}"#);
         assert!(row.is_none());
         assert_eq!(errors.listed[0].column.as_deref(), Some("order_id"));
+    }
+
+    #[test]
+    fn a_value_postgres_cannot_hold_is_a_bad_row_and_writes_nothing() {
+        let def = serde_json::from_str::<TableDeclaration>(
+            r#"{"columns":{"id":"bigint","ds":"date","amount":"numeric"}}"#,
+        )
+        .unwrap()
+        .into_def(crate::names::TableName::parse("amounts").unwrap())
+        .unwrap();
+        let (row, errors, copy) = encode(&def, r#"{"id":1,"amount":1e131072}"#);
+        assert!(row.is_none());
+        assert!(copy.is_empty());
+        assert_eq!(errors.listed[0].line, 7);
+        assert_eq!(errors.listed[0].column.as_deref(), Some("amount"));
+        assert!(
+            errors.listed[0].message.contains("at most 131072"),
+            "{}",
+            errors.listed[0].message
+        );
+    }
+
+    #[test]
+    fn a_tuple_postgres_cannot_count_is_refused_and_leaves_no_bytes() {
+        let mut def = orders();
+        def.columns
+            .extend((0..40_000).map(|i| crate::schema::Column {
+                name: crate::names::ColumnName::parse(&format!("c{i}")).unwrap(),
+                ty: ColumnType::Text,
+                nullable: true,
+            }));
+        let (row, errors, copy) = encode(&def, r#"{"order_id":1,"c0":"x"}"#);
+        assert!(row.is_none());
+        assert!(copy.is_empty());
+        assert_eq!(errors.listed[0].column, None);
+        assert!(errors.listed[0].message.contains("at most 32767"));
     }
 }

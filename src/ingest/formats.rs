@@ -281,78 +281,105 @@ impl Scanner {
         first: u8,
         out: &mut Vec<u8>,
     ) -> Result<Option<u8>, ReadError> {
-        let unterminated = |line| {
-            ReadError::Malformed(RowError {
-                line,
-                record: 0,
-                column: None,
-                message: "the JSON array ends inside an element".into(),
-            })
+        let mut nesting = match first {
+            b'{' | b'[' => Nesting {
+                depth: 1,
+                in_string: false,
+                escaped: false,
+            },
+            b'"' => Nesting {
+                depth: 0,
+                in_string: true,
+                escaped: false,
+            },
+            _ => return self.rest_of_scalar(reader, out),
         };
-        let mut depth: u32 = match first {
-            b'{' | b'[' => 1,
-            b'"' => 0,
-            _ => {
-                // A scalar element: runs until a delimiter.
-                while let Some(b) = self.next_byte(reader)? {
-                    if b == b',' || b == b']' || b.is_ascii_whitespace() {
-                        return Ok(Some(b).filter(|b| !b.is_ascii_whitespace()));
-                    }
-                    out.push(b);
-                }
-                return Err(unterminated(self.line));
-            }
-        };
-        let mut in_string = first == b'"';
-        let mut escaped = false;
         loop {
-            // Copy whole runs of ordinary bytes at once; only quotes,
-            // backslashes, brackets and newlines need a look.
+            // Copy whole runs of ordinary bytes at once, not byte by byte
+            // through the reader.
             let buf = reader.fill_buf()?;
             if buf.is_empty() {
                 return Err(unterminated(self.line));
             }
-            let mut i = 0;
+            let mut taken = 0;
             let mut done = false;
-            while i < buf.len() {
-                let b = buf[i];
-                i += 1;
+            for &b in buf {
+                taken += 1;
                 if b == b'\n' {
                     self.line += 1;
                 }
-                if in_string {
-                    if escaped {
-                        escaped = false;
-                    } else if b == b'\\' {
-                        escaped = true;
-                    } else if b == b'"' {
-                        in_string = false;
-                        if depth == 0 {
-                            done = true;
-                            break;
-                        }
-                    }
-                    continue;
-                }
-                match b {
-                    b'"' => in_string = true,
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            done = true;
-                            break;
-                        }
-                    }
-                    _ => {}
+                if nesting.ends_with(b) {
+                    done = true;
+                    break;
                 }
             }
-            out.extend_from_slice(&buf[..i]);
-            reader.consume(i);
+            out.extend_from_slice(&buf[..taken]);
+            reader.consume(taken);
             if done {
                 return Ok(None);
             }
         }
+    }
+
+    /// A scalar element runs until a delimiter, which is returned (unless
+    /// it is whitespace).
+    fn rest_of_scalar<R: BufRead>(
+        &mut self,
+        reader: &mut R,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<u8>, ReadError> {
+        while let Some(b) = self.next_byte(reader)? {
+            if b == b',' || b == b']' || b.is_ascii_whitespace() {
+                return Ok(Some(b).filter(|b| !b.is_ascii_whitespace()));
+            }
+            out.push(b);
+        }
+        Err(unterminated(self.line))
+    }
+}
+
+fn unterminated(line: u64) -> ReadError {
+    ReadError::Malformed(RowError {
+        line,
+        record: 0,
+        column: None,
+        message: "the JSON array ends inside an element".into(),
+    })
+}
+
+/// How far into a JSON object, array or string a scan is: only quotes,
+/// backslashes and brackets matter to where the value ends.
+struct Nesting {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Nesting {
+    /// Takes the next byte; whether it ends the value.
+    #[inline]
+    fn ends_with(&mut self, b: u8) -> bool {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                return self.depth == 0;
+            }
+            return false;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' => {
+                self.depth -= 1;
+                return self.depth == 0;
+            }
+            _ => {}
+        }
+        false
     }
 }
 
@@ -362,10 +389,33 @@ fn read_csv<R: BufRead>(reader: R, sink: &mut impl RecordSink) -> Result<(), Rea
         .flexible(true)
         .buffer_capacity(64 * 1024)
         .from_reader(reader);
-    let mut header = csv::ByteRecord::new();
-    let header_ok = csv.read_byte_record(&mut header).map_err(csv_error)?;
-    if !header_ok {
+    let Some(names) = read_csv_header(&mut csv)? else {
         return Ok(()); // an empty body: no header, no rows
+    };
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    sink.header(&name_refs).map_err(ReadError::Malformed)?;
+
+    let mut row = csv::ByteRecord::new();
+    let mut record = 0u64;
+    while csv.read_byte_record(&mut row).map_err(csv_error)? {
+        if row.len() == 1 && row[0].is_empty() && names.len() > 1 {
+            continue; // a blank line
+        }
+        record += 1;
+        let line = row.position().map(|p| p.line()).unwrap_or(0);
+        if feed_csv_row(&names, &row, line, record, sink).is_break() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The header's column names, trimmed, without a UTF-8 byte order mark;
+/// `None` for an empty body.
+fn read_csv_header<R: BufRead>(csv: &mut csv::Reader<R>) -> Result<Option<Vec<String>>, ReadError> {
+    let mut header = csv::ByteRecord::new();
+    if !csv.read_byte_record(&mut header).map_err(csv_error)? {
+        return Ok(None);
     }
     let mut names: Vec<String> = Vec::with_capacity(header.len());
     for (i, raw) in header.iter().enumerate() {
@@ -384,70 +434,43 @@ fn read_csv<R: BufRead>(reader: R, sink: &mut impl RecordSink) -> Result<(), Rea
         })?;
         names.push(name.trim().to_string());
     }
-    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    sink.header(&name_refs).map_err(ReadError::Malformed)?;
+    Ok(Some(names))
+}
 
-    let mut row = csv::ByteRecord::new();
-    let mut record = 0u64;
-    loop {
-        let ok = match csv.read_byte_record(&mut row) {
-            Ok(ok) => ok,
-            Err(e) if e.is_io_error() => return Err(csv_error(e)),
-            Err(e) => return Err(csv_error(e)),
-        };
-        if !ok {
-            return Ok(());
-        }
-        record += 1;
-        let line = row.position().map(|p| p.line()).unwrap_or(0);
-        if row.len() == 1 && row[0].is_empty() && names.len() > 1 {
-            record -= 1; // a blank line
-            continue;
-        }
-        if row.len() != names.len() {
-            let message = format!("has {} fields; the header has {}", row.len(), names.len());
-            let flow = sink.record(Err(RowError {
-                line,
-                record,
-                column: None,
-                message,
-            }));
-            if flow.is_break() {
-                return Ok(());
-            }
-            continue;
-        }
-        let mut fields: Vec<(Cow<str>, RawField)> = Vec::with_capacity(names.len());
-        let mut bad_utf8 = None;
-        for (name, raw) in names.iter().zip(row.iter()) {
-            match std::str::from_utf8(raw) {
-                Ok(text) => fields.push((
-                    Cow::Borrowed(name.as_str()),
-                    RawField::Text(Some(text).filter(|t| !t.is_empty())),
-                )),
-                Err(_) => {
-                    bad_utf8 = Some(name.clone());
-                    break;
-                }
-            }
-        }
-        let flow = match bad_utf8 {
-            Some(column) => sink.record(Err(RowError {
-                line,
-                record,
-                column: Some(column),
-                message: "is not valid UTF-8".into(),
-            })),
-            None => sink.record(Ok(RawRecord {
-                line,
-                record,
-                fields: &fields,
-            })),
-        };
-        if flow.is_break() {
-            return Ok(());
-        }
+/// One CSV row to the sink: its fields by header name (empty is NULL), or
+/// why it cannot be read (a wrong field count, a field not in UTF-8).
+fn feed_csv_row(
+    names: &[String],
+    row: &csv::ByteRecord,
+    line: u64,
+    record: u64,
+    sink: &mut impl RecordSink,
+) -> ControlFlow<()> {
+    let refused = |column: Option<&str>, message: String| RowError {
+        line,
+        record,
+        column: column.map(str::to_string),
+        message,
+    };
+    if row.len() != names.len() {
+        let message = format!("has {} fields; the header has {}", row.len(), names.len());
+        return sink.record(Err(refused(None, message)));
     }
+    let mut fields: Vec<(Cow<str>, RawField)> = Vec::with_capacity(names.len());
+    for (name, raw) in names.iter().zip(row.iter()) {
+        let Ok(text) = std::str::from_utf8(raw) else {
+            return sink.record(Err(refused(Some(name), "is not valid UTF-8".into())));
+        };
+        fields.push((
+            Cow::Borrowed(name.as_str()),
+            RawField::Text(Some(text).filter(|t| !t.is_empty())),
+        ));
+    }
+    sink.record(Ok(RawRecord {
+        line,
+        record,
+        fields: &fields,
+    }))
 }
 
 fn csv_error(e: csv::Error) -> ReadError {

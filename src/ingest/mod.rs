@@ -10,6 +10,7 @@ pub mod encode;
 pub mod formats;
 pub mod hash;
 pub mod infer;
+mod json;
 
 use serde::Serialize;
 

@@ -2,8 +2,10 @@
 //! test against a fresh database on a real Postgres (`DATABASE_URL`, which
 //! `scripts/test` provides).
 
+mod encoding;
 mod helpers;
 mod limits;
+mod numeric_limits;
 mod partitions;
 mod processes;
 mod refusals;
