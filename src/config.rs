@@ -132,6 +132,11 @@ impl Settings {
         Duration::from_secs(self.idempotency_retention_secs)
     }
 
+    /// `max_record_bytes` as a buffer size (saturating where usize is small).
+    pub fn max_record_bytes(&self) -> usize {
+        usize::try_from(self.max_record_bytes).unwrap_or(usize::MAX)
+    }
+
     pub fn load_wait(&self) -> Duration {
         Duration::from_millis(self.load_wait_ms)
     }

@@ -110,6 +110,7 @@ impl ApiError {
             "precondition_failed" => (StatusCode::PRECONDITION_FAILED, "Precondition failed"),
             "payload_too_large" => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large"),
             "body_timeout" => (StatusCode::REQUEST_TIMEOUT, "Body timed out"),
+            "record_too_large" => (StatusCode::PAYLOAD_TOO_LARGE, "Record too large"),
             "unsupported_media_type" => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported media type")
             }

@@ -322,7 +322,9 @@ fn parse_date(t: &str) -> Option<NaiveDate> {
             d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0'))
         })
     };
-    let year = i32::try_from(num(0..4)?).ok()?;
+    // Postgres has no year 0 (it reads `0000-01-01` as an error), and a
+    // date read back must parse again: years 0001 to 9999.
+    let year = i32::try_from(num(0..4)?).ok().filter(|&y| y >= 1)?;
     NaiveDate::from_ymd_opt(year, num(5..7)?, num(8..10)?)
 }
 

@@ -68,7 +68,18 @@ pub enum ReadError {
     /// The body's structure is broken (an unterminated array, a bad header):
     /// nothing after this point can be read.
     Malformed(RowError),
+    /// A CSV record (or header) past the record limit: where it ends cannot
+    /// be told without reading it whole, so the body stops here.
+    RecordTooLarge {
+        line: u64,
+        max: usize,
+    },
     Io(io::Error),
+}
+
+/// The message of a record refused for its size.
+fn too_large(max: usize) -> String {
+    format!("the record is larger than the limit of {max} bytes")
 }
 
 impl From<io::Error> for ReadError {
@@ -77,34 +88,87 @@ impl From<io::Error> for ReadError {
     }
 }
 
+/// Reads every record of the body into `sink`. No record is held in memory
+/// past `max_record` bytes: a larger NDJSON line or JSON array element is a
+/// bad row (skipped, reading goes on); a larger CSV record ends the body.
 pub fn read_records<R: BufRead>(
     format: BodyFormat,
     reader: R,
     sink: &mut impl RecordSink,
+    max_record: usize,
 ) -> Result<(), ReadError> {
     match format {
-        BodyFormat::Ndjson => read_ndjson(reader, sink),
-        BodyFormat::JsonArray => read_json_array(reader, sink),
-        BodyFormat::Csv => read_csv(reader, sink),
+        BodyFormat::Ndjson => read_ndjson(reader, sink, max_record),
+        BodyFormat::JsonArray => read_json_array(reader, sink, max_record),
+        BodyFormat::Csv => read_csv(reader, sink, max_record),
     }
 }
 
-fn read_ndjson<R: BufRead>(mut reader: R, sink: &mut impl RecordSink) -> Result<(), ReadError> {
+fn read_ndjson<R: BufRead>(
+    mut reader: R,
+    sink: &mut impl RecordSink,
+    max_record: usize,
+) -> Result<(), ReadError> {
     let mut buf = Vec::with_capacity(1024);
     let (mut line, mut record) = (0u64, 0u64);
     loop {
         buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
-            return Ok(());
-        }
+        let whole = match read_line_within(&mut reader, &mut buf, max_record)? {
+            None => return Ok(()),
+            Some(whole) => whole,
+        };
         line += 1;
         let text = buf.trim_ascii();
-        if text.is_empty() {
+        if whole && text.is_empty() {
             continue;
         }
         record += 1;
-        if feed_object(text, line, record, sink).is_break() {
+        let fed = if whole {
+            feed_object(text, line, record, sink)
+        } else {
+            sink.record(Err(RowError {
+                line,
+                record,
+                column: None,
+                message: too_large(max_record),
+            }))
+        };
+        if fed.is_break() {
             return Ok(());
+        }
+    }
+}
+
+/// Reads one line into `buf`, but never more than `max` bytes of it: the
+/// rest of a longer line is read and dropped. `None` at the end of the
+/// body; otherwise whether the line fitted.
+fn read_line_within<R: BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Option<bool>> {
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    if io::Read::take(&mut *reader, limit).read_until(b'\n', buf)? == 0 {
+        return Ok(None);
+    }
+    if buf.len() <= max || buf.ends_with(b"\n") {
+        return Ok(Some(true));
+    }
+    buf.clear();
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(Some(false));
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(Some(false));
+            }
+            None => {
+                let n = chunk.len();
+                reader.consume(n);
+            }
         }
     }
 }
@@ -189,8 +253,16 @@ impl<'de> serde::Deserialize<'de> for Key<'de> {
 /// A JSON array of objects, read one element at a time: a small scanner finds
 /// where each element ends (minding strings and nesting), and the element is
 /// parsed on its own. The array as a whole is never in memory.
-fn read_json_array<R: BufRead>(mut reader: R, sink: &mut impl RecordSink) -> Result<(), ReadError> {
-    let mut scan = Scanner { line: 1 };
+fn read_json_array<R: BufRead>(
+    mut reader: R,
+    sink: &mut impl RecordSink,
+    max_record: usize,
+) -> Result<(), ReadError> {
+    let mut scan = Scanner {
+        line: 1,
+        max: max_record,
+        oversized: false,
+    };
     let malformed = |line: u64, record: u64, message: &str| {
         ReadError::Malformed(RowError {
             line,
@@ -218,7 +290,17 @@ fn read_json_array<R: BufRead>(mut reader: R, sink: &mut impl RecordSink) -> Res
         element.clear();
         element.push(first);
         let end = scan.rest_of_value(&mut reader, first, &mut element)?;
-        if feed_object(&element, start_line, record, sink).is_break() {
+        let fed = if std::mem::take(&mut scan.oversized) {
+            sink.record(Err(RowError {
+                line: start_line,
+                record,
+                column: None,
+                message: too_large(max_record),
+            }))
+        } else {
+            feed_object(&element, start_line, record, sink)
+        };
+        if fed.is_break() {
             return Ok(());
         }
         let next = match end {
@@ -249,9 +331,26 @@ fn read_json_array<R: BufRead>(mut reader: R, sink: &mut impl RecordSink) -> Res
 
 struct Scanner {
     line: u64,
+    /// The most of one element kept; past it, the element is scanned to its
+    /// end and dropped, and `oversized` says so.
+    max: usize,
+    oversized: bool,
 }
 
 impl Scanner {
+    /// Keeps `bytes` of the current element, unless it has grown past the limit.
+    fn keep(&mut self, out: &mut Vec<u8>, bytes: &[u8]) {
+        if self.oversized {
+            return;
+        }
+        if out.len() + bytes.len() > self.max {
+            self.oversized = true;
+            *out = Vec::new();
+            return;
+        }
+        out.extend_from_slice(bytes);
+    }
+
     fn next_byte<R: BufRead>(&mut self, reader: &mut R) -> io::Result<Option<u8>> {
         let buf = reader.fill_buf()?;
         let Some(&b) = buf.first() else {
@@ -313,7 +412,7 @@ impl Scanner {
                     break;
                 }
             }
-            out.extend_from_slice(&buf[..taken]);
+            self.keep(out, &buf[..taken]);
             reader.consume(taken);
             if done {
                 return Ok(None);
@@ -332,7 +431,7 @@ impl Scanner {
             if b == b',' || b == b']' || b.is_ascii_whitespace() {
                 return Ok(Some(b).filter(|b| !b.is_ascii_whitespace()));
             }
-            out.push(b);
+            self.keep(out, &[b]);
         }
         Err(unterminated(self.line))
     }
@@ -383,12 +482,21 @@ impl Nesting {
     }
 }
 
-fn read_csv<R: BufRead>(reader: R, sink: &mut impl RecordSink) -> Result<(), ReadError> {
+/// What the CSV reader buffers ahead of the record it is on.
+const CSV_BUFFER: usize = 64 * 1024;
+
+fn read_csv<R: BufRead>(
+    reader: R,
+    sink: &mut impl RecordSink,
+    max_record: usize,
+) -> Result<(), ReadError> {
+    let guard = RecordGuard::new(reader, max_record);
+    let record_start = guard.record_start.clone();
     let mut csv = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
-        .buffer_capacity(64 * 1024)
-        .from_reader(reader);
+        .buffer_capacity(CSV_BUFFER)
+        .from_reader(guard);
     let Some(names) = read_csv_header(&mut csv)? else {
         return Ok(()); // an empty body: no header, no rows
     };
@@ -397,7 +505,11 @@ fn read_csv<R: BufRead>(reader: R, sink: &mut impl RecordSink) -> Result<(), Rea
 
     let mut row = csv::ByteRecord::new();
     let mut record = 0u64;
-    while csv.read_byte_record(&mut row).map_err(csv_error)? {
+    loop {
+        record_start.set(csv.position().byte());
+        if !csv.read_byte_record(&mut row).map_err(csv_error)? {
+            return Ok(());
+        }
         if row.len() == 1 && row[0].is_empty() && names.len() > 1 {
             continue; // a blank line
         }
@@ -407,12 +519,55 @@ fn read_csv<R: BufRead>(reader: R, sink: &mut impl RecordSink) -> Result<(), Rea
             return Ok(());
         }
     }
-    Ok(())
+}
+
+/// Fails the CSV reader's reads once the record it is on has grown past the
+/// limit: a CSV record's end cannot be found without the parser, so the
+/// guard watches how far the parser has got (`record_start`, the byte where
+/// the current record began) against how much it has been given.
+struct RecordGuard<R> {
+    inner: R,
+    given: u64,
+    record_start: std::rc::Rc<std::cell::Cell<u64>>,
+    max: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the CSV record is larger than the limit of {0} bytes")]
+struct CsvRecordTooLarge(usize);
+
+impl<R> RecordGuard<R> {
+    fn new(inner: R, max_record: usize) -> Self {
+        let slack = u64::try_from(2 * CSV_BUFFER).expect("fits u64");
+        RecordGuard {
+            inner,
+            given: 0,
+            record_start: Default::default(),
+            max: u64::try_from(max_record)
+                .unwrap_or(u64::MAX)
+                .saturating_add(slack),
+        }
+    }
+}
+
+impl<R: io::Read> io::Read for RecordGuard<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.given.saturating_sub(self.record_start.get()) > self.max {
+            let max = self.max - u64::try_from(2 * CSV_BUFFER).expect("fits u64");
+            let max = usize::try_from(max).unwrap_or(usize::MAX);
+            return Err(io::Error::other(CsvRecordTooLarge(max)));
+        }
+        let n = self.inner.read(buf)?;
+        self.given += u64::try_from(n).expect("a read's length fits u64");
+        Ok(n)
+    }
 }
 
 /// The header's column names, trimmed, without a UTF-8 byte order mark;
 /// `None` for an empty body.
-fn read_csv_header<R: BufRead>(csv: &mut csv::Reader<R>) -> Result<Option<Vec<String>>, ReadError> {
+fn read_csv_header<R: io::Read>(
+    csv: &mut csv::Reader<R>,
+) -> Result<Option<Vec<String>>, ReadError> {
     let mut header = csv::ByteRecord::new();
     if !csv.read_byte_record(&mut header).map_err(csv_error)? {
         return Ok(None);
@@ -476,7 +631,10 @@ fn feed_csv_row(
 fn csv_error(e: csv::Error) -> ReadError {
     let line = e.position().map(|p| p.line()).unwrap_or(0);
     match e.into_kind() {
-        csv::ErrorKind::Io(io) => ReadError::Io(io),
+        csv::ErrorKind::Io(io) => match io.get_ref().and_then(|e| e.downcast_ref()) {
+            Some(CsvRecordTooLarge(max)) => ReadError::RecordTooLarge { line, max: *max },
+            None => ReadError::Io(io),
+        },
         other => ReadError::Malformed(RowError {
             line,
             record: 0,
@@ -524,8 +682,60 @@ mod tests {
 
     fn read(format: BodyFormat, body: &str) -> (Collect, Result<(), ReadError>) {
         let mut c = Collect::default();
-        let r = read_records(format, body.as_bytes(), &mut c);
+        let r = read_records(format, body.as_bytes(), &mut c, 1 << 20);
         (c, r)
+    }
+
+    #[test]
+    fn a_record_past_the_limit_is_a_bad_row_and_reading_goes_on() {
+        let long = format!("{{\"a\":\"{}\"}}", "x".repeat(5000));
+        let ndjson = format!("{{\"a\":1}}\n{long}\n{{\"a\":2}}\n");
+        let mut c = Collect::default();
+        assert!(read_records(BodyFormat::Ndjson, ndjson.as_bytes(), &mut c, 1000).is_ok());
+        assert_eq!(c.rows.len(), 2);
+        assert_eq!(
+            c.rows[1].0, 3,
+            "the line after the long one keeps its number"
+        );
+        assert_eq!(c.errors.len(), 1);
+        assert_eq!((c.errors[0].line, c.errors[0].record), (2, 2));
+        assert!(c.errors[0].message.contains("larger than the limit"));
+
+        let array = format!("[{{\"a\":1}},\n{long},\n{{\"a\":2}}]");
+        let mut c = Collect::default();
+        assert!(read_records(BodyFormat::JsonArray, array.as_bytes(), &mut c, 1000).is_ok());
+        assert_eq!(c.rows.len(), 2);
+        assert_eq!(c.errors.len(), 1);
+        assert_eq!(c.errors[0].line, 2);
+    }
+
+    #[test]
+    fn a_csv_record_past_the_limit_ends_the_body_where_it_starts() {
+        let max = 1000;
+        let field = "y".repeat(4 * CSV_BUFFER);
+        let body = format!("a,b\n1,x\n2,{field}\n3,z\n");
+        let mut c = Collect::default();
+        let r = read_records(BodyFormat::Csv, body.as_bytes(), &mut c, max);
+        assert!(
+            matches!(r, Err(ReadError::RecordTooLarge { max: 1000, .. })),
+            "{r:?}"
+        );
+        assert_eq!(c.rows.len(), 1);
+        let header = format!("{field}\n1\n");
+        let r = read_records(
+            BodyFormat::Csv,
+            header.as_bytes(),
+            &mut Collect::default(),
+            max,
+        );
+        assert!(matches!(r, Err(ReadError::RecordTooLarge { .. })), "{r:?}");
+        // Records within the limit pass, however many there are.
+        let many: String = std::iter::once("a\n".to_string())
+            .chain((0..20_000).map(|i| format!("{i}\n")))
+            .collect();
+        let mut c = Collect::default();
+        assert!(read_records(BodyFormat::Csv, many.as_bytes(), &mut c, 10).is_ok());
+        assert_eq!(c.rows.len(), 20_000);
     }
 
     #[test]

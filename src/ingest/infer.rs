@@ -106,7 +106,7 @@ pub fn infer_table(
     let mut guess = Guess::default();
     // The sample may end inside a record; what could not be read is ignored
     // here and reported by the real pass over the whole body.
-    let _ = read_records(format, head, &mut guess);
+    let _ = read_records(format, head, &mut guess, head.len());
     let mut columns = Vec::with_capacity(guess.columns.len() + 1);
     for (name, ty) in guess.columns {
         let name = ColumnName::parse(&name)?;

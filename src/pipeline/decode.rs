@@ -73,6 +73,8 @@ pub struct DecodeJob {
     pub hash_prefix: Sha256,
     /// Most bad rows a refusal lists.
     pub max_listed_errors: usize,
+    /// The largest record (see `read_records`).
+    pub max_record_bytes: usize,
 }
 
 /// Starts decoding `body` on a blocking thread.
@@ -94,6 +96,12 @@ pub async fn finish(decoder: JoinHandle<Decoded>) -> WriteResult<Decoded> {
     match &decoded.read_error {
         Some(ReadError::Io(e)) => return Err(classify_read_error(e).into()),
         Some(ReadError::Malformed(e)) => return Err(WriteError::Malformed(Box::new(e.clone()))),
+        Some(ReadError::RecordTooLarge { line, max }) => {
+            return Err(WriteError::RecordTooLarge {
+                line: *line,
+                max: *max,
+            })
+        }
         None => {}
     }
     if !decoded.errors.is_empty() {
@@ -274,7 +282,7 @@ fn decode<R: io::Read>(
         receiver_gone: false,
     };
     sink.out.extend_from_slice(COPY_BINARY_HEADER);
-    let read_error = read_records(job.format, &mut reader, &mut sink).err();
+    let read_error = read_records(job.format, &mut reader, &mut sink, job.max_record_bytes).err();
     sink.close(read_error.as_ref());
     Decoded {
         rows_received: sink.rows_received,

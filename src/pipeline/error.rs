@@ -15,6 +15,12 @@ pub enum WriteError {
     /// The body's structure is broken at one place.
     #[error("{0}")]
     Malformed(Box<RowError>),
+    /// A CSV record past the record limit (an NDJSON line or JSON element
+    /// past it is a bad row instead).
+    #[error(
+        "line {line}: the CSV record is larger than the limit of {max} bytes; nothing was written"
+    )]
+    RecordTooLarge { line: u64, max: usize },
     #[error("{count} row(s) were refused; nothing was written")]
     BadRows { count: u64, errors: Vec<RowError> },
     #[error("table {0:?} is not declared")]
@@ -45,6 +51,7 @@ impl WriteError {
             WriteError::Body(e) => e.code(),
             WriteError::Malformed(_) => "malformed_body",
             WriteError::BadRows { .. } => "bad_rows",
+            WriteError::RecordTooLarge { .. } => "record_too_large",
             WriteError::TableNotFound(_) => "table_not_found",
             WriteError::Mode(_) => "invalid_request",
             WriteError::Inferred(e) => e.code(),

@@ -170,6 +170,7 @@ impl Pipeline {
             format,
             hash_prefix: body_hash,
             max_listed_errors: self.settings.max_listed_errors,
+            max_record_bytes: self.settings.max_record_bytes(),
         };
         let stage = StagedPut {
             ticket,

@@ -118,6 +118,7 @@ impl Pipeline {
             format,
             hash_prefix: Sha256::default(),
             max_listed_errors: self.settings.max_listed_errors,
+            max_record_bytes: self.settings.max_record_bytes(),
         };
         let decoding = decode::spawn_decoder(job, body);
         let copied = copy_incoming(tx, &def, mode, ReceiverStream::new(decoding.chunks)).await;

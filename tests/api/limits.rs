@@ -217,3 +217,42 @@ async fn lists_come_in_pages_linked_by_a_cursor() {
     let r = app.get("/loads?cursor=not-a-uuid").await;
     assert_eq!(r.status(), 400);
 }
+
+#[tokio::test]
+async fn a_huge_record_costs_no_more_than_the_record_limit_and_is_named() {
+    let app = spawn_app_with(Settings {
+        max_record_bytes: 64 * 1024,
+        ..Default::default()
+    })
+    .await;
+    app.declare_orders().await;
+    let huge_note = "n".repeat(1 << 20);
+    let ndjson_body = format!(
+        "{}\n{{\"order_id\":2,\"note\":\"{huge_note}\"}}\n",
+        serde_json::json!({"order_id": 1})
+    );
+    let r = app.put(DAY, "application/x-ndjson", ndjson_body).await;
+    assert_eq!(r.status(), 422);
+    let problem = json_body(r).await;
+    assert_eq!(problem["errors"][0]["line"], 2);
+    assert!(problem["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("larger than the limit of 65536 bytes"));
+
+    let csv_body = format!("order_id,note\n1,a\n2,{huge_note}\n");
+    let r = app.put(DAY, "text/csv", csv_body).await;
+    assert_eq!(r.status(), 413);
+    let problem = json_body(r).await;
+    assert_eq!(problem["code"], "record_too_large");
+    assert_eq!(app.get(DAY).await.status(), 404);
+
+    let r = app
+        .put(
+            DAY,
+            "application/x-ndjson",
+            "{\"order_id\":1,\"ds\":\"0000-01-01\"}\n",
+        )
+        .await;
+    assert_eq!(r.status(), 422);
+}
