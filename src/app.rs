@@ -1,8 +1,10 @@
 //! The application: shared state, `app(state) -> Router`, and serving with
 //! graceful shutdown.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -13,6 +15,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -34,7 +37,8 @@ pub fn app(state: AppState) -> Router {
 /// Serves `state` on `listener` until `shutdown` completes, then lets
 /// requests in flight finish. Each connection gets `header_timeout_secs` to
 /// send a request's headers (hyper's own timer), so a client that opens
-/// connections and sends nothing holds nothing for long.
+/// connections and sends nothing holds nothing for long; and one client
+/// (one address) holds at most `max_connections_per_client` at once.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
@@ -42,13 +46,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let maintenance = tokio::spawn(maintain(state.store.clone()));
     let header_timeout = Duration::from_secs(state.settings.header_timeout_secs);
+    let clients = ClientConnections::new(state.settings.max_connections_per_client);
     let router = app(state);
     let connections = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors, say: wait instead of spinning.
                     tracing::warn!(error = %e, "could not accept a connection");
@@ -57,6 +62,10 @@ pub async fn serve(
                 }
             },
             () = &mut shutdown => break,
+        };
+        let Some(held) = clients.admit(peer.ip()) else {
+            tokio::spawn(refuse_connection(stream));
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(
@@ -77,12 +86,81 @@ pub async fn serve(
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
+            drop(held);
         });
     }
     drop(listener);
     connections.shutdown().await;
     maintenance.abort();
     Ok(())
+}
+
+/// Open connections per client address, within this process.
+#[derive(Clone)]
+struct ClientConnections {
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    max: usize,
+}
+
+/// One admitted connection; it counts until dropped.
+struct HeldConnection {
+    clients: ClientConnections,
+    ip: IpAddr,
+}
+
+impl ClientConnections {
+    fn new(max: usize) -> Self {
+        ClientConnections {
+            open: Arc::default(),
+            max: max.max(1),
+        }
+    }
+
+    fn admit(&self, ip: IpAddr) -> Option<HeldConnection> {
+        let mut open = self.open.lock().expect("connection counts");
+        let count = open.entry(ip).or_default();
+        if *count >= self.max {
+            return None;
+        }
+        *count += 1;
+        Some(HeldConnection {
+            clients: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for HeldConnection {
+    fn drop(&mut self) {
+        let mut open = self.clients.open.lock().expect("connection counts");
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The whole answer to a connection past its client's limit: a 429 problem,
+/// then the connection closes.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    const BODY: &str = concat!(
+        r#"{"type":"https://idem.dev/problems/too-many-connections","#,
+        r#""title":"Too many connections","status":429,"#,
+        r#""detail":"this client has too many connections open; reuse one or retry later","#,
+        r#""code":"too_many_connections"}"#
+    );
+    let answer = format!(
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/problem+json\r\n\
+         retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let write = async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), write).await;
 }
 
 /// How often each process looks for expired idempotency keys and for

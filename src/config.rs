@@ -86,6 +86,10 @@ pub struct Settings {
     /// Most bad rows a refusal lists (all are counted).
     #[arg(long, env = "IDEM_MAX_LISTED_ERRORS", default_value_t = 100)]
     pub max_listed_errors: usize,
+    /// Connections one client address may hold open at once in this
+    /// process; past it, a new connection is answered 429 and closed.
+    #[arg(long, env = "IDEM_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 256)]
+    pub max_connections_per_client: usize,
     /// Seconds a client has to send a request's headers.
     #[arg(long, env = "IDEM_HEADER_TIMEOUT_SECS", default_value_t = 10)]
     pub header_timeout_secs: u64,
@@ -157,6 +161,7 @@ impl Default for Settings {
             max_record_bytes: 4 * MIB,
             max_gzip_ratio: 100,
             max_listed_errors: 100,
+            max_connections_per_client: 256,
             header_timeout_secs: 10,
             body_idle_timeout_secs: 30,
             body_deadline_secs: 1800,

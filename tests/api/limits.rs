@@ -256,3 +256,34 @@ async fn a_huge_record_costs_no_more_than_the_record_limit_and_is_named() {
         .await;
     assert_eq!(r.status(), 422);
 }
+
+#[tokio::test]
+async fn a_client_past_its_connections_gets_429_and_others_are_served() {
+    let app = spawn_app_with(Settings {
+        max_connections_per_client: 2,
+        ..Default::default()
+    })
+    .await;
+    let address = app.base.trim_start_matches("http://").to_string();
+    let first = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let second = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let mut third = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(5), third.read_to_string(&mut answer))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(answer.contains("\"code\":\"too_many_connections\""));
+    drop((first, second));
+    // Once its connections close, the client is served again.
+    let mut served = false;
+    for _ in 0..50 {
+        if app.get("/healthz").await.status() == 200 {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served);
+}
