@@ -1,4 +1,4 @@
-//! A raw record checked against a table and turned into one COPY line, with
+//! A raw record checked against a table and turned into one binary COPY tuple, with
 //! its row digest (for the content hash) and its deterministic `_row_id`.
 
 use chrono::NaiveDate;
@@ -14,7 +14,7 @@ pub struct EncodedRow {
     /// SHA-256 of the canonical encoding of the whole row.
     pub row_hash: [u8; 32],
     /// SHA-256 of table, partition value and key (or, without a key, of the
-    /// whole row); see API.md "row id".
+    /// whole row), so that every retry of a record gets the same id.
     pub row_id: [u8; 32],
     /// A tombstone (`"_deleted": true`).
     pub deleted: bool,

@@ -3,7 +3,7 @@
 //!
 //! The way through: `formats` splits a body into raw records (each with its
 //! line number), `encode` checks a record against the table and writes its
-//! COPY line, `hash` folds row digests into an order-independent content hash.
+//! binary COPY tuple, `hash` folds row digests into an order-independent content hash.
 
 pub mod cell;
 pub mod encode;

@@ -28,7 +28,7 @@ use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published, Swap};
 use crate::store::stage::{self, StageFate, Staged};
 
-/// The answer to an accepted PUT (API.md "A write's answer").
+/// The answer to an accepted PUT (the receipt; see the README).
 #[derive(Clone, Debug, Serialize)]
 pub struct Receipt {
     pub load_id: Uuid,

@@ -160,7 +160,7 @@ pub fn date_literal(ds: NaiveDate) -> String {
 }
 
 /// The column list of a user table, system columns included, as DDL:
-/// `_load_id` (the load that wrote the row), `_row_id` (see API.md) and
+/// `_load_id` (the load that wrote the row), `_row_id` (the row's deterministic id) and
 /// `_row_hash` (SHA-256 of the row's canonical encoding; a partition's
 /// content hash is built from these).
 pub fn column_ddl(def: &TableDef) -> String {
