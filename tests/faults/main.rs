@@ -12,4 +12,6 @@
 
 mod support;
 
+mod kill_post;
+mod kill_put;
 mod props;
