@@ -14,4 +14,5 @@ mod support;
 
 mod kill_post;
 mod kill_put;
+mod pg_outage;
 mod props;
