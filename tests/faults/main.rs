@@ -15,4 +15,5 @@ mod support;
 mod kill_post;
 mod kill_put;
 mod pg_outage;
+mod processes;
 mod props;
