@@ -8,10 +8,9 @@
 //! a run (each scenario prints its seed). Every scenario prints what it did
 //! and the invariant it checked, even when it passes.
 
-#![allow(dead_code)]
-
 mod support;
 
+mod hostile;
 mod kill_post;
 mod kill_put;
 mod pg_outage;
