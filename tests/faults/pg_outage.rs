@@ -14,6 +14,9 @@ use crate::support::*;
 
 const BATCH_ROWS: i64 = 100;
 const WORKERS: usize = 6;
+/// `/readyz` waits a second for the database; the rest is slack for a busy
+/// machine.
+const READYZ_WITHIN: Duration = Duration::from_secs(3);
 
 /// Where the load was when a request was sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,6 +96,11 @@ impl Load {
         if !expected {
             seen.findings
                 .push(format!("{what} during {phase:?}: {status} {body}"));
+        }
+        // A readiness probe is answered within a second, database or not.
+        if what.contains("/readyz") && took > READYZ_WITHIN {
+            seen.findings
+                .push(format!("{what} during {phase:?} took {took:?}"));
         }
         (status, retry_after)
     }
@@ -184,7 +192,7 @@ impl Load {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_stopped_under_load_answers_503_never_500_and_recovers() {
     // A short outage, and one longer than idem's wait for a connection (10 s).
-    let outages: &[u64] = if long() { &[3, 12, 5, 20, 1] } else { &[3, 12] };
+    let outages: &[u64] = if long() { &[3, 12, 5, 40, 1] } else { &[3, 12] };
     let pg = Postgres::start().await;
     let db_url = pg.url.clone();
     let client = client();
@@ -291,8 +299,12 @@ async fn postgres_stopped_under_load_answers_503_never_500_and_recovers() {
     for finding in &seen.findings {
         report!("Postgres outage: FINDING {finding}");
     }
-    for cause in &causes {
-        report!("Postgres outage: logged cause {cause}");
+    // The causes idem logged for its 5xx answers: every 503 has one too,
+    // so they are shown only when something unexpected was seen.
+    if !seen.findings.is_empty() {
+        for cause in &causes {
+            report!("Postgres outage: logged cause {cause}");
+        }
     }
     let mut table = String::new();
     for ((phase, what), (statuses, slowest)) in &seen.statuses {
@@ -307,16 +319,18 @@ async fn postgres_stopped_under_load_answers_503_never_500_and_recovers() {
          {acknowledged} writes acknowledged, each present exactly once; {given_up} given up \
          ({given_up_written} of them written in full, none in part); slowest answer {:?} \
          (client deadline {CLIENT_DEADLINE:?}); {} answers other than 2xx or 503 with \
-         Retry-After; recovered without a restart (same pid), readyz 200 (within {:?} of the \
-         load's end), a write succeeds",
+         Retry-After, or /readyz slower than {READYZ_WITHIN:?} ({} 5xx causes logged); \
+         recovered without a restart (same pid), readyz 200 (within {:?} of the load's end), \
+         a write succeeds",
         outages.len(),
         seen.slowest,
         seen.findings.len(),
+        causes.len(),
         ready.unwrap()
     );
     assert!(
         seen.findings.is_empty(),
-        "answers other than 2xx or 503 with Retry-After, or none: {:#?}",
+        "answers other than 2xx or 503 with Retry-After, none, or a slow /readyz: {:#?}",
         seen.findings
     );
     assert_eq!(given_up, 0, "writes given up although Postgres came back");
