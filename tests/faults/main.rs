@@ -1,0 +1,18 @@
+//! The fault suite: real `idem serve` processes and a Postgres of the
+//! suite's own (so it can be stopped and started), under kills, outages,
+//! races and hostile bodies; and property tests of the body decoders and the
+//! name validator.
+//!
+//! Quick by default (a few minutes at most on two cores); `IDEM_FAULTS=long`
+//! runs more rounds, and `IDEM_FAULTS_SEED=N` replays the random moments of
+//! a run (each scenario prints its seed). Every scenario prints what it did
+//! and the invariant it checked, even when it passes.
+
+mod support;
+
+mod hostile;
+mod kill_post;
+mod kill_put;
+mod pg_outage;
+mod processes;
+mod props;
