@@ -507,7 +507,11 @@ fn read_csv<R: BufRead>(
     let mut record = 0u64;
     loop {
         record_start.set(csv.position().byte());
-        if !csv.read_byte_record(&mut row).map_err(csv_error)? {
+        let starts_on = csv.position().line();
+        let more = csv
+            .read_byte_record(&mut row)
+            .map_err(|e| at_line(csv_error(e), starts_on))?;
+        if !more {
             return Ok(());
         }
         if row.len() == 1 && row[0].is_empty() && names.len() > 1 {
@@ -569,7 +573,10 @@ fn read_csv_header<R: io::Read>(
     csv: &mut csv::Reader<R>,
 ) -> Result<Option<Vec<String>>, ReadError> {
     let mut header = csv::ByteRecord::new();
-    if !csv.read_byte_record(&mut header).map_err(csv_error)? {
+    let more = csv
+        .read_byte_record(&mut header)
+        .map_err(|e| at_line(csv_error(e), 1))?;
+    if !more {
         return Ok(None);
     }
     let mut names: Vec<String> = Vec::with_capacity(header.len());
@@ -626,6 +633,14 @@ fn feed_csv_row(
         record,
         fields: &fields,
     }))
+}
+
+/// A record too large has no position of its own: it is where it started.
+fn at_line(error: ReadError, line: u64) -> ReadError {
+    match error {
+        ReadError::RecordTooLarge { line: 0, max } => ReadError::RecordTooLarge { line, max },
+        other => other,
+    }
 }
 
 fn csv_error(e: csv::Error) -> ReadError {

@@ -34,7 +34,8 @@ use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::Store;
 use body::classify_read_error;
 
-/// How much of a body is sampled to infer an undeclared table's columns.
+/// How much of a body is sampled, at least, to infer an undeclared table's
+/// columns; never less than one whole record (`max_record_bytes`).
 const INFER_SAMPLE_BYTES: u64 = 1 << 20;
 
 pub type BodyReader = Box<dyn AsyncRead + Send + Unpin>;
@@ -96,7 +97,7 @@ impl Pipeline {
         }
         let mut head = Vec::with_capacity(64 * 1024);
         (&mut body)
-            .take(INFER_SAMPLE_BYTES)
+            .take(INFER_SAMPLE_BYTES.max(self.settings.max_record_bytes.saturating_add(1)))
             .read_to_end(&mut head)
             .await
             .map_err(|e| classify_read_error(&e))?;

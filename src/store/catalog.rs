@@ -74,7 +74,7 @@ impl Store {
         let sql = format!("{TABLE_INFO_SQL} where t.name = $1 group by t.name");
         let row = sqlx::query(&sql)
             .bind(name.as_str())
-            .fetch_optional(self.pool())
+            .fetch_optional(&mut *self.acquire().await?)
             .await?;
         row.as_ref().map(table_info).transpose()
     }
@@ -92,7 +92,7 @@ impl Store {
         let rows = sqlx::query(&sql)
             .bind(after.map(TableName::as_str))
             .bind(limit)
-            .fetch_all(self.pool())
+            .fetch_all(&mut *self.acquire().await?)
             .await?;
         rows.iter().map(table_info).collect()
     }

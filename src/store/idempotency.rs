@@ -86,7 +86,7 @@ impl Store {
         key: &str,
         wait: Duration,
     ) -> StoreResult<Claim> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(&format!(
             "set local lock_timeout = {}",
             wait.as_millis().max(1)
@@ -126,7 +126,7 @@ impl Store {
         let stored: Option<StoredKey> = sqlx::query_as(STORED_KEY_SQL)
             .bind(principal)
             .bind(key)
-            .fetch_optional(self.pool())
+            .fetch_optional(&mut *self.acquire().await?)
             .await?;
         Ok(stored.filter(|s| s.expires_at > Utc::now()))
     }
@@ -137,7 +137,7 @@ impl Store {
         }
         // Not committed: either absent or held by a request in flight, which
         // only a write attempt can tell.
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("set local lock_timeout = 50")
             .execute(&mut *tx)
             .await?;
@@ -161,7 +161,7 @@ impl Store {
                    select ctid from idem.idempotency_keys where expires_at < now()
                     limit 1000 for update skip locked)",
             )
-            .execute(self.pool())
+            .execute(&mut *self.acquire().await?)
             .await?
             .rows_affected();
             total += n;

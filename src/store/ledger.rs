@@ -139,7 +139,7 @@ impl Store {
         Ok(
             sqlx::query_as("select * from idem.loads where load_id = $1")
                 .bind(load_id)
-                .fetch_optional(self.pool())
+                .fetch_optional(&mut *self.acquire().await?)
                 .await?,
         )
     }
@@ -165,7 +165,7 @@ impl Store {
         .bind(ds)
         .bind(before)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(&mut *self.acquire().await?)
         .await?)
     }
 }

@@ -74,9 +74,24 @@ impl Store {
         self.pool.options().get_max_connections()
     }
 
-    /// A connection of the pool's, for work that spans several statements.
+    /// A connection of the pool's. Every statement of the store's takes its
+    /// connection here, so that a wait that times out says why: every
+    /// connection busy (`Busy`), or connections the pool could open and
+    /// could not (`Unavailable`: the database is away).
     pub async fn acquire(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
-        Ok(self.pool.acquire().await?)
+        match self.pool.acquire().await {
+            Ok(conn) => Ok(conn),
+            Err(sqlx::Error::PoolTimedOut) if self.pool.size() < self.pool_size() => {
+                Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A transaction on a connection from `acquire`.
+    pub async fn begin(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Postgres>> {
+        let conn = self.acquire().await?;
+        Ok(sqlx::Transaction::begin(conn, None).await?)
     }
 
     pub async fn migrate(&self) -> StoreResult<()> {
@@ -85,8 +100,9 @@ impl Store {
 
     /// Whether the database answers; any failure counts as away.
     pub async fn ping(&self) -> StoreResult<()> {
+        let mut conn = self.acquire().await?;
         sqlx::query("select 1")
-            .execute(&self.pool)
+            .execute(&mut *conn)
             .await
             .map_err(StoreError::Unavailable)?;
         Ok(())

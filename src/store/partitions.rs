@@ -44,7 +44,7 @@ impl Store {
         )
         .bind(table.as_str())
         .bind(ds)
-        .fetch_optional(self.pool())
+        .fetch_optional(&mut *self.acquire().await?)
         .await?)
     }
 
@@ -63,7 +63,7 @@ impl Store {
         .bind(table.as_str())
         .bind(after)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(&mut *self.acquire().await?)
         .await?)
     }
 

@@ -82,7 +82,9 @@ async fn writes_past_their_turns_get_503_busy_while_reads_still_answer() {
     let mut holding = false;
     for _ in 0..100 {
         let claims: i64 = sqlx::query_scalar(
-            "select count(*) from pg_locks where locktype = 'advisory' and granted",
+            "select count(*) from pg_locks
+              where locktype = 'advisory' and granted
+                and database = (select oid from pg_database where datname = current_database())",
         )
         .fetch_one(&app.db)
         .await
@@ -97,7 +99,7 @@ async fn writes_past_their_turns_get_503_busy_while_reads_still_answer() {
     let second = app
         .put_ndjson(
             "/partitions/orders/2026-10-13",
-            &[order(2, "paid", "2026-10-13T01:00:00Z")],
+            &[serde_json::json!({"order_id": 2})],
         )
         .await;
     assert_eq!(second.status(), 503);

@@ -98,7 +98,7 @@ fn decode(format: BodyFormat, body: &[u8], put: bool) -> (Sink<'static>, bool) {
     static ORDERS_DEF: std::sync::OnceLock<TableDef> = std::sync::OnceLock::new();
     let def = ORDERS_DEF.get_or_init(orders);
     let mut sink = Sink::new(def, if put { day() } else { None });
-    let read = read_records(format, body, &mut sink);
+    let read = read_records(format, body, &mut sink, 64 * 1024);
     (sink, read.is_ok())
 }
 
