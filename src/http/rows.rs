@@ -37,9 +37,10 @@ fn parse_mode(mode: Option<&str>) -> ApiResult<Option<MergeMode>> {
         Some("merge") => Some(MergeMode::Merge),
         Some("append") => Some(MergeMode::Append),
         Some("insert_missing") => Some(MergeMode::InsertMissing),
+        Some("patch") => Some(MergeMode::Patch),
         Some(other) => {
             return Err(ApiError::InvalidRequest(format!(
-                "mode {other:?} is not merge, append or insert_missing"
+                "mode {other:?} is not merge, patch, append or insert_missing"
             )))
         }
     })

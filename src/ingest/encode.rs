@@ -33,6 +33,10 @@ pub struct EncodeOptions {
     /// Read `"_deleted": true` as a tombstone, and append a boolean
     /// `_deleted` field to every tuple.
     pub tombstones: bool,
+    /// Append a `_present` field to every tuple: a bitmap of the columns the
+    /// record gave (bit `i % 8` of byte `i / 8` for column `i`, as
+    /// Postgres's `get_bit` numbers them), for a patch.
+    pub presence: bool,
 }
 
 pub struct RowEncoder<'d> {
@@ -231,7 +235,10 @@ impl<'d> RowEncoder<'d> {
     ) -> bool {
         let start = copy_out.len();
         let before = errors.count;
-        let fields = cells.len() + SYSTEM_FIELDS + usize::from(self.options.tombstones);
+        let fields = cells.len()
+            + SYSTEM_FIELDS
+            + usize::from(self.options.tombstones)
+            + usize::from(self.options.presence);
         match i16::try_from(fields) {
             Ok(n) => copy_out.extend_from_slice(&n.to_be_bytes()),
             Err(_) => errors.push(row_error(
@@ -254,12 +261,51 @@ impl<'d> RowEncoder<'d> {
         if self.options.tombstones {
             write_fixed(copy_out, &[u8::from(row.deleted)]);
         }
+        if self.options.presence {
+            self.write_presence(record, copy_out);
+        }
         if errors.count != before {
             copy_out.truncate(start);
             return false;
         }
         true
     }
+}
+
+impl RowEncoder<'_> {
+    /// The `_present` field: which columns the record gave.
+    fn write_presence(&self, record: &RawRecord<'_>, copy_out: &mut Vec<u8>) {
+        let mut bitmap = vec![0u8; self.def.columns.len().div_ceil(8)];
+        for (name, _) in record.fields {
+            if let Some(i) = self.def.column_index(name) {
+                bitmap[i / 8] |= 1 << (i % 8);
+            }
+        }
+        // A row of at most 1,596 columns: a bitmap of at most 200 bytes.
+        let length = i32::try_from(bitmap.len()).expect("a bitmap of at most 200 bytes");
+        copy_out.extend_from_slice(&length.to_be_bytes());
+        copy_out.extend_from_slice(&bitmap);
+    }
+}
+
+/// The SHA-256 of a row's canonical encoding, the row given as its columns'
+/// text as Postgres prints it (NULL as `None`), in the table's order: how a
+/// row that only the database holds whole (a patched one) gets its hash.
+/// `None` when a value does not read back as its column's type.
+pub fn row_hash_of_text(def: &TableDef, values: &[Option<String>]) -> Option<[u8; 32]> {
+    let cells = def
+        .columns
+        .iter()
+        .zip(values)
+        .map(|(column, value)| match value {
+            None => Ok(Cell::Null),
+            Some(text) => super::cell::parse_text(column.ty, text),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    let mut canonical = Vec::with_capacity(256);
+    write_canonical_list(&mut canonical, cells.iter());
+    Some(Sha256::digest(&canonical).into())
 }
 
 /// `[a,b,...]` of the cells' canonical encodings, replacing `out`'s content.
@@ -297,6 +343,7 @@ mod tests {
             ds,
             row_id_scope: None,
             tombstones: false,
+            presence: false,
         };
         let mut enc = RowEncoder::new(def, options, uuid::Uuid::nil());
         let fields = parse_object(line.as_bytes()).unwrap();

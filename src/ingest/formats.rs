@@ -263,14 +263,6 @@ fn read_json_array<R: BufRead>(
         max: max_record,
         oversized: false,
     };
-    let malformed = |line: u64, record: u64, message: &str| {
-        ReadError::Malformed(RowError {
-            line,
-            record,
-            column: None,
-            message: message.into(),
-        })
-    };
     match scan.next_non_ws(&mut reader)? {
         None => return Ok(()), // an empty body is an empty array
         Some(b'[') => {}
@@ -290,17 +282,10 @@ fn read_json_array<R: BufRead>(
         element.clear();
         element.push(first);
         let end = scan.rest_of_value(&mut reader, first, &mut element)?;
-        let fed = if std::mem::take(&mut scan.oversized) {
-            sink.record(Err(RowError {
-                line: start_line,
-                record,
-                column: None,
-                message: too_large(max_record),
-            }))
-        } else {
-            feed_object(&element, start_line, record, sink)
-        };
-        if fed.is_break() {
+        if scan
+            .feed_element(&element, start_line, record, sink)
+            .is_break()
+        {
             return Ok(());
         }
         let next = match end {
@@ -329,6 +314,16 @@ fn read_json_array<R: BufRead>(
     }
 }
 
+/// The body's structure is broken at `line`.
+fn malformed(line: u64, record: u64, message: &str) -> ReadError {
+    ReadError::Malformed(RowError {
+        line,
+        record,
+        column: None,
+        message: message.into(),
+    })
+}
+
 struct Scanner {
     line: u64,
     /// The most of one element kept; past it, the element is scanned to its
@@ -338,6 +333,26 @@ struct Scanner {
 }
 
 impl Scanner {
+    /// The element just scanned to the sink: its fields, or that it was
+    /// too large to keep.
+    fn feed_element(
+        &mut self,
+        element: &[u8],
+        line: u64,
+        record: u64,
+        sink: &mut impl RecordSink,
+    ) -> ControlFlow<()> {
+        if std::mem::take(&mut self.oversized) {
+            return sink.record(Err(RowError {
+                line,
+                record,
+                column: None,
+                message: too_large(self.max),
+            }));
+        }
+        feed_object(element, line, record, sink)
+    }
+
     /// Keeps `bytes` of the current element, unless it has grown past the limit.
     fn keep(&mut self, out: &mut Vec<u8>, bytes: &[u8]) {
         if self.oversized {

@@ -164,6 +164,7 @@ impl Pipeline {
                 ds: Some(ds),
                 row_id_scope: None,
                 tombstones: false,
+                presence: false,
             },
             repeats: RepeatCheck::LeaveToIndex,
             load_id: ticket.load_id,

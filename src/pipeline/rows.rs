@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::body::BodySource;
 use super::decode::{self, DecodeJob, Decoded, RepeatCheck};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::EncodeOptions;
 use crate::names::TableName;
 use crate::schema::TableDef;
@@ -73,7 +74,7 @@ fn choose_mode(def: &TableDef, asked: Option<MergeMode>) -> WriteResult<MergeMod
             "table {:?} has a primary key; use mode=merge or mode=insert_missing",
             def.name
         ))),
-        Some(mode @ (MergeMode::Merge | MergeMode::InsertMissing)) if !keyed => {
+        Some(mode @ (MergeMode::Merge | MergeMode::Patch | MergeMode::InsertMissing)) if !keyed => {
             Err(WriteError::Mode(format!(
                 "mode={} needs a primary key, and table {:?} has none; use mode=append",
                 mode.as_str(),
@@ -108,7 +109,8 @@ impl Pipeline {
                 .primary_key
                 .is_empty()
                 .then(|| format!("{}\0{}", req.principal, req.idempotency_key).into_bytes()),
-            tombstones: mode == MergeMode::Merge,
+            tombstones: mode.replaces(),
+            presence: mode == MergeMode::Patch,
         };
         let job = DecodeJob {
             def: def.clone(),
@@ -130,7 +132,8 @@ impl Pipeline {
             tombstones: decoded.tombstones,
             maybe_repeated: decoded.maybe_repeated,
         };
-        let merged = apply_incoming(tx, &def, mode, ticket.load_id, incoming).await?;
+        let rehash = |values: &[Option<String>]| row_hash_of_text(&def, values);
+        let merged = apply_incoming(tx, &def, mode, ticket.load_id, incoming, &rehash).await?;
         let receipt = RowsReceipt::new(ticket, &def, mode, &decoded, merged);
         ledger::insert(tx, &receipt.entry(ticket)).await?;
         Ok(receipt)

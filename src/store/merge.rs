@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, row_hash};
 use super::{
     column_list, count, date_literal, key_index_columns, lock_partition, parent_table,
-    partition_table, stored_count, StoreResult,
+    partition_table, stored_count, StoreError, StoreResult,
 };
 use crate::ingest::ContentHash;
 use crate::names::quote_ident;
@@ -37,14 +37,24 @@ pub enum MergeMode {
     Append,
     /// Insert keys that are absent; the stored version stays.
     InsertMissing,
+    /// Like merge, but an existing key's absent fields keep their stored
+    /// values: only the fields a row gives change.
+    Patch,
 }
 
 impl MergeMode {
+    /// Whether an existing key's stored version may be replaced (and a
+    /// tombstone may delete it).
+    pub fn replaces(self) -> bool {
+        matches!(self, MergeMode::Merge | MergeMode::Patch)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             MergeMode::Merge => "merge",
             MergeMode::Append => "append",
             MergeMode::InsertMissing => "insert_missing",
+            MergeMode::Patch => "patch",
         }
     }
 }
@@ -82,16 +92,18 @@ pub async fn copy_incoming(
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
     sqlx::query(&format!(
-        "create temp table {INCOMING} ({}, \"_deleted\" boolean not null default false) on commit drop",
+        "create temp table {INCOMING} ({}, \"_deleted\" boolean not null default false,
+                                        \"_present\" bytea) on commit drop",
         super::column_ddl(def)
     ))
     .execute(&mut *conn)
     .await?;
-    // Only a merge reads tombstones; its tuples carry `_deleted`.
-    let extra: &[&str] = if mode == MergeMode::Merge {
-        &["_deleted"]
-    } else {
-        &[]
+    // Merges read tombstones: their tuples carry `_deleted`; a patch's
+    // also carry `_present`, a bitmap of the columns each row gave.
+    let extra: &[&str] = match mode {
+        MergeMode::Merge => &["_deleted"],
+        MergeMode::Patch => &["_deleted", "_present"],
+        MergeMode::Append | MergeMode::InsertMissing => &[],
     };
     copy_binary(conn, INCOMING, def, extra, rows).await
 }
@@ -121,6 +133,7 @@ pub async fn apply_incoming(
     mode: MergeMode,
     load_id: Uuid,
     incoming: Incoming,
+    rehash: Rehash<'_>,
 ) -> StoreResult<Merged> {
     let sql = MergeSql::new(def);
     let duplicates = collapse_duplicates(conn, def, incoming).await?;
@@ -130,7 +143,10 @@ pub async fn apply_incoming(
         ..Default::default()
     };
     let (mut contents, was_empty) = lock_touched_partitions(conn, def, &sql, load_id).await?;
-    if mode == MergeMode::Merge && incoming.tombstones > 0 && !was_empty {
+    if mode == MergeMode::Patch && !was_empty {
+        fill_in_patches(conn, def, &sql, rehash).await?;
+    }
+    if mode.replaces() && incoming.tombstones > 0 && !was_empty {
         delete_tombstoned(conn, &sql, &mut contents, &mut merged).await?;
     }
     insert_new_keys(
@@ -145,11 +161,73 @@ pub async fn apply_incoming(
     .await?;
     // (With tombstones, the count of upserts is not known exactly here.)
     let upserts = merged.rows_after_dedup.saturating_sub(incoming.tombstones);
-    if mode == MergeMode::Merge && (merged.inserted < upserts || incoming.tombstones > 0) {
+    if mode.replaces() && (merged.inserted < upserts || incoming.tombstones > 0) {
         update_existing_keys(conn, &sql, load_id, &mut contents, &mut merged).await?;
     }
     merged.partitions = register_contents(conn, def, load_id, contents).await?;
     Ok(merged)
+}
+
+/// The row hash of a row given as its columns' text (NULL as `None`), in
+/// the table's column order; `None` when a value does not read back.
+pub type Rehash<'a> = &'a (dyn Fn(&[Option<String>]) -> Option<[u8; 32]> + Sync);
+
+/// A patch's rows whose key is stored take the stored value of every column
+/// they did not give, and then the row hash of the whole row (which only the
+/// caller's canonical encoding can tell, through `rehash`). Under the
+/// partitions' locks, so the stored rows cannot change meanwhile.
+async fn fill_in_patches(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    sql: &MergeSql,
+    rehash: Rehash<'_>,
+) -> StoreResult<()> {
+    let fill = def
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let c = c.name.quoted();
+            format!("{c} = case when get_bit(s.\"_present\", {i}) = 1 then s.{c} else t.{c} end")
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let as_text = def
+        .columns
+        .iter()
+        .map(|c| format!("s.{}::text", c.name.quoted()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let MergeSql { parent, join, .. } = sql;
+    // language=PostgreSQL
+    let filled = format!(
+        "update {INCOMING} s set {fill}
+           from {parent} t where {join} and not s.\"_deleted\"
+      returning s.\"_row_id\", {as_text}"
+    );
+    let rows = sqlx::query(&filled).fetch_all(&mut *conn).await?;
+    let mut row_ids = Vec::with_capacity(rows.len());
+    let mut hashes = Vec::with_capacity(rows.len());
+    for row in rows {
+        let values = (1..=def.columns.len())
+            .map(|i| row.try_get::<Option<String>, _>(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let hash =
+            rehash(&values).ok_or(StoreError::Corrupt("a stored value does not read back"))?;
+        row_ids.push(row.try_get::<Vec<u8>, _>(0)?);
+        hashes.push(hash.to_vec());
+    }
+    // language=PostgreSQL
+    sqlx::query(&format!(
+        "update {INCOMING} s set \"_row_hash\" = v.hash
+           from unnest($1::bytea[], $2::bytea[]) v(row_id, hash)
+          where s.\"_row_id\" = v.row_id"
+    ))
+    .bind(&row_ids)
+    .bind(&hashes)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// Versions of one key in the body collapse to one (by the rule a PUT's
@@ -303,7 +381,7 @@ async fn insert_new_keys(
     } = sql;
     let on_conflict = match mode {
         MergeMode::Append => String::new(),
-        MergeMode::InsertMissing | MergeMode::Merge => {
+        MergeMode::InsertMissing | MergeMode::Merge | MergeMode::Patch => {
             format!("on conflict ({conflict}) do nothing")
         }
     };

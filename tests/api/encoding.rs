@@ -358,6 +358,7 @@ fn encode(def: &TableDef, cases: &[Case]) -> (Vec<u8>, Vec<Result<(), String>>) 
         ds: NaiveDate::from_ymd_opt(2026, 10, 12),
         row_id_scope: None,
         tombstones: false,
+        presence: false,
     };
     let mut encoder = RowEncoder::new(def, options, uuid::Uuid::nil());
     let mut copy = COPY_BINARY_HEADER.to_vec();

@@ -7,6 +7,7 @@ mod helpers;
 mod limits;
 mod numeric_limits;
 mod partitions;
+mod patch;
 mod processes;
 mod refusals;
 mod rows;

@@ -49,6 +49,7 @@ impl<'d> Sink<'d> {
             ds,
             row_id_scope: Some(b"key".to_vec()),
             tombstones: ds.is_none(),
+            presence: ds.is_none(),
         };
         Sink {
             encoder: RowEncoder::new(def, options, uuid::Uuid::nil()),
