@@ -137,8 +137,12 @@ impl ApiError {
     /// The row errors a refusal lists, and how many rows were refused.
     fn row_errors(&self) -> Option<(&[RowError], Option<u64>)> {
         match self {
-            ApiError::Write(WriteError::BadRows { count, errors }) => Some((errors, Some(*count))),
-            ApiError::Write(WriteError::Malformed(e)) => Some((std::slice::from_ref(&**e), None)),
+            ApiError::Write(WriteError::BadRows { count, errors, .. }) => {
+                Some((errors, Some(*count)))
+            }
+            ApiError::Write(WriteError::Malformed { error, .. }) => {
+                Some((std::slice::from_ref(&**error), None))
+            }
             _ => None,
         }
     }
@@ -232,6 +236,7 @@ mod tests {
             (
                 WriteError::BadRows {
                     count: 1,
+                    rows_received: 1,
                     errors: vec![],
                 }
                 .into(),

@@ -93,13 +93,20 @@ pub fn spawn_decoder(job: DecodeJob, body: BodyReader) -> Decoding {
 /// Waits for the decoder and turns what it refused into the answer.
 pub async fn finish(decoder: JoinHandle<Decoded>) -> WriteResult<Decoded> {
     let decoded = decoder.await?;
+    let rows_received = decoded.rows_received;
     match &decoded.read_error {
         Some(ReadError::Io(e)) => return Err(classify_read_error(e).into()),
-        Some(ReadError::Malformed(e)) => return Err(WriteError::Malformed(Box::new(e.clone()))),
+        Some(ReadError::Malformed(e)) => {
+            return Err(WriteError::Malformed {
+                error: Box::new(e.clone()),
+                rows_received,
+            })
+        }
         Some(ReadError::RecordTooLarge { line, max }) => {
             return Err(WriteError::RecordTooLarge {
                 line: *line,
                 max: *max,
+                rows_received,
             })
         }
         None => {}
@@ -107,6 +114,7 @@ pub async fn finish(decoder: JoinHandle<Decoded>) -> WriteResult<Decoded> {
     if !decoded.errors.is_empty() {
         return Err(WriteError::BadRows {
             count: decoded.errors.count,
+            rows_received,
             errors: decoded.errors.listed.clone(),
         });
     }

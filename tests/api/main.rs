@@ -4,6 +4,7 @@
 
 mod encoding;
 mod helpers;
+mod ledger;
 mod limits;
 mod numeric_limits;
 mod partitions;
