@@ -3,7 +3,7 @@
 //! the HTTP status is the edge's business (`crate::error`).
 
 use super::body::BodyError;
-use crate::ingest::RowError;
+use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::schema::SchemaError;
 use crate::store::StoreError;
@@ -16,7 +16,7 @@ pub enum WriteError {
     /// were read before it.
     #[error("{error}")]
     Malformed {
-        error: Box<RowError>,
+        error: Box<BadRow>,
         rows_received: u64,
     },
     /// A CSV record past the record limit (an NDJSON line or JSON element
@@ -34,7 +34,7 @@ pub enum WriteError {
     BadRows {
         count: u64,
         rows_received: u64,
-        errors: Vec<RowError>,
+        errors: Vec<BadRow>,
     },
     #[error("table {0:?} is not declared")]
     TableNotFound(TableName),

@@ -10,5 +10,6 @@ mod numeric_limits;
 mod partitions;
 mod processes;
 mod refusals;
+mod reports;
 mod rows;
 mod tables;
