@@ -8,7 +8,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::ingest::RowError;
+use crate::ingest::BadRow;
 use crate::names::NameError;
 use crate::pipeline::body::BodyError;
 use crate::pipeline::WriteError;
@@ -64,7 +64,7 @@ struct Problem<'a> {
     detail: String,
     code: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    errors: Option<&'a [RowError]>,
+    errors: Option<&'a [BadRow]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rejected: Option<u64>,
 }
@@ -135,10 +135,14 @@ impl ApiError {
     }
 
     /// The row errors a refusal lists, and how many rows were refused.
-    fn row_errors(&self) -> Option<(&[RowError], Option<u64>)> {
+    fn row_errors(&self) -> Option<(&[BadRow], Option<u64>)> {
         match self {
-            ApiError::Write(WriteError::BadRows { count, errors }) => Some((errors, Some(*count))),
-            ApiError::Write(WriteError::Malformed(e)) => Some((std::slice::from_ref(&**e), None)),
+            ApiError::Write(WriteError::BadRows { count, errors, .. }) => {
+                Some((errors, Some(*count)))
+            }
+            ApiError::Write(WriteError::Malformed { error, .. }) => {
+                Some((std::slice::from_ref(&**error), None))
+            }
             _ => None,
         }
     }
@@ -232,6 +236,7 @@ mod tests {
             (
                 WriteError::BadRows {
                     count: 1,
+                    rows_received: 1,
                     errors: vec![],
                 }
                 .into(),

@@ -99,12 +99,12 @@ impl<'d> RowEncoder<'d> {
         copy_out: &mut Vec<u8>,
         errors: &mut ErrorLog,
     ) -> Option<EncodedRow> {
-        let before = errors.count;
+        let before = errors.problems;
         self.bad.fill(false);
         let mut cells: Vec<Cell<'_>> = vec![Cell::Null; self.def.columns.len()];
         let deleted = self.check_fields(record, &mut cells, errors);
         self.check_partition_and_key(record, &mut cells, errors);
-        if errors.count != before {
+        if errors.problems != before {
             return None;
         }
         let row_hash = self.canonical_row_hash(&cells);
@@ -136,7 +136,7 @@ impl<'d> RowEncoder<'d> {
                         Err(message) => errors.push(row_error(record, Some(name), message)),
                     }
                 } else {
-                    let message = "is not a column of this table".into();
+                    let message = not_a_column(self.def, name);
                     errors.push(row_error(record, Some(name), message));
                 }
                 continue;
@@ -234,7 +234,7 @@ impl<'d> RowEncoder<'d> {
         errors: &mut ErrorLog,
     ) -> bool {
         let start = copy_out.len();
-        let before = errors.count;
+        let before = errors.problems;
         let fields = cells.len()
             + SYSTEM_FIELDS
             + usize::from(self.options.tombstones)
@@ -264,7 +264,7 @@ impl<'d> RowEncoder<'d> {
         if self.options.presence {
             self.write_presence(record, copy_out);
         }
-        if errors.count != before {
+        if errors.problems != before {
             copy_out.truncate(start);
             return false;
         }
@@ -306,6 +306,36 @@ pub fn row_hash_of_text(def: &TableDef, values: &[Option<String>]) -> Option<[u8
     let mut canonical = Vec::with_capacity(256);
     write_canonical_list(&mut canonical, cells.iter());
     Some(Sha256::digest(&canonical).into())
+}
+
+/// What is wrong with a field or CSV header `name` the table does not have,
+/// with the declared column it most likely meant: the closest by edit
+/// distance, when at most a third of the longer name differs (a typo, not
+/// another word). Case is ignored: column names are lower case, and
+/// `Amount` means `amount`.
+pub fn not_a_column(def: &TableDef, name: &str) -> String {
+    const NO_HINT: &str = "is not a column of this table";
+    // No name of a valid length is within a third of one this long; and a
+    // hostile body's long names must not cost an edit distance each.
+    if name.len() > 2 * crate::names::MAX_NAME_LEN {
+        return NO_HINT.into();
+    }
+    let lower = name.to_lowercase();
+    let closest = def
+        .columns
+        .iter()
+        .map(|c| {
+            (
+                strsim::levenshtein(&lower, c.name.as_str()),
+                c.name.as_str(),
+            )
+        })
+        .filter(|(distance, column)| *distance * 3 <= name.chars().count().max(column.len()))
+        .min_by_key(|(distance, _)| *distance);
+    match closest {
+        Some((_, column)) => format!("is not a column of this table; did you mean {column:?}?"),
+        None => NO_HINT.into(),
+    }
 }
 
 /// `[a,b,...]` of the cells' canonical encodings, replacing `out`'s content.
@@ -393,16 +423,33 @@ mod tests {
             encode(&def, r#"{"order_id":"x","ds":"2026-10-13","colour":"red"}"#);
         assert!(row.is_none());
         assert!(copy.is_empty());
-        let columns: Vec<_> = errors
-            .listed
-            .iter()
-            .map(|e| e.column.clone().unwrap())
-            .collect();
+        assert_eq!((errors.count, errors.problems), (1, 3));
+        let row = &errors.listed[0];
+        let columns: Vec<_> = row.columns.iter().map(|c| c.column.as_str()).collect();
         assert_eq!(columns, ["order_id", "colour", "ds"]);
-        assert!(errors.listed.iter().all(|e| e.line == 7));
+        assert_eq!(row.line, 7);
+        assert_eq!(row.column.as_deref(), Some("order_id"));
         let (row, errors, _) = encode(&def, r#"{"status":"paid"}"#);
         assert!(row.is_none());
         assert_eq!(errors.listed[0].column.as_deref(), Some("order_id"));
+    }
+
+    #[test]
+    fn an_unknown_field_is_named_with_the_column_it_most_likely_meant() {
+        let def = orders();
+        assert_eq!(
+            not_a_column(&def, "staus"),
+            "is not a column of this table; did you mean \"status\"?"
+        );
+        assert_eq!(
+            not_a_column(&def, "Order_ID"),
+            "is not a column of this table; did you mean \"order_id\"?"
+        );
+        assert_eq!(
+            not_a_column(&def, "colour"),
+            "is not a column of this table"
+        );
+        assert_eq!(not_a_column(&def, "x"), "is not a column of this table");
     }
 
     #[test]

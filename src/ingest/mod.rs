@@ -14,7 +14,7 @@ mod json;
 
 use serde::Serialize;
 
-pub use encode::{EncodeOptions, EncodedRow, RowEncoder};
+pub use encode::{not_a_column, EncodeOptions, EncodedRow, RowEncoder};
 pub use formats::{read_records, BodyFormat, RawField, RawRecord, RecordSink};
 pub use hash::ContentHash;
 
@@ -39,18 +39,106 @@ impl std::fmt::Display for RowError {
     }
 }
 
-/// The bad rows of one request: every one counted, the first `max_listed`
-/// kept for the answer, each cut to a line's length (the answer and the
-/// ledger quote no more of the input than that).
+/// One problem of a bad row: the column it is in, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ColumnProblem {
+    pub column: String,
+    pub message: String,
+}
+
+/// One bad row as a refusal lists it: where it is, its first problem (as
+/// `column` and `message`, the shape clients have always read), and every
+/// problem that names a column, in the order they were found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BadRow {
+    pub line: u64,
+    pub record: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+    pub message: String,
+    pub columns: Vec<ColumnProblem>,
+}
+
+impl BadRow {
+    /// Adds one more problem of this row, up to `MAX_LISTED_COLUMNS` of them.
+    pub fn add(&mut self, error: RowError) {
+        let error = quoted(error);
+        if let Some(column) = error.column {
+            if self.columns.len() < MAX_LISTED_COLUMNS {
+                self.columns.push(ColumnProblem {
+                    column,
+                    message: error.message,
+                });
+            }
+        }
+    }
+}
+
+impl From<RowError> for BadRow {
+    fn from(error: RowError) -> Self {
+        let error = quoted(error);
+        let columns = match &error.column {
+            Some(column) => vec![ColumnProblem {
+                column: column.clone(),
+                message: error.message.clone(),
+            }],
+            None => Vec::new(),
+        };
+        BadRow {
+            line: error.line,
+            record: error.record,
+            column: error.column,
+            message: error.message,
+            columns,
+        }
+    }
+}
+
+/// `error` with its column name and message cut to what an answer quotes.
+fn quoted(mut error: RowError) -> RowError {
+    if let Some(column) = &mut error.column {
+        cut(column, MAX_QUOTED);
+    }
+    cut(&mut error.message, MAX_QUOTED);
+    error
+}
+
+impl std::fmt::Display for BadRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}", self.line)?;
+        if let Some(c) = &self.column {
+            write!(f, ", column {c:?}")?;
+        }
+        write!(f, ": {}", self.message)?;
+        for other in self.columns.iter().skip(usize::from(self.column.is_some())) {
+            write!(f, "; column {:?}: {}", other.column, other.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// The bad rows of one request: every one counted once, however many of
+/// its columns are bad; the first `max_listed` kept for the answer with their
+/// problems, each cut to a line's length (the answer and the ledger quote no
+/// more of the input than that).
 #[derive(Debug)]
 pub struct ErrorLog {
+    /// Bad rows.
     pub count: u64,
-    pub listed: Vec<RowError>,
+    /// Problems found, one or more per bad row.
+    pub problems: u64,
+    pub listed: Vec<BadRow>,
     max_listed: usize,
+    /// The line and record of the row the last problem was in: the problems
+    /// of one row arrive together.
+    last: Option<(u64, u64)>,
 }
 
 /// The most of a column name or message an error quotes, in bytes.
 pub const MAX_QUOTED: usize = 200;
+/// The most problems one listed row holds (a record can have thousands of
+/// unknown fields; the answer stays small).
+pub const MAX_LISTED_COLUMNS: usize = 64;
 
 impl Default for ErrorLog {
     fn default() -> Self {
@@ -62,19 +150,30 @@ impl ErrorLog {
     pub fn new(max_listed: usize) -> Self {
         ErrorLog {
             count: 0,
+            problems: 0,
             listed: Vec::new(),
             max_listed,
+            last: None,
         }
     }
 
-    pub fn push(&mut self, mut error: RowError) {
+    /// Records one problem: the first of a new row counts the row and, room
+    /// permitting, lists it; the next ones of that row join its entry.
+    pub fn push(&mut self, error: RowError) {
+        self.problems += 1;
+        let row = (error.line, error.record);
+        if self.last == Some(row) {
+            if let Some(listed) = self.listed.last_mut() {
+                if (listed.line, listed.record) == row {
+                    listed.add(error);
+                }
+            }
+            return;
+        }
+        self.last = Some(row);
         self.count += 1;
         if self.listed.len() < self.max_listed {
-            if let Some(column) = &mut error.column {
-                cut(column, MAX_QUOTED);
-            }
-            cut(&mut error.message, MAX_QUOTED);
-            self.listed.push(error);
+            self.listed.push(BadRow::from(error));
         }
     }
 
@@ -116,5 +215,46 @@ mod tests {
         let first = &log.listed[0];
         assert!(first.column.as_ref().unwrap().len() <= MAX_QUOTED + '…'.len_utf8());
         assert!(first.message.len() <= MAX_QUOTED + '…'.len_utf8());
+        assert!(first.columns[0].column.len() <= MAX_QUOTED + '…'.len_utf8());
+    }
+
+    fn problem(line: u64, column: &str) -> RowError {
+        RowError {
+            line,
+            record: line,
+            column: Some(column.into()),
+            message: format!("{column} is bad"),
+        }
+    }
+
+    #[test]
+    fn a_row_with_several_bad_columns_counts_once_and_lists_them_all() {
+        let mut log = ErrorLog::new(1);
+        for column in ["a", "b", "c"] {
+            log.push(problem(4, column));
+        }
+        log.push(problem(5, "a"));
+        log.push(problem(5, "b"));
+        assert_eq!((log.count, log.problems), (2, 5));
+        assert_eq!(log.listed.len(), 1, "bounded by rows, not problems");
+        let row = &log.listed[0];
+        assert_eq!(row.column.as_deref(), Some("a"));
+        assert_eq!(row.message, "a is bad");
+        let columns: Vec<_> = row.columns.iter().map(|c| c.column.as_str()).collect();
+        assert_eq!(columns, ["a", "b", "c"]);
+        assert_eq!(
+            row.to_string(),
+            "line 4, column \"a\": a is bad; column \"b\": b is bad; column \"c\": c is bad"
+        );
+    }
+
+    #[test]
+    fn a_row_lists_a_bounded_number_of_columns() {
+        let mut log = ErrorLog::default();
+        for i in 0..1000 {
+            log.push(problem(1, &format!("c{i}")));
+        }
+        assert_eq!((log.count, log.problems), (1, 1000));
+        assert_eq!(log.listed[0].columns.len(), MAX_LISTED_COLUMNS);
     }
 }

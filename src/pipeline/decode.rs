@@ -18,8 +18,8 @@ use super::{BodyReader, WriteError, WriteResult};
 use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER, DELETED_FIELD};
 use crate::ingest::formats::ReadError;
 use crate::ingest::{
-    read_records, BodyFormat, ContentHash, EncodeOptions, ErrorLog, RawRecord, RecordSink,
-    RowEncoder, RowError,
+    not_a_column, read_records, BadRow, BodyFormat, ContentHash, EncodeOptions, ErrorLog,
+    RawRecord, RecordSink, RowEncoder, RowError,
 };
 use crate::schema::TableDef;
 use crate::store::{StoreError, StoreResult};
@@ -43,6 +43,8 @@ pub struct Decoded {
     pub body_sha256: String,
     pub errors: ErrorLog,
     pub read_error: Option<ReadError>,
+    /// Every problem of a refused CSV header (`read_error` has the first).
+    pub header_refusal: Option<BadRow>,
 }
 
 pub struct Decoding {
@@ -93,13 +95,24 @@ pub fn spawn_decoder(job: DecodeJob, body: BodyReader) -> Decoding {
 /// Waits for the decoder and turns what it refused into the answer.
 pub async fn finish(decoder: JoinHandle<Decoded>) -> WriteResult<Decoded> {
     let decoded = decoder.await?;
+    let rows_received = decoded.rows_received;
     match &decoded.read_error {
         Some(ReadError::Io(e)) => return Err(classify_read_error(e).into()),
-        Some(ReadError::Malformed(e)) => return Err(WriteError::Malformed(Box::new(e.clone()))),
+        Some(ReadError::Malformed(e)) => {
+            let error = decoded
+                .header_refusal
+                .clone()
+                .unwrap_or_else(|| BadRow::from(e.clone()));
+            return Err(WriteError::Malformed {
+                error: Box::new(error),
+                rows_received,
+            });
+        }
         Some(ReadError::RecordTooLarge { line, max }) => {
             return Err(WriteError::RecordTooLarge {
                 line: *line,
                 max: *max,
+                rows_received,
             })
         }
         None => {}
@@ -107,6 +120,7 @@ pub async fn finish(decoder: JoinHandle<Decoded>) -> WriteResult<Decoded> {
     if !decoded.errors.is_empty() {
         return Err(WriteError::BadRows {
             count: decoded.errors.count,
+            rows_received,
             errors: decoded.errors.listed.clone(),
         });
     }
@@ -187,6 +201,7 @@ struct Encoding<'d> {
     def: &'d TableDef,
     out: Vec<u8>,
     errors: ErrorLog,
+    header_refusal: Option<BadRow>,
     input_hash: ContentHash,
     rows_received: u64,
     tombstones: u64,
@@ -197,24 +212,40 @@ struct Encoding<'d> {
 }
 
 impl RecordSink for Encoding<'_> {
+    /// Checks every header name, so that one answer names each unknown or
+    /// repeated column; the whole list waits in `header_refusal`, since the
+    /// reader takes one error only.
     fn header(&mut self, names: &[&str]) -> Result<(), RowError> {
+        let mut refusal: Option<BadRow> = None;
         for (i, name) in names.iter().enumerate() {
             let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
-            let problem = if self.def.column(name).is_none() && !tombstone {
-                "the header names a column this table does not have"
+            let message = if self.def.column(name).is_none() && !tombstone {
+                not_a_column(self.def, name)
             } else if names[..i].contains(name) {
-                "the header names this column twice"
+                "the header names this column twice".into()
             } else {
                 continue;
             };
-            return Err(RowError {
+            let problem = RowError {
                 line: 1,
                 record: 0,
                 column: Some(name.to_string()),
-                message: problem.into(),
-            });
+                message,
+            };
+            match &mut refusal {
+                Some(row) => row.add(problem),
+                None => refusal = Some(BadRow::from(problem)),
+            }
         }
-        Ok(())
+        let Some(row) = refusal else { return Ok(()) };
+        let first = RowError {
+            line: row.line,
+            record: row.record,
+            column: row.column.clone(),
+            message: row.message.clone(),
+        };
+        self.header_refusal = Some(row);
+        Err(first)
     }
 
     fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
@@ -273,6 +304,7 @@ fn decode<R: io::Read>(
         def: &job.def,
         out: Vec::with_capacity(CHUNK_BYTES + 4096),
         errors: ErrorLog::new(job.max_listed_errors),
+        header_refusal: None,
         input_hash: ContentHash::default(),
         rows_received: 0,
         tombstones: 0,
@@ -292,5 +324,6 @@ fn decode<R: io::Read>(
         body_sha256: hex::encode(reader.into_inner().hash.finalize()),
         errors: sink.errors,
         read_error,
+        header_refusal: sink.header_refusal,
     }
 }

@@ -3,7 +3,7 @@
 //! the HTTP status is the edge's business (`crate::error`).
 
 use super::body::BodyError;
-use crate::ingest::RowError;
+use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::schema::SchemaError;
 use crate::store::StoreError;
@@ -12,17 +12,30 @@ use crate::store::StoreError;
 pub enum WriteError {
     #[error(transparent)]
     Body(#[from] BodyError),
-    /// The body's structure is broken at one place.
-    #[error("{0}")]
-    Malformed(Box<RowError>),
+    /// The body's structure is broken at one place; `rows_received` records
+    /// were read before it.
+    #[error("{error}")]
+    Malformed {
+        error: Box<BadRow>,
+        rows_received: u64,
+    },
     /// A CSV record past the record limit (an NDJSON line or JSON element
     /// past it is a bad row instead).
     #[error(
         "line {line}: the CSV record is larger than the limit of {max} bytes; nothing was written"
     )]
-    RecordTooLarge { line: u64, max: usize },
+    RecordTooLarge {
+        line: u64,
+        max: usize,
+        rows_received: u64,
+    },
+    /// `count` of the `rows_received` rows were bad; `errors` lists the first of them.
     #[error("{count} row(s) were refused; nothing was written")]
-    BadRows { count: u64, errors: Vec<RowError> },
+    BadRows {
+        count: u64,
+        rows_received: u64,
+        errors: Vec<BadRow>,
+    },
     #[error("table {0:?} is not declared")]
     TableNotFound(TableName),
     /// The mode asked for does not fit the table.
@@ -49,7 +62,7 @@ impl WriteError {
     pub fn code(&self) -> &'static str {
         match self {
             WriteError::Body(e) => e.code(),
-            WriteError::Malformed(_) => "malformed_body",
+            WriteError::Malformed { .. } => "malformed_body",
             WriteError::BadRows { .. } => "bad_rows",
             WriteError::RecordTooLarge { .. } => "record_too_large",
             WriteError::TableNotFound(_) => "table_not_found",
@@ -59,6 +72,25 @@ impl WriteError {
             WriteError::Busy => "busy",
             WriteError::Store(e) => e.code(),
             WriteError::Internal(_) => "internal",
+        }
+    }
+
+    /// How many records the decoder read before it refused the body (0 when
+    /// the refusal came before any was read).
+    pub fn rows_received(&self) -> u64 {
+        match self {
+            WriteError::Malformed { rows_received, .. }
+            | WriteError::RecordTooLarge { rows_received, .. }
+            | WriteError::BadRows { rows_received, .. } => *rows_received,
+            _ => 0,
+        }
+    }
+
+    /// How many rows were bad.
+    pub fn rejected(&self) -> u64 {
+        match self {
+            WriteError::BadRows { count, .. } => *count,
+            _ => 0,
         }
     }
 

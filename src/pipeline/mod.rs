@@ -170,24 +170,24 @@ impl LoadTicket {
         )
     }
 
-    /// Records the load as refused or failed, with what was wrong.
+    /// Records the load as refused or failed, with what was wrong and how
+    /// much of the body was read before it was.
     pub async fn record_refusal(&self, store: &Store, error: &WriteError) {
-        let (status, rejected, detail) = match error {
-            WriteError::BadRows { count, errors } => (
+        let (status, detail) = match error {
+            WriteError::BadRows { errors, .. } => (
                 LoadStatus::Rejected,
-                *count,
                 serde_json::json!({"code": error.code(), "errors": errors}),
             ),
             e if e.is_refusal() => (
                 LoadStatus::Rejected,
-                0,
                 serde_json::json!({"code": e.code(), "detail": e.to_string()}),
             ),
-            e => (LoadStatus::Failed, 0, serde_json::json!({"code": e.code()})),
+            e => (LoadStatus::Failed, serde_json::json!({"code": e.code()})),
         };
         let entry = LoadEntry {
             status,
-            rejected,
+            rows_received: error.rows_received(),
+            rejected: error.rejected(),
             error: Some(detail),
             ..self.entry()
         };

@@ -48,7 +48,15 @@ pub struct Load {
     pub error: Option<serde_json::Value>,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
+    /// `finished_at - started_at`, in whole milliseconds.
+    pub duration_ms: i64,
 }
+
+/// Every column of a ledger row, and its duration.
+// language=PostgreSQL
+const LOAD_COLUMNS: &str = "load_id, table_name, ds, mode, status, rows_received, rows_written,
+    duplicates, rejected, content_sha256, changed, idempotency_key, error, started_at, finished_at,
+    (extract(epoch from finished_at - started_at) * 1000)::bigint as duration_ms";
 
 /// What a finished load reports to the ledger.
 #[derive(Clone, Debug)]
@@ -102,12 +110,17 @@ impl<'a> LoadEntry<'a> {
 /// Writes `entry` in the caller's transaction, so a load is recorded exactly
 /// when its rows are.
 pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResult<()> {
+    // The finish is the clock at this statement, not now() (the start of
+    // the transaction, which may precede the load's own start). The start is
+    // idem's clock and the finish the database's: `greatest` keeps a skew
+    // between the two from recording a load that ends before it began.
     // language=PostgreSQL
     sqlx::query(
         "insert into idem.loads (load_id, table_name, ds, mode, status, rows_received, rows_written,
                                  duplicates, rejected, content_sha256, changed, error, started_at,
-                                 idempotency_key)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                                 idempotency_key, finished_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                 greatest(clock_timestamp(), $13))",
     )
     .bind(entry.load_id)
     .bind(entry.table.as_str())
@@ -136,12 +149,12 @@ impl Store {
     }
 
     pub async fn load(&self, load_id: Uuid) -> StoreResult<Option<Load>> {
-        Ok(
-            sqlx::query_as("select * from idem.loads where load_id = $1")
-                .bind(load_id)
-                .fetch_optional(&mut *self.acquire().await?)
-                .await?,
-        )
+        Ok(sqlx::query_as(&format!(
+            "select {LOAD_COLUMNS} from idem.loads where load_id = $1"
+        ))
+        .bind(load_id)
+        .fetch_optional(&mut *self.acquire().await?)
+        .await?)
     }
 
     /// The newest loads first (load ids are UUIDv7: time-ordered),
@@ -154,13 +167,13 @@ impl Store {
         limit: i64,
     ) -> StoreResult<Vec<Load>> {
         // language=PostgreSQL
-        Ok(sqlx::query_as(
-            "select * from idem.loads
+        Ok(sqlx::query_as(&format!(
+            "select {LOAD_COLUMNS} from idem.loads
               where ($1::text is null or table_name = $1) and ($2::date is null or ds = $2)
                 and ($3::uuid is null or load_id < $3)
               order by load_id desc
-              limit $4",
-        )
+              limit $4"
+        ))
         .bind(table.map(TableName::as_str))
         .bind(ds)
         .bind(before)

@@ -4,11 +4,13 @@
 
 mod encoding;
 mod helpers;
+mod ledger;
 mod limits;
 mod numeric_limits;
 mod partitions;
 mod patch;
 mod processes;
 mod refusals;
+mod reports;
 mod rows;
 mod tables;

@@ -1,0 +1,99 @@
+//! The loads ledger: real start and finish times, and what a refused load
+//! received and refused.
+
+use chrono::{DateTime, FixedOffset};
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+fn time(entry: &Value, field: &str) -> DateTime<FixedOffset> {
+    let text = entry[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} in {entry}"));
+    DateTime::parse_from_rfc3339(text).unwrap()
+}
+
+/// The entry of `load_id`, as `GET /loads/{id}` and `GET /loads` both show
+/// it; its times are ordered and its duration is theirs.
+async fn ledger_entry(app: &TestApp, load_id: &str) -> Value {
+    let one = json_body(app.get(&format!("/loads/{load_id}")).await).await;
+    let listed = json_body(app.get("/loads?table=orders").await).await;
+    let in_list = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["load_id"] == load_id)
+        .unwrap_or_else(|| panic!("{load_id} in {listed}"));
+    assert_eq!(&one, in_list);
+    let (started, finished) = (time(&one, "started_at"), time(&one, "finished_at"));
+    assert!(finished >= started, "{one}");
+    let duration = one["duration_ms"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{one}"));
+    let expected = (finished - started).num_milliseconds();
+    assert!((duration - expected).abs() <= 1, "{one}");
+    one
+}
+
+/// The newest entry of the orders table.
+async fn newest_load_id(app: &TestApp) -> String {
+    let loads = json_body(app.get("/loads?table=orders").await).await;
+    loads[0]["load_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn every_load_finishes_after_it_starts_and_says_how_long_it_took() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let rows = [order(1, "paid", "2026-10-12T01:00:00Z")];
+    let put = json_body(app.put_ndjson("/partitions/orders/2026-10-12", &rows).await).await;
+    let entry = ledger_entry(&app, put["load_id"].as_str().unwrap()).await;
+    assert_eq!(entry["status"], "published");
+
+    let post = app
+        .client
+        .post(app.url("/rows?table=orders"))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", "ledger-times")
+        .body(ndjson(&[order(2, "paid", "2026-10-12T02:00:00Z")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 200);
+    let post = json_body(post).await;
+    let entry = ledger_entry(&app, post["load_id"].as_str().unwrap()).await;
+    assert_eq!(entry["idempotency_key"], "ledger-times");
+}
+
+#[tokio::test]
+async fn a_refused_load_records_the_rows_it_received_and_the_rows_it_refused() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let mut bad = order(2, "paid", "2026-10-12T01:00:00Z");
+    bad["amount"] = json!("lots");
+    let mut worse = order(3, "paid", "2026-10-12T01:00:00Z");
+    worse["order_id"] = Value::Null;
+    let body = [order(1, "paid", "2026-10-12T01:00:00Z"), bad, worse];
+
+    let put = app.put_ndjson("/partitions/orders/2026-10-12", &body).await;
+    assert_eq!(put.status(), 422);
+    let entry = ledger_entry(&app, &newest_load_id(&app).await).await;
+    assert_eq!(entry["status"], "rejected");
+    assert_eq!(entry["rows_received"], 3, "{entry}");
+    assert_eq!(entry["rejected"], 2, "{entry}");
+
+    let post = app
+        .client
+        .post(app.url("/rows?table=orders"))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", "refused")
+        .body(ndjson(&body))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 422);
+    let entry = ledger_entry(&app, &newest_load_id(&app).await).await;
+    assert_eq!(entry["idempotency_key"], "refused");
+    assert_eq!(entry["rows_received"], 3, "{entry}");
+    assert_eq!(entry["rejected"], 2, "{entry}");
+}
