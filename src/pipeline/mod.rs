@@ -24,15 +24,19 @@ use uuid::Uuid;
 
 pub use error::{WriteError, WriteResult};
 
+use sha2::Sha256;
+
 use crate::config::Settings;
 use crate::ingest::infer::infer_table;
 use crate::ingest::BodyFormat;
+use crate::ingest::EncodeOptions;
 use crate::names::{ColumnName, TableName};
 use crate::schema::{TableDef, DEFAULT_PARTITION_COLUMN};
 use crate::store::catalog::{self, Origin};
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::Store;
 use body::classify_read_error;
+use decode::{DecodeJob, RepeatCheck};
 
 /// How much of a body is sampled, at least, to infer an undeclared table's
 /// columns; never less than one whole record (`max_record_bytes`).
@@ -58,6 +62,29 @@ impl Pipeline {
         match tokio::time::timeout(wait, self.load_slots.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
             Ok(Err(_)) | Err(_) => Err(WriteError::Busy),
+        }
+    }
+}
+
+impl Pipeline {
+    /// What a load's body is decoded as, within the settings' bounds.
+    pub fn decode_job(
+        &self,
+        def: TableDef,
+        options: EncodeOptions,
+        repeats: RepeatCheck,
+        ticket: &LoadTicket,
+        format: BodyFormat,
+    ) -> DecodeJob {
+        DecodeJob {
+            def,
+            options,
+            repeats,
+            load_id: ticket.load_id,
+            format,
+            hash_prefix: Sha256::default(),
+            max_listed_errors: self.settings.max_listed_errors,
+            max_record_bytes: self.settings.max_record_bytes(),
         }
     }
 }

@@ -158,20 +158,17 @@ impl Pipeline {
                 }
             },
         };
+        let options = EncodeOptions {
+            ds: Some(ds),
+            row_id_scope: None,
+            tombstones: false,
+            presence: false,
+        };
+        // A stage's unique index finds repeated keys at no extra cost.
+        let job = self.decode_job(def, options, RepeatCheck::LeaveToIndex, ticket, format);
         let job = DecodeJob {
-            def,
-            options: EncodeOptions {
-                ds: Some(ds),
-                row_id_scope: None,
-                tombstones: false,
-                presence: false,
-            },
-            repeats: RepeatCheck::LeaveToIndex,
-            load_id: ticket.load_id,
-            format,
             hash_prefix: body_hash,
-            max_listed_errors: self.settings.max_listed_errors,
-            max_record_bytes: self.settings.max_record_bytes(),
+            ..job
         };
         let stage = StagedPut {
             ticket,

@@ -3,13 +3,12 @@
 
 use chrono::NaiveDate;
 use serde::Serialize;
-use sha2::Sha256;
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use super::body::BodySource;
-use super::decode::{self, DecodeJob, Decoded, RepeatCheck};
+use super::decode::{self, Decoded, RepeatCheck};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::EncodeOptions;
@@ -112,16 +111,7 @@ impl Pipeline {
             tombstones: mode.replaces(),
             presence: mode == MergeMode::Patch,
         };
-        let job = DecodeJob {
-            def: def.clone(),
-            options,
-            repeats: RepeatCheck::Watch,
-            load_id: ticket.load_id,
-            format,
-            hash_prefix: Sha256::default(),
-            max_listed_errors: self.settings.max_listed_errors,
-            max_record_bytes: self.settings.max_record_bytes(),
-        };
+        let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
         let decoding = decode::spawn_decoder(job, body);
         let copied = copy_incoming(tx, &def, mode, ReceiverStream::new(decoding.chunks)).await;
         let decoded = decode::finish(decoding.decoder).await?;
