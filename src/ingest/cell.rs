@@ -476,17 +476,28 @@ fn timestamp_micros(t: &str) -> Result<i64, Option<String>> {
     let ts = DateTime::parse_from_rfc3339(t)
         .ok()
         .or_else(|| {
-            // Postgres's own output (`2026-10-12 01:00:00+00`) and kin.
-            ["%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M:%S%.f%#z"]
-                .iter()
-                .find_map(|f| DateTime::parse_from_str(t, f).ok())
+            // Postgres's own output (`2026-10-12 01:00:00+00`) and kin:
+            // `+hh`, `+hhmm`, `+hh:mm` or `Z`, seconds optional.
+            [
+                "%Y-%m-%d %H:%M:%S%.f%#z",
+                "%Y-%m-%dT%H:%M:%S%.f%#z",
+                "%Y-%m-%d %H:%M%#z",
+                "%Y-%m-%dT%H:%M%#z",
+            ]
+            .iter()
+            .find_map(|f| DateTime::parse_from_str(t, f).ok())
         })
         .map(|d| d.with_timezone(&Utc))
         .or_else(|| {
-            ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
-                .iter()
-                .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
-                .map(|n| n.and_utc())
+            [
+                "%Y-%m-%dT%H:%M:%S%.f",
+                "%Y-%m-%d %H:%M:%S%.f",
+                "%Y-%m-%dT%H:%M",
+                "%Y-%m-%d %H:%M",
+            ]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+            .map(|n| n.and_utc())
         })
         .ok_or(None)?;
     // chrono keeps a leap second (`23:59:60`) as second 59 plus a whole
@@ -862,6 +873,29 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a, c);
         assert_eq!(canonical(&a), "\"2026-10-12T00:00:00.000000Z\"");
+        // Every form Postgres reads: seconds and fraction optional, `T` or
+        // space, `Z`, `+hh`, `+hhmm`, `+hh:mm`; and what GET writes back
+        // (`row_to_json`, and COPY's CSV under TimeZone=UTC).
+        for same in [
+            "2026-10-12T00:00Z",
+            "2026-10-12 00:00",
+            "2026-10-12 02:00+02",
+            "2026-10-12T02:00+0200",
+            "2026-10-12T02:00+02:00",
+            "2026-10-12 00:00:00+0000",
+            "2026-10-11 19:00:00.000-05",
+            "2026-10-12T00:00:00+00:00",
+            "2026-10-12 00:00:00+00",
+            "2026-10-12T05:30:00.000000+05:30",
+        ] {
+            let cell = json(ColumnType::Timestamptz, &format!("{same:?}"));
+            assert_eq!(cell.as_ref(), Ok(&a), "{same}");
+            assert_eq!(
+                parse_text(ColumnType::Timestamptz, same).as_ref(),
+                Ok(&a),
+                "{same}"
+            );
+        }
         let d = json(ColumnType::Timestamptz, "\"1969-12-31T23:59:59.5Z\"").unwrap();
         assert_eq!(canonical(&d), "\"1969-12-31T23:59:59.500000Z\"");
     }

@@ -9,5 +9,6 @@ mod numeric_limits;
 mod partitions;
 mod processes;
 mod refusals;
+mod round_trip;
 mod rows;
 mod tables;
