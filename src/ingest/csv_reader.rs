@@ -196,15 +196,10 @@ fn scan(
                 }
             }
             At::Quoted => {
-                let rest = &chunk[i..];
-                let run = rest.iter().position(|&b| b == b'"').unwrap_or(rest.len());
-                count_lines(&rest[..run], lines, after_cr);
-                record.data.extend_from_slice(&rest[..run]);
-                i += run;
-                if i < chunk.len() {
-                    *after_cr = false;
+                let (taken, closed) = quoted_run(&chunk[i..], record, lines, after_cr);
+                i += taken;
+                if closed {
                     *at = At::QuoteInQuoted;
-                    i += 1;
                 }
             }
             At::QuoteInQuoted if b == b'"' => {
@@ -219,6 +214,24 @@ fn scan(
     };
     record.raw = record.raw.saturating_add(i - start);
     (i, done)
+}
+
+/// Quoted bytes up to the next `"` (taken too); returns the bytes taken and
+/// whether a `"` was among them.
+fn quoted_run(
+    rest: &[u8],
+    record: &mut Record,
+    lines: &mut u64,
+    after_cr: &mut bool,
+) -> (usize, bool) {
+    let run = rest.iter().position(|&b| b == b'"').unwrap_or(rest.len());
+    count_lines(&rest[..run], lines, after_cr);
+    record.data.extend_from_slice(&rest[..run]);
+    if run == rest.len() {
+        return (run, false);
+    }
+    *after_cr = false;
+    (run + 1, true)
 }
 
 /// Plain bytes up to a separator or a line end, which ends the field; returns
