@@ -190,10 +190,34 @@ fn parse_numeric(t: &str) -> Result<Cell<'_>, Option<String>> {
 /// `100`, `1e2` and `1.0E+2` (one stored value) encode alike while `1.50`
 /// and `1.5` (displayed apart) do not. `text` is a checked decimal or NaN.
 pub(super) fn write_numeric_canonical(out: &mut Vec<u8>, text: &str) {
+    // Most decimals are written as Postgres displays them: copied as they are.
+    if is_displayed_form(text) {
+        out.extend_from_slice(text.as_bytes());
+        return;
+    }
     match DecimalParts::parse(text) {
         Some(parts) => parts.write_canonical(out),
         None => out.extend_from_slice(text.as_bytes()),
     }
+}
+
+/// Whether `text` is a decimal exactly as Postgres displays it: digits
+/// without a leading zero (but `0`), a fraction of one digit or more if a
+/// point is written, no exponent, no sign but on a non-zero `-`. Such a text
+/// is its own canonical form.
+fn is_displayed_form(text: &str) -> bool {
+    let negative = text.starts_with('-');
+    let body = text.strip_prefix('-').unwrap_or(text);
+    let (int, frac) = match body.split_once('.') {
+        Some((int, frac)) => (int, Some(frac)),
+        None => (body, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let zero = int == "0" && frac.unwrap_or("").bytes().all(|b| b == b'0');
+    digits(int)
+        && frac.is_none_or(digits)
+        && (int == "0" || !int.starts_with('0'))
+        && !(negative && zero)
 }
 
 /// Refuses, with the reason, a decimal literal Postgres's numeric cannot hold.
@@ -853,6 +877,12 @@ mod tests {
         assert_eq!(shown("123456789.000100"), "123456789.000100");
         assert_eq!(shown("1.2345e2"), "123.45");
         assert_eq!(shown("NaN"), "NaN");
+        assert_eq!(shown("-0.5"), "-0.5");
+        assert_eq!(shown("0"), "0");
+        assert_eq!(shown("-0"), "0");
+        assert_eq!(shown("007.10"), "7.10");
+        assert!(!is_displayed_form("5.") && !is_displayed_form(".5") && !is_displayed_form("-0.0"));
+        assert!(is_displayed_form("-10.50") && is_displayed_form("0.001"));
         assert_eq!(shown("1e5"), "100000");
         assert_eq!(shown("1e30"), format!("1{}", "0".repeat(30)));
         assert_eq!(shown("0.1e41"), "1e40");
