@@ -144,14 +144,24 @@ impl<R: BufRead> CsvReader<R> {
 
 /// Counts the line terminators in `bytes` (`\r\n` is one).
 fn count_lines(bytes: &[u8], lines: &mut u64, after_cr: &mut bool) {
-    for &b in bytes {
-        match b {
-            b'\n' if !*after_cr => *lines += 1,
-            b'\r' => *lines += 1,
-            _ => {}
-        }
-        *after_cr = b == b'\r';
+    if memchr::memchr2(b'\n', b'\r', bytes).is_none() {
+        *after_cr &= bytes.is_empty();
+        return;
     }
+    for &b in bytes {
+        count_line(b, lines, after_cr);
+    }
+}
+
+/// Takes one byte's part in the line count.
+#[inline]
+fn count_line(b: u8, lines: &mut u64, after_cr: &mut bool) {
+    match b {
+        b'\n' if !*after_cr => *lines += 1,
+        b'\r' => *lines += 1,
+        _ => {}
+    }
+    *after_cr = b == b'\r';
 }
 
 /// Takes bytes of `chunk` into `record` until the record ends; returns how
@@ -171,7 +181,7 @@ fn scan(
         };
         match *at {
             At::RecordStart if b == b'\n' || b == b'\r' => {
-                count_lines(&[b], lines, after_cr);
+                count_line(b, lines, after_cr);
                 i += 1;
                 start = i;
             }
@@ -224,7 +234,7 @@ fn quoted_run(
     lines: &mut u64,
     after_cr: &mut bool,
 ) -> (usize, bool) {
-    let run = rest.iter().position(|&b| b == b'"').unwrap_or(rest.len());
+    let run = memchr::memchr(b'"', rest).unwrap_or(rest.len());
     count_lines(&rest[..run], lines, after_cr);
     record.data.extend_from_slice(&rest[..run]);
     if run == rest.len() {
@@ -242,10 +252,7 @@ fn plain_run(
     lines: &mut u64,
     after_cr: &mut bool,
 ) -> (usize, Option<u8>) {
-    let run = rest
-        .iter()
-        .position(|&b| matches!(b, b',' | b'\n' | b'\r'))
-        .unwrap_or(rest.len());
+    let run = memchr::memchr3(b',', b'\n', b'\r', rest).unwrap_or(rest.len());
     record.data.extend_from_slice(&rest[..run]);
     if run > 0 {
         *after_cr = false;
@@ -254,7 +261,7 @@ fn plain_run(
         return (run, None);
     };
     record.end_field();
-    count_lines(&[end], lines, after_cr);
+    count_line(end, lines, after_cr);
     (run + 1, Some(end))
 }
 
