@@ -83,6 +83,14 @@ pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String>
         RawField::Text(Some(text)) => parse_text(ty, text),
         RawField::Json(raw) => {
             let raw = raw.get();
+            if ty == ColumnType::Jsonb {
+                // In a JSON body a jsonb value is the JSON value itself (as
+                // `row_to_json` writes it back); only null is SQL NULL.
+                return match raw.as_bytes().first() {
+                    Some(b'n') => Ok(Cell::Null),
+                    _ => canonical_json(raw),
+                };
+            }
             match classify(raw)? {
                 Json::Null => Ok(Cell::Null),
                 Json::Str(Cow::Borrowed(s)) => parse_text(ty, s),
@@ -93,19 +101,14 @@ pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String>
                 Json::Bool(b) => match ty {
                     ColumnType::Boolean => Ok(Cell::Bool(b)),
                     ColumnType::Text => Ok(Cell::Text(Cow::Borrowed(raw))),
-                    ColumnType::Jsonb => Ok(Cell::Json(raw.to_string())),
                     _ => Err(expected(ty, raw)),
                 },
                 Json::Number(n) => match ty {
                     ColumnType::Text => Ok(Cell::Text(Cow::Borrowed(n))),
                     ColumnType::Boolean => Err(expected(ty, n)),
-                    ColumnType::Jsonb => canonical_json(n),
                     _ => parse_text(ty, n),
                 },
-                Json::Composite(c) => match ty {
-                    ColumnType::Jsonb => canonical_json(c),
-                    _ => Err(expected(ty, c)),
-                },
+                Json::Composite(c) => Err(expected(ty, c)),
             }
         }
     }
@@ -181,6 +184,40 @@ fn parse_numeric(t: &str) -> Result<Cell<'_>, Option<String>> {
     Ok(Cell::Numeric(Cow::Borrowed(
         t.strip_prefix('+').unwrap_or(t),
     )))
+}
+
+/// A numeric's canonical text: the value as Postgres displays it, so that
+/// `100`, `1e2` and `1.0E+2` (one stored value) encode alike while `1.50`
+/// and `1.5` (displayed apart) do not. `text` is a checked decimal or NaN.
+pub(super) fn write_numeric_canonical(out: &mut Vec<u8>, text: &str) {
+    // Most decimals are written as Postgres displays them: copied as they are.
+    if is_displayed_form(text) {
+        out.extend_from_slice(text.as_bytes());
+        return;
+    }
+    match DecimalParts::parse(text) {
+        Some(parts) => parts.write_canonical(out),
+        None => out.extend_from_slice(text.as_bytes()),
+    }
+}
+
+/// Whether `text` is a decimal exactly as Postgres displays it: digits
+/// without a leading zero (but `0`), a fraction of one digit or more if a
+/// point is written, no exponent, no sign but on a non-zero `-`. Such a text
+/// is its own canonical form.
+fn is_displayed_form(text: &str) -> bool {
+    let negative = text.starts_with('-');
+    let body = text.strip_prefix('-').unwrap_or(text);
+    let (int, frac) = match body.split_once('.') {
+        Some((int, frac)) => (int, Some(frac)),
+        None => (body, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let zero = int == "0" && frac.unwrap_or("").bytes().all(|b| b == b'0');
+    digits(int)
+        && frac.is_none_or(digits)
+        && (int == "0" || !int.starts_with('0'))
+        && !(negative && zero)
 }
 
 /// Refuses, with the reason, a decimal literal Postgres's numeric cannot hold.
@@ -285,6 +322,124 @@ impl<'a> DecimalParts<'a> {
         count(self.frac.len()).saturating_sub(self.exponent).max(0)
     }
 
+    /// The stored value's canonical text: as Postgres displays it (plain),
+    /// unless that is far longer than the value in scientific notation
+    /// (`1e131071` is 131,072 digits plain): a body must not grow a
+    /// thousandfold on its way to the hash. Both forms depend on the value
+    /// and its display scale alone, and the choice between them too.
+    fn write_canonical(&self, out: &mut Vec<u8>) {
+        /// How much longer than the scientific form the plain one may be.
+        const PLAIN_SLACK: usize = 32;
+        let (plain, scientific) = self.canonical_lengths();
+        if plain <= scientific.saturating_add(PLAIN_SLACK) {
+            self.write_plain(out);
+        } else {
+            self.write_scientific(out);
+        }
+    }
+
+    /// The significant digits (none for a zero), and the power of ten of
+    /// the first one.
+    fn significant(&self) -> (impl Iterator<Item = u8> + '_, usize, i64) {
+        let zero = self.is_zero();
+        let digits = self
+            .int
+            .bytes()
+            .chain(self.frac.bytes())
+            .skip(self.leading_zeros())
+            .take(if zero { 0 } else { usize::MAX });
+        let n = if zero {
+            0
+        } else {
+            self.int.len() + self.frac.len() - self.leading_zeros()
+        };
+        (digits, n, if zero { 0 } else { self.point() - 1 })
+    }
+
+    /// The lengths of the plain and the scientific forms.
+    fn canonical_lengths(&self) -> (usize, usize) {
+        let scale = usize::try_from(self.scale()).unwrap_or(0);
+        let (_, n, power) = self.significant();
+        let sign = usize::from(self.negative && n > 0);
+        let fraction = if scale > 0 { 1 + scale } else { 0 };
+        let before = usize::try_from(power.saturating_add(1)).unwrap_or(0).max(1);
+        let plain = sign + before + fraction;
+        let mantissa = self.scientific_digits();
+        let point = usize::from(mantissa > 1);
+        let exponent = if n == 0 { -self.scale() } else { power };
+        let scientific = sign + mantissa + point + 1 + itoa::Buffer::new().format(exponent).len();
+        (plain, scientific)
+    }
+
+    /// How many digits the scientific form's mantissa needs: the
+    /// significant ones less trailing zeros, unless the scale needs them.
+    fn scientific_digits(&self) -> usize {
+        let (digits, n, _) = self.significant();
+        if self.scale() > 0 || n == 0 {
+            return n.max(1);
+        }
+        let trailing = digits.fold(0, |zeros, d| if d == b'0' { zeros + 1 } else { 0 });
+        n - trailing
+    }
+
+    /// `d.ddde±x`, which Postgres reads back as the same value and display
+    /// scale; a zero of scale s is `0e-s`.
+    fn write_scientific(&self, out: &mut Vec<u8>) {
+        let (digits, n, power) = self.significant();
+        if n == 0 {
+            out.extend_from_slice(b"0e");
+            out.extend_from_slice(itoa::Buffer::new().format(-self.scale()).as_bytes());
+            return;
+        }
+        if self.negative {
+            out.push(b'-');
+        }
+        for (i, d) in digits.take(self.scientific_digits()).enumerate() {
+            if i == 1 {
+                out.push(b'.');
+            }
+            out.push(d);
+        }
+        out.push(b'e');
+        out.extend_from_slice(itoa::Buffer::new().format(power).as_bytes());
+    }
+
+    /// The decimal as Postgres displays it: plain, exactly `scale()` digits
+    /// after the point, no leading zeros, no sign on a zero. Only for a
+    /// decimal within the limits (a zero's exponent is never spelled out).
+    fn write_plain(&self, out: &mut Vec<u8>) {
+        let scale = usize::try_from(self.scale()).unwrap_or(0);
+        // A zero has no significant digits, and its point may stand
+        // anywhere (`0e1073741822`).
+        let zero = self.is_zero();
+        let point = if zero { 0 } else { self.point() };
+        let mut digits = self
+            .int
+            .bytes()
+            .chain(self.frac.bytes())
+            .skip(self.leading_zeros());
+        if self.negative && !zero {
+            out.push(b'-');
+        }
+        let before = usize::try_from(point).unwrap_or(0);
+        if before == 0 {
+            out.push(b'0');
+        }
+        // An exponent past the written digits stands for zeros.
+        out.extend((0..before).map(|_| digits.next().unwrap_or(b'0')));
+        if scale == 0 {
+            return;
+        }
+        out.push(b'.');
+        let zeros = usize::try_from(point.saturating_neg()).unwrap_or(0);
+        out.extend(
+            std::iter::repeat_n(b'0', zeros)
+                .chain(digits)
+                .chain(std::iter::repeat(b'0'))
+                .take(scale),
+        );
+    }
+
     /// Refuses, with the reason, a decimal Postgres's numeric cannot hold.
     fn check_limits(&self) -> Result<(), String> {
         if self.exponent.abs() > NUMERIC_MAX_EXPONENT {
@@ -345,17 +500,28 @@ fn timestamp_micros(t: &str) -> Result<i64, Option<String>> {
     let ts = DateTime::parse_from_rfc3339(t)
         .ok()
         .or_else(|| {
-            // Postgres's own output (`2026-10-12 01:00:00+00`) and kin.
-            ["%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M:%S%.f%#z"]
-                .iter()
-                .find_map(|f| DateTime::parse_from_str(t, f).ok())
+            // Postgres's own output (`2026-10-12 01:00:00+00`) and kin:
+            // `+hh`, `+hhmm`, `+hh:mm` or `Z`, seconds optional.
+            [
+                "%Y-%m-%d %H:%M:%S%.f%#z",
+                "%Y-%m-%dT%H:%M:%S%.f%#z",
+                "%Y-%m-%d %H:%M%#z",
+                "%Y-%m-%dT%H:%M%#z",
+            ]
+            .iter()
+            .find_map(|f| DateTime::parse_from_str(t, f).ok())
         })
         .map(|d| d.with_timezone(&Utc))
         .or_else(|| {
-            ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
-                .iter()
-                .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
-                .map(|n| n.and_utc())
+            [
+                "%Y-%m-%dT%H:%M:%S%.f",
+                "%Y-%m-%d %H:%M:%S%.f",
+                "%Y-%m-%dT%H:%M",
+                "%Y-%m-%d %H:%M",
+            ]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+            .map(|n| n.and_utc())
         })
         .ok_or(None)?;
     // chrono keeps a leap second (`23:59:60`) as second 59 plus a whole
@@ -486,7 +652,7 @@ impl Cell<'_> {
                     }
                 );
             }
-            Cell::Numeric(n) => out.extend_from_slice(n.as_bytes()),
+            Cell::Numeric(n) => write_numeric_canonical(out, n),
             Cell::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
             Cell::Date(d) => {
                 out.push(b'"');
@@ -692,6 +858,44 @@ mod tests {
     }
 
     #[test]
+    fn numerics_encode_as_postgres_displays_them() {
+        let shown = |text: &str| canonical(&numeric(text).unwrap());
+        for same in ["100", "1e2", "1.0E+2", "+100", "00100", "0.1e3", "10.0e1"] {
+            assert_eq!(shown(same), "100", "{same}");
+        }
+        assert_eq!(shown("1000e-1"), "100.0");
+        assert_eq!(shown("1.50"), "1.50");
+        assert_eq!(shown("1.5"), "1.5");
+        assert_eq!(shown("-0"), "0");
+        assert_eq!(shown("-0.00"), "0.00");
+        assert_eq!(shown("0e1073741822"), "0");
+        assert_eq!(shown("0e-3"), "0.000");
+        assert_eq!(shown("-12.5e-2"), "-0.125");
+        assert_eq!(shown("1.5e-3"), "0.0015");
+        assert_eq!(shown(".5"), "0.5");
+        assert_eq!(shown("5."), "5");
+        assert_eq!(shown("123456789.000100"), "123456789.000100");
+        assert_eq!(shown("1.2345e2"), "123.45");
+        assert_eq!(shown("NaN"), "NaN");
+        assert_eq!(shown("-0.5"), "-0.5");
+        assert_eq!(shown("0"), "0");
+        assert_eq!(shown("-0"), "0");
+        assert_eq!(shown("007.10"), "7.10");
+        assert!(!is_displayed_form("5.") && !is_displayed_form(".5") && !is_displayed_form("-0.0"));
+        assert!(is_displayed_form("-10.50") && is_displayed_form("0.001"));
+        assert_eq!(shown("1e5"), "100000");
+        assert_eq!(shown("1e30"), format!("1{}", "0".repeat(30)));
+        assert_eq!(shown("0.1e41"), "1e40");
+        // Far longer plain than written: scientific, still one text per value.
+        assert_eq!(shown("1e131071"), "1e131071");
+        assert_eq!(shown("100.0e131069"), "1e131071");
+        assert_eq!(shown("-1.50e-100"), "-1.50e-100");
+        assert_eq!(shown("-0.0150e-98"), "-1.50e-100");
+        assert_eq!(shown("0e-16383"), "0e-16383");
+        assert_eq!(shown("-0.0e-16382"), "0e-16383");
+    }
+
+    #[test]
     fn timestamps_normalize_to_utc_microseconds() {
         let a = json(ColumnType::Timestamptz, "\"2026-10-12T02:00:00+02:00\"").unwrap();
         let b = json(ColumnType::Timestamptz, "\"2026-10-12 00:00:00Z\"").unwrap();
@@ -699,6 +903,29 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a, c);
         assert_eq!(canonical(&a), "\"2026-10-12T00:00:00.000000Z\"");
+        // Every form Postgres reads: seconds and fraction optional, `T` or
+        // space, `Z`, `+hh`, `+hhmm`, `+hh:mm`; and what GET writes back
+        // (`row_to_json`, and COPY's CSV under TimeZone=UTC).
+        for same in [
+            "2026-10-12T00:00Z",
+            "2026-10-12 00:00",
+            "2026-10-12 02:00+02",
+            "2026-10-12T02:00+0200",
+            "2026-10-12T02:00+02:00",
+            "2026-10-12 00:00:00+0000",
+            "2026-10-11 19:00:00.000-05",
+            "2026-10-12T00:00:00+00:00",
+            "2026-10-12 00:00:00+00",
+            "2026-10-12T05:30:00.000000+05:30",
+        ] {
+            let cell = json(ColumnType::Timestamptz, &format!("{same:?}"));
+            assert_eq!(cell.as_ref(), Ok(&a), "{same}");
+            assert_eq!(
+                parse_text(ColumnType::Timestamptz, same).as_ref(),
+                Ok(&a),
+                "{same}"
+            );
+        }
         let d = json(ColumnType::Timestamptz, "\"1969-12-31T23:59:59.5Z\"").unwrap();
         assert_eq!(canonical(&d), "\"1969-12-31T23:59:59.500000Z\"");
     }

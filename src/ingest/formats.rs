@@ -10,6 +10,7 @@ use std::ops::ControlFlow;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::csv_reader::CsvReader;
 use super::RowError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -497,105 +498,36 @@ impl Nesting {
     }
 }
 
-/// What the CSV reader buffers ahead of the record it is on.
-const CSV_BUFFER: usize = 64 * 1024;
-
 fn read_csv<R: BufRead>(
     reader: R,
     sink: &mut impl RecordSink,
     max_record: usize,
 ) -> Result<(), ReadError> {
-    let guard = RecordGuard::new(reader, max_record);
-    let record_start = guard.record_start.clone();
-    let mut csv = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .buffer_capacity(CSV_BUFFER)
-        .from_reader(guard);
+    let mut csv = CsvReader::new(reader, max_record);
     let Some(names) = read_csv_header(&mut csv)? else {
         return Ok(()); // an empty body: no header, no rows
     };
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     sink.header(&name_refs).map_err(ReadError::Malformed)?;
-
-    let mut row = csv::ByteRecord::new();
     let mut record = 0u64;
-    loop {
-        record_start.set(csv.position().byte());
-        let starts_on = csv.position().line();
-        let more = csv
-            .read_byte_record(&mut row)
-            .map_err(|e| at_line(csv_error(e), starts_on))?;
-        if !more {
-            return Ok(());
-        }
-        if row.len() == 1 && row[0].is_empty() && names.len() > 1 {
-            continue; // a blank line
-        }
+    while csv.next_record()? {
         record += 1;
-        let line = row.position().map(|p| p.line()).unwrap_or(0);
-        if feed_csv_row(&names, &row, line, record, sink).is_break() {
-            return Ok(());
+        if feed_csv_row(&names, &csv, record, sink).is_break() {
+            break;
         }
     }
-}
-
-/// Fails the CSV reader's reads once the record it is on has grown past the
-/// limit: a CSV record's end cannot be found without the parser, so the
-/// guard watches how far the parser has got (`record_start`, the byte where
-/// the current record began) against how much it has been given.
-struct RecordGuard<R> {
-    inner: R,
-    given: u64,
-    record_start: std::rc::Rc<std::cell::Cell<u64>>,
-    max: u64,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("the CSV record is larger than the limit of {0} bytes")]
-struct CsvRecordTooLarge(usize);
-
-impl<R> RecordGuard<R> {
-    fn new(inner: R, max_record: usize) -> Self {
-        let slack = u64::try_from(2 * CSV_BUFFER).expect("fits u64");
-        RecordGuard {
-            inner,
-            given: 0,
-            record_start: Default::default(),
-            max: u64::try_from(max_record)
-                .unwrap_or(u64::MAX)
-                .saturating_add(slack),
-        }
-    }
-}
-
-impl<R: io::Read> io::Read for RecordGuard<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.given.saturating_sub(self.record_start.get()) > self.max {
-            let max = self.max - u64::try_from(2 * CSV_BUFFER).expect("fits u64");
-            let max = usize::try_from(max).unwrap_or(usize::MAX);
-            return Err(io::Error::other(CsvRecordTooLarge(max)));
-        }
-        let n = self.inner.read(buf)?;
-        self.given += u64::try_from(n).expect("a read's length fits u64");
-        Ok(n)
-    }
+    Ok(())
 }
 
 /// The header's column names, trimmed, without a UTF-8 byte order mark;
 /// `None` for an empty body.
-fn read_csv_header<R: io::Read>(
-    csv: &mut csv::Reader<R>,
-) -> Result<Option<Vec<String>>, ReadError> {
-    let mut header = csv::ByteRecord::new();
-    let more = csv
-        .read_byte_record(&mut header)
-        .map_err(|e| at_line(csv_error(e), 1))?;
-    if !more {
+fn read_csv_header<R: BufRead>(csv: &mut CsvReader<R>) -> Result<Option<Vec<String>>, ReadError> {
+    if !csv.next_record()? {
         return Ok(None);
     }
-    let mut names: Vec<String> = Vec::with_capacity(header.len());
-    for (i, raw) in header.iter().enumerate() {
+    let mut names: Vec<String> = Vec::with_capacity(csv.field_count());
+    for (i, field) in csv.fields().enumerate() {
+        let raw = field.bytes;
         let raw = if i == 0 {
             raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw)
         } else {
@@ -603,7 +535,7 @@ fn read_csv_header<R: io::Read>(
         };
         let name = std::str::from_utf8(raw).map_err(|_| {
             ReadError::Malformed(RowError {
-                line: 1,
+                line: csv.line(),
                 record: 0,
                 column: None,
                 message: format!("header field {} is not valid UTF-8", i + 1),
@@ -614,33 +546,39 @@ fn read_csv_header<R: io::Read>(
     Ok(Some(names))
 }
 
-/// One CSV row to the sink: its fields by header name (empty is NULL), or
-/// why it cannot be read (a wrong field count, a field not in UTF-8).
-fn feed_csv_row(
+/// One CSV row to the sink: its fields by header name, or why it cannot be
+/// read (a wrong field count, a field not in UTF-8). An unquoted empty field
+/// is NULL and a quoted one (`""`) the empty string, as in Postgres's CSV.
+fn feed_csv_row<R: BufRead>(
     names: &[String],
-    row: &csv::ByteRecord,
-    line: u64,
+    csv: &CsvReader<R>,
     record: u64,
     sink: &mut impl RecordSink,
 ) -> ControlFlow<()> {
+    let line = csv.line();
     let refused = |column: Option<&str>, message: String| RowError {
         line,
         record,
         column: column.map(str::to_string),
         message,
     };
-    if row.len() != names.len() {
-        let message = format!("has {} fields; the header has {}", row.len(), names.len());
+    if csv.field_count() != names.len() {
+        let message = format!(
+            "has {} fields; the header has {}",
+            csv.field_count(),
+            names.len()
+        );
         return sink.record(Err(refused(None, message)));
     }
     let mut fields: Vec<(Cow<str>, RawField)> = Vec::with_capacity(names.len());
-    for (name, raw) in names.iter().zip(row.iter()) {
-        let Ok(text) = std::str::from_utf8(raw) else {
+    for (name, field) in names.iter().zip(csv.fields()) {
+        let Ok(text) = std::str::from_utf8(field.bytes) else {
             return sink.record(Err(refused(Some(name), "is not valid UTF-8".into())));
         };
+        let null = text.is_empty() && !field.quoted;
         fields.push((
             Cow::Borrowed(name.as_str()),
-            RawField::Text(Some(text).filter(|t| !t.is_empty())),
+            RawField::Text((!null).then_some(text)),
         ));
     }
     sink.record(Ok(RawRecord {
@@ -648,30 +586,6 @@ fn feed_csv_row(
         record,
         fields: &fields,
     }))
-}
-
-/// A record too large has no position of its own: it is where it started.
-fn at_line(error: ReadError, line: u64) -> ReadError {
-    match error {
-        ReadError::RecordTooLarge { line: 0, max } => ReadError::RecordTooLarge { line, max },
-        other => other,
-    }
-}
-
-fn csv_error(e: csv::Error) -> ReadError {
-    let line = e.position().map(|p| p.line()).unwrap_or(0);
-    match e.into_kind() {
-        csv::ErrorKind::Io(io) => match io.get_ref().and_then(|e| e.downcast_ref()) {
-            Some(CsvRecordTooLarge(max)) => ReadError::RecordTooLarge { line, max: *max },
-            None => ReadError::Io(io),
-        },
-        other => ReadError::Malformed(RowError {
-            line,
-            record: 0,
-            column: None,
-            message: format!("malformed CSV: {other:?}"),
-        }),
-    }
 }
 
 #[cfg(test)]
@@ -742,7 +656,7 @@ mod tests {
     #[test]
     fn a_csv_record_past_the_limit_ends_the_body_where_it_starts() {
         let max = 1000;
-        let field = "y".repeat(4 * CSV_BUFFER);
+        let field = "y".repeat(256 * 1024);
         let body = format!("a,b\n1,x\n2,{field}\n3,z\n");
         let mut c = Collect::default();
         let r = read_records(BodyFormat::Csv, body.as_bytes(), &mut c, max);
@@ -803,6 +717,23 @@ mod tests {
         assert_eq!(c.rows[0].2[0].1, "x, \"y\"\nz");
         assert_eq!(c.rows[0].2[1].1, "<null>");
         assert_eq!(c.rows[1].0, 4);
-        assert_eq!(c.rows[1].1, 2);
+        assert_eq!(c.rows[1].1, 2); // Postgres's convention: `""` is the empty string.
+        let (c, r) = read(BodyFormat::Csv, "a,b,c\n\"\",,\"\"\"\"\n");
+        assert!(r.is_ok());
+        assert_eq!(c.rows[0].2[0].1, "");
+        assert_eq!(c.rows[0].2[1].1, "<null>");
+        assert_eq!(c.rows[0].2[2].1, "\"");
+    }
+
+    #[test]
+    fn csv_lines_are_physical_lines_with_crlf_and_bad_rows_name_them() {
+        let body = "\u{feff}a,b\r\n1,2\r\n\r\n3\r\n\"x\r\ny\",4\r\n5,6,7\r\n";
+        let (c, r) = read(BodyFormat::Csv, body);
+        assert!(r.is_ok());
+        assert_eq!(c.rows[0].2[0].0, "a");
+        let rows: Vec<(u64, u64)> = c.rows.iter().map(|r| (r.0, r.1)).collect();
+        assert_eq!(rows, [(2, 1), (5, 3)]);
+        let errors: Vec<(u64, u64)> = c.errors.iter().map(|e| (e.line, e.record)).collect();
+        assert_eq!(errors, [(4, 2), (7, 4)]);
     }
 }

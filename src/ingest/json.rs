@@ -1,16 +1,18 @@
 //! A jsonb value's canonical text: compact, object keys sorted and unique
 //! (the last of a repeated key wins, as in jsonb), strings escaped as
-//! serde_json escapes them, and numbers as written. jsonb keeps a number as
-//! a numeric, exactly, so a number must not pass through a double on its way
-//! (serde_json's `Value` would round `0.1234567890123456789` and turn `1e-400`
-//! into `0.0`), and it must fit Postgres's numeric.
+//! serde_json escapes them, and numbers as Postgres displays them. jsonb
+//! keeps a number as a numeric, exactly, so a number must not pass through a
+//! double on its way (serde_json's `Value` would round `0.1234567890123456789`
+//! and turn `1e-400` into `0.0`), it must fit Postgres's numeric, and it is
+//! written as the numeric is displayed (`1e2` as `100`, `1.50` as `1.50`), so
+//! that documents Postgres stores alike encode alike.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::de::IgnoredAny;
 
-use super::cell::{json_str, numeric_limits, NUL_REFUSED};
+use super::cell::{json_str, numeric_limits, write_numeric_canonical, NUL_REFUSED};
 
 /// How deep a document may nest: serde_json's own limit, which jsonb values
 /// went through before they were canonicalized here.
@@ -28,10 +30,10 @@ pub fn canonical(text: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|e| e.to_string())
 }
 
-/// A document split into its values, in one pass; numbers and literals
-/// keep their text.
+/// A document split into its values, in one pass; literals keep their
+/// text, numbers take their canonical one.
 enum Value<'a> {
-    Verbatim(&'a str),
+    Verbatim(Cow<'a, str>),
     Str(Cow<'a, str>),
     Array(Vec<Value<'a>>),
     Object(BTreeMap<Cow<'a, str>, Value<'a>>),
@@ -185,10 +187,15 @@ impl<'a> Scan<'a> {
             self.at += 1;
         }
         let text = self.text.get(start..self.at).ok_or_else(|| self.broken())?;
-        if text.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) {
-            numeric_limits(text).map_err(|why| format!("a number in the document: {why}"))?;
+        if !text.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) {
+            return Ok(Value::Verbatim(Cow::Borrowed(text)));
         }
-        Ok(Value::Verbatim(text))
+        numeric_limits(text).map_err(|why| format!("a number in the document: {why}"))?;
+        let mut plain = Vec::with_capacity(text.len());
+        write_numeric_canonical(&mut plain, text);
+        String::from_utf8(plain)
+            .map(|plain| Value::Verbatim(Cow::Owned(plain)))
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -197,12 +204,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_keep_their_exact_text_within_postgres_limits() {
+    fn numbers_are_written_as_postgres_displays_them_within_its_limits() {
         assert_eq!(
-            canonical("[1.50, 123456789012345678901234567890, 1e400, 1e-400, -0]").unwrap(),
-            "[1.50,123456789012345678901234567890,1e400,1e-400,-0]"
+            canonical("[1.50, 123456789012345678901234567890, 1e30, 1e-30, -0, -0.00, 1e400]")
+                .unwrap(),
+            format!(
+                "[1.50,123456789012345678901234567890,1{},0.{}1,0,0.00,1e400]",
+                "0".repeat(30),
+                "0".repeat(29)
+            )
         );
-        assert_eq!(canonical(" 1E+5 ").unwrap(), "1E+5");
+        // As Postgres prints `'{"a":1e2,"b":1.0E+2}'::jsonb`: `{"a": 100, "b": 100}`.
+        assert_eq!(
+            canonical(r#"{"b":1.0E+2,"a":1e2}"#).unwrap(),
+            r#"{"a":100,"b":100}"#
+        );
+        assert_eq!(canonical(" 1E+5 ").unwrap(), "100000");
         assert!(canonical("[1e131071]").is_ok());
         let err = canonical(r#"{"a": [1e131072]}"#).unwrap_err();
         assert!(err.contains("131073 digits before the point"), "{err}");

@@ -128,15 +128,20 @@ fn timestamp() -> impl Strategy<Value = String> {
         ("[+-]", 0u32..=15).prop_map(|(s, h)| format!("{s}{h:02}")),
     ];
     let second = prop_oneof![20 => 0u32..60, 1 => Just(60u32)];
+    // Seconds are optional (`09:00+02`); a fraction only follows seconds.
+    let seconds = prop_oneof![
+        5 => (second, "(\\.[0-9]{1,12})?").prop_map(|(s, fraction)| format!(":{s:02}{fraction}")),
+        1 => Just(String::new()),
+    ];
     (
         (1i32..=9999, 1u32..=12, 1u32..=31),
         "[T ]",
-        (0u32..24, 0u32..60, second),
-        "(\\.[0-9]{1,12})?",
+        (0u32..24, 0u32..60),
+        seconds,
         offset,
     )
-        .prop_map(|((y, mo, d), sep, (h, mi, s), fraction, offset)| {
-            format!("{y:04}-{mo:02}-{d:02}{sep}{h:02}:{mi:02}:{s:02}{fraction}{offset}")
+        .prop_map(|((y, mo, d), sep, (h, mi), seconds, offset)| {
+            format!("{y:04}-{mo:02}-{d:02}{sep}{h:02}:{mi:02}{seconds}{offset}")
         })
 }
 

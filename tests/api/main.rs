@@ -12,5 +12,6 @@ mod patch;
 mod processes;
 mod refusals;
 mod reports;
+mod round_trip;
 mod rows;
 mod tables;
