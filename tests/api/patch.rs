@@ -156,3 +156,51 @@ async fn a_patch_needs_a_key() {
         .unwrap();
     assert_eq!(r.status(), 400);
 }
+
+#[tokio::test]
+async fn a_patched_row_hashes_as_the_whole_row_for_every_type() {
+    let app = spawn_app().await;
+    let declared = app
+        .declare(
+            "things",
+            r#"{"columns": {"id": "bigint", "ds": "date", "doc": "jsonb", "price": "numeric",
+                "at": "timestamptz", "ok": "boolean", "ratio": "double precision",
+                "tag": "uuid", "name": "text"}, "primary_key": ["id"]}"#,
+        )
+        .await;
+    assert!(declared.status().is_success());
+    let full = json!({"id": 1, "ds": "2026-10-12", "doc": {"b": [1.50, null], "a": "x"},
+                      "price": "1e2", "at": "2026-10-12T09:00:00+02:00", "ok": true,
+                      "ratio": 0.1, "tag": "6f1c1e0e-3b4a-4f55-9b7c-1d2e3f405162", "name": ""});
+    let r = app
+        .client
+        .post(app.url("/rows?table=things&mode=merge"))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", "full")
+        .body(ndjson(&[full]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = app
+        .client
+        .post(app.url("/rows?table=things&mode=patch"))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", "patch")
+        .body(ndjson(&[json!({"id": 1, "ds": "2026-10-12", "ok": false})]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_body(r).await["updated"], 1);
+    let day = "/partitions/things/2026-10-12";
+    let stored = app.get(day).await;
+    let etag = stored.headers()["etag"].to_str().unwrap().to_string();
+    let text = stored.text().await.unwrap();
+    assert!(
+        text.contains("\"ok\":false") && text.contains("\"name\":\"\""),
+        "{text}"
+    );
+    let put = app.put(day, "application/x-ndjson", text).await;
+    assert_eq!(put.headers()["etag"].to_str().unwrap(), etag);
+    assert_eq!(json_body(put).await["changed"], false);
+}
