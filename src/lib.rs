@@ -9,6 +9,7 @@ pub mod error;
 pub mod http;
 pub mod ingest;
 pub mod names;
+pub mod period;
 pub mod pipeline;
 pub mod schema;
 pub mod store;

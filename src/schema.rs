@@ -6,6 +6,7 @@ use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::names::{ColumnName, NameError, TableName};
+pub use crate::period::Grain;
 
 /// The column types idem validates and stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,6 +96,9 @@ pub struct TableDef {
     pub name: TableName,
     pub columns: Vec<Column>,
     pub partition_by: ColumnName,
+    /// How much time one partition holds (days unless declared).
+    #[serde(default)]
+    pub grain: Grain,
     pub primary_key: Vec<ColumnName>,
     pub cursor: Option<ColumnName>,
 }
@@ -111,6 +115,18 @@ impl TableDef {
     pub fn partition_index(&self) -> usize {
         self.column_index(&self.partition_by)
             .expect("a validated table has its partition column")
+    }
+
+    /// The partition column's type: `date` or `timestamptz`.
+    pub fn partition_type(&self) -> ColumnType {
+        self.columns[self.partition_index()].ty
+    }
+
+    /// Whether partitions are keyed by the system column `_part` (the start
+    /// of each row's period) rather than by the partition column itself: all
+    /// tables but a `date` column by day, whose value is its period.
+    pub fn keyed_by_part(&self) -> bool {
+        !(self.partition_type() == ColumnType::Date && self.grain == Grain::Day)
     }
 }
 
@@ -184,6 +200,8 @@ pub struct TableDeclaration {
     #[serde(default)]
     pub partition_by: Option<String>,
     #[serde(default)]
+    pub grain: Option<String>,
+    #[serde(default)]
     pub primary_key: Vec<String>,
     #[serde(default)]
     pub cursor: Option<String>,
@@ -226,6 +244,7 @@ impl TableDeclaration {
         )?;
         let mut columns = declared_columns(&self.columns)?;
         place_partition_column(&mut columns, &partition_by)?;
+        let grain = check_grain(&columns, &partition_by, self.grain.as_deref())?;
         let primary_key = key_columns(&mut columns, &self.primary_key, &partition_by)?;
         check_width(&columns)?;
         let cursor = self
@@ -237,6 +256,7 @@ impl TableDeclaration {
             name: table,
             columns,
             partition_by,
+            grain,
             primary_key,
             cursor,
         })
@@ -274,9 +294,9 @@ fn place_partition_column(
     partition_by: &ColumnName,
 ) -> Result<(), SchemaError> {
     match columns.iter_mut().find(|c| &c.name == partition_by) {
-        Some(c) if c.ty != ColumnType::Date => Err(invalid(format!(
-            "partition column {partition_by:?} must be of type date"
-        ))),
+        Some(c) if c.ty != ColumnType::Date && c.ty != ColumnType::Timestamptz => Err(invalid(
+            format!("partition column {partition_by:?} must be of type date or timestamptz"),
+        )),
         Some(c) => {
             c.nullable = false;
             Ok(())
@@ -290,6 +310,29 @@ fn place_partition_column(
             Ok(())
         }
     }
+}
+
+/// The declared grain, or days; a `date` column cannot be cut in hours.
+fn check_grain(
+    columns: &[Column],
+    partition_by: &ColumnName,
+    declared: Option<&str>,
+) -> Result<Grain, SchemaError> {
+    let grain = match declared {
+        None => Grain::Day,
+        Some(text) => Grain::parse(text)
+            .ok_or_else(|| invalid(format!("grain {text:?} is not hour, day or month")))?,
+    };
+    let ty = columns
+        .iter()
+        .find(|c| &c.name == partition_by)
+        .map(|c| c.ty);
+    if grain == Grain::Hour && ty == Some(ColumnType::Date) {
+        return Err(invalid(format!(
+            "partition column {partition_by:?} is a date; an hourly table needs a timestamptz column"
+        )));
+    }
+    Ok(grain)
 }
 
 /// The primary key's columns, made non-null.
@@ -380,6 +423,12 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
         return Err(conflict(format!(
             "the partition column is {:?}; changing it needs a new table",
             old.partition_by
+        )));
+    }
+    if old.grain != new.grain {
+        return Err(conflict(format!(
+            "the grain is {}; changing it needs a new table",
+            old.grain.as_str()
         )));
     }
     if old.primary_key != new.primary_key {

@@ -7,7 +7,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{page, page_limit, parse_ds, ApiPath, ApiQuery, AppState};
+use super::{page, page_limit, parse_label, ApiPath, ApiQuery, AppState};
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::store::ledger::Load;
@@ -46,7 +46,7 @@ async fn list_loads(
     ApiQuery(q): ApiQuery<LoadsQuery>,
 ) -> ApiResult<Response> {
     let table = q.table.as_deref().map(TableName::parse).transpose()?;
-    let ds = q.ds.as_deref().map(parse_ds).transpose()?;
+    let ds = q.ds.as_deref().map(parse_label).transpose()?;
     let before = q.cursor.as_deref().map(parse_load_id).transpose()?;
     let limit = page_limit(q.limit);
     let loads = state.store.loads(table.as_ref(), ds, before, limit).await?;

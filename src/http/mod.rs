@@ -16,13 +16,14 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
-use chrono::{Datelike, NaiveDate};
+
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
 use crate::config::Settings;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
+use crate::period::{Grain, Period};
 use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode};
 use crate::pipeline::keyed::{KeyedAnswer, KeyedRequest};
 use crate::pipeline::Pipeline;
@@ -146,8 +147,10 @@ impl<S: Send + Sync> FromRequestParts<S> for TablePath {
     }
 }
 
-/// A table and a partition value named in the path (`/…/{table}/{ds}`).
-pub struct PartitionPath(pub TableName, pub NaiveDate);
+/// A table and a partition value named in the path (`/…/{table}/{ds}`);
+/// the value's form depends on the table's grain, so it is read with
+/// `PartitionPath::period` once the table is known.
+pub struct PartitionPath(pub TableName, pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for PartitionPath {
     type Rejection = ApiError;
@@ -155,23 +158,32 @@ impl<S: Send + Sync> FromRequestParts<S> for PartitionPath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let ApiPath((table, ds)) =
             ApiPath::<(String, String)>::from_request_parts(parts, state).await?;
-        Ok(PartitionPath(TableName::parse(&table)?, parse_ds(&ds)?))
+        Ok(PartitionPath(TableName::parse(&table)?, ds))
     }
 }
 
-/// A partition value from a path or query: an ISO date, `YYYY-MM-DD`.
-/// Years 1 to 9999: Postgres has no year 0, and a partition's table name
-/// holds the date in eight digits.
-pub fn parse_ds(text: &str) -> ApiResult<NaiveDate> {
-    let valid = text.len() == 10 && text.as_bytes()[4] == b'-' && text.as_bytes()[7] == b'-';
-    valid
-        .then(|| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok())
-        .flatten()
-        .filter(|d| d.year() >= 1)
+/// A partition value of `grain`'s form: `2026-10-12T13` (hour),
+/// `2026-10-12` (day), `2026-10` (month), years 0001 to 9999.
+pub fn parse_period(text: &str, grain: Grain) -> ApiResult<Period> {
+    Period::parse(text, grain).ok_or_else(|| {
+        let shown: String = text.chars().take(40).collect();
+        ApiError::InvalidDs(format!(
+            "{shown:?} is not a partition of this table: its grain is {} ({}; years 0001 to 9999)",
+            grain.as_str(),
+            grain.form()
+        ))
+    })
+}
+
+/// A partition value of any grain's form (a filter over several tables).
+pub fn parse_label(text: &str) -> ApiResult<Period> {
+    [Grain::Day, Grain::Hour, Grain::Month]
+        .into_iter()
+        .find_map(|grain| Period::parse(text, grain))
         .ok_or_else(|| {
             let shown: String = text.chars().take(40).collect();
             ApiError::InvalidDs(format!(
-                "{shown:?} is not a date of the form YYYY-MM-DD (years 0001 to 9999)"
+                "{shown:?} is not a partition value (YYYY-MM-DD, YYYY-MM-DDTHH or YYYY-MM)"
             ))
         })
 }

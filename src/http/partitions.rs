@@ -1,19 +1,19 @@
 //! `/partitions`: replace a partition (PUT), read it back (GET, HEAD), drop
 //! it (DELETE), list a table's partitions.
 
+use crate::period::{Grain, Period};
 use axum::body::Body;
 use axum::extract::{OriginalUri, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use chrono::NaiveDate;
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
     body_limits, body_source, etag, idempotency_key, keyed_request, keyed_response, page,
-    page_limit, parse_ds, ApiQuery, AppState, BodyKind, Caller, PartitionPath, TablePath,
+    page_limit, parse_period, ApiQuery, AppState, BodyKind, Caller, PartitionPath, TablePath,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
@@ -92,15 +92,16 @@ async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
 async fn live_partition(
     state: &AppState,
     table: &TableName,
-    ds: NaiveDate,
-) -> ApiResult<(TableDef, PartitionInfo)> {
+    ds: &str,
+) -> ApiResult<(TableDef, Period, PartitionInfo)> {
     let def = table_def(state, table).await?;
+    let ds = parse_period(ds, def.grain)?;
     let info = state
         .store
         .partition(table, ds)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("table {table:?} has no partition {ds}")))?;
-    Ok((def, info))
+    Ok((def, ds, info))
 }
 
 #[tracing::instrument(skip(state, caller, uri, headers, body))]
@@ -118,6 +119,14 @@ async fn put_partition(
         Some(_) => DigestMode::Take,
         None => DigestMode::Skip,
     };
+    // An undeclared table is created daily; the pipeline checks the grain
+    // again against the table it resolves.
+    let grain = state
+        .store
+        .table(&table)
+        .await?
+        .map_or(Grain::Day, |d| d.grain);
+    let ds = parse_period(&ds, grain)?;
     let limits = body_limits(&state.settings, BodyKind::Partition);
     let body = body_source(&headers, body, limits, digest)?;
     let request = PutPartition {
@@ -204,12 +213,12 @@ async fn get_partition(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let format = read_format(&headers, &query)?;
-    let (def, info) = live_partition(&state, &table, ds).await?;
+    let (def, ds, info) = live_partition(&state, &table, &ds).await?;
     let response_headers = partition_headers(&info, format);
     if not_modified(&headers, &info) {
         return Ok((StatusCode::NOT_MODIFIED, response_headers).into_response());
     }
-    let rows = state.store.stream_partition(&def, info.ds, format);
+    let rows = state.store.stream_partition(&def, ds, format);
     Ok((
         response_headers,
         Body::from_stream(ReceiverStream::new(rows)),
@@ -224,7 +233,7 @@ async fn head_partition(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let format = read_format(&headers, &query)?;
-    let (_, info) = live_partition(&state, &table, ds).await?;
+    let (_, _, info) = live_partition(&state, &table, &ds).await?;
     Ok((StatusCode::OK, partition_headers(&info, format)).into_response())
 }
 
@@ -233,8 +242,31 @@ async fn delete_partition(
     PartitionPath(table, ds): PartitionPath,
 ) -> ApiResult<StatusCode> {
     let def = table_def(&state, &table).await?;
+    let ds = parse_period(&ds, def.grain)?;
     state.store.delete_partition(&def, ds).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A partition as listed: the registry's entry and the bounds of its period
+/// (`from` inclusive, `to` exclusive, UTC).
+#[derive(serde::Serialize)]
+struct Listed {
+    #[serde(flatten)]
+    info: PartitionInfo,
+    from: Option<String>,
+    to: Option<String>,
+}
+
+impl Listed {
+    fn new(info: PartitionInfo, grain: Grain) -> Listed {
+        let period = Period::parse(&info.ds, grain);
+        let instant = |t: chrono::NaiveDateTime| t.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        Listed {
+            from: period.map(|p| instant(p.start())),
+            to: period.map(|p| instant(p.end())),
+            info,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -250,11 +282,17 @@ async fn list_partitions(
     TablePath(table): TablePath,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Response> {
-    table_def(&state, &table).await?;
-    let after = q.cursor.as_deref().map(parse_ds).transpose()?;
+    let def = table_def(&state, &table).await?;
+    let after = q
+        .cursor
+        .as_deref()
+        .map(|c| parse_period(c, def.grain))
+        .transpose()?;
     let limit = page_limit(q.limit);
     let partitions = state.store.partitions(&table, after, limit).await?;
-    Ok(page(&uri, partitions, limit, |p: &PartitionInfo| {
-        p.ds.to_string()
-    }))
+    let listed: Vec<Listed> = partitions
+        .into_iter()
+        .map(|info| Listed::new(info, def.grain))
+        .collect();
+    Ok(page(&uri, listed, limit, |p: &Listed| p.info.ds.clone()))
 }

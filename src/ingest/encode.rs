@@ -1,11 +1,12 @@
 //! A raw record checked against a table and turned into one binary COPY tuple, with
 //! its row digest (for the content hash) and its deterministic `_row_id`.
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveTime};
 use sha2::{Digest, Sha256};
 
 use super::cell::{parse_cell, write_fixed, Cell};
 use super::{ErrorLog, RawRecord, RowError};
+use crate::period::Period;
 use crate::schema::{ColumnType, TableDef};
 
 /// The digests of one accepted row.
@@ -25,7 +26,7 @@ pub struct EncodedRow {
 pub struct EncodeOptions {
     /// The partition the body is for (PUT); `None` when each row names its
     /// own (POST), and the partition column is then required.
-    pub ds: Option<NaiveDate>,
+    pub ds: Option<Period>,
     /// Mixed into the row id of rows without a key (an append): the
     /// idempotency scope, so a retry of one request numbers its rows alike
     /// and another request's identical rows stay distinct rows.
@@ -48,7 +49,8 @@ pub struct RowEncoder<'d> {
     /// Columns whose value failed its type check (reported once, not again as null).
     bad: Vec<bool>,
     canonical: Vec<u8>,
-    day: Vec<u8>,
+    /// The current row's period (set by `check_partition`).
+    row_period: Option<Period>,
 }
 
 /// The field that marks a tombstone in `POST /rows` merge mode.
@@ -85,7 +87,7 @@ impl<'d> RowEncoder<'d> {
                 .collect(),
             bad: vec![false; def.columns.len()],
             canonical: Vec::with_capacity(256),
-            day: Vec::with_capacity(16),
+            row_period: None,
         }
     }
 
@@ -101,6 +103,7 @@ impl<'d> RowEncoder<'d> {
     ) -> Option<EncodedRow> {
         let before = errors.problems;
         self.bad.fill(false);
+        self.row_period = None;
         let mut cells: Vec<Cell<'_>> = vec![Cell::Null; self.def.columns.len()];
         let deleted = self.check_fields(record, &mut cells, errors);
         self.check_partition_and_key(record, &mut cells, errors);
@@ -155,7 +158,7 @@ impl<'d> RowEncoder<'d> {
     /// The partition value (given, or the one the body is for) and the key
     /// columns, which must not be null.
     fn check_partition_and_key(
-        &self,
+        &mut self,
         record: &RawRecord<'_>,
         cells: &mut [Cell<'_>],
         errors: &mut ErrorLog,
@@ -163,20 +166,8 @@ impl<'d> RowEncoder<'d> {
         for (i, column) in self.def.columns.iter().enumerate() {
             let name = Some(column.name.as_str());
             if i == self.partition_index {
-                match (&cells[i], self.options.ds) {
-                    // A row may omit its partition value: it takes the one it is sent to.
-                    (Cell::Null, Some(ds)) if !self.bad[i] => cells[i] = Cell::Date(ds),
-                    (Cell::Null, None) if !self.bad[i] => errors.push(row_error(
-                        record,
-                        name,
-                        "is the partition column; each row must give it".into(),
-                    )),
-                    (Cell::Date(d), Some(ds)) if *d != ds => errors.push(row_error(
-                        record,
-                        name,
-                        format!("partition value {d} differs from the partition {ds}"),
-                    )),
-                    _ => {}
+                if !self.bad[i] {
+                    self.check_partition(record, &mut cells[i], errors);
                 }
             } else if !column.nullable && !self.bad[i] && cells[i].is_null() {
                 errors.push(row_error(
@@ -184,6 +175,42 @@ impl<'d> RowEncoder<'d> {
                     name,
                     "is part of the primary key and must not be null".into(),
                 ));
+            }
+        }
+    }
+
+    /// The row's period, from its partition value; a row may omit the value
+    /// and take (the start of) the partition it is sent to, but never names
+    /// another.
+    fn check_partition(
+        &mut self,
+        record: &RawRecord<'_>,
+        cell: &mut Cell<'_>,
+        errors: &mut ErrorLog,
+    ) {
+        let name = Some(self.def.partition_by.as_str());
+        let grain = self.def.grain;
+        let period = match (&*cell, self.options.ds) {
+            (Cell::Null, Some(ds)) => {
+                *cell = period_start_cell(self.def.partition_type(), ds);
+                Some(ds)
+            }
+            (Cell::Null, None) => {
+                let message = "is the partition column; each row must give it".into();
+                errors.push(row_error(record, name, message));
+                None
+            }
+            (Cell::Date(d), _) => Some(Period::containing(d.and_time(NaiveTime::MIN), grain)),
+            (Cell::Timestamp(micros), _) => DateTime::from_timestamp_micros(*micros)
+                .map(|t| Period::containing(t.naive_utc(), grain)),
+            _ => None,
+        };
+        self.row_period = period;
+        if let (Some(period), Some(ds)) = (period, self.options.ds) {
+            if period != ds {
+                let message =
+                    format!("partition value falls in {period}, not in the partition {ds}");
+                errors.push(row_error(record, name, message));
             }
         }
     }
@@ -203,10 +230,10 @@ impl<'d> RowEncoder<'d> {
         id.update(b"idem-row-v1\0");
         id.update(self.def.name.as_bytes());
         id.update(b"\0");
-        // The partition value as `YYYY-MM-DD` (its canonical form, unquoted).
-        self.day.clear();
-        cells[self.partition_index].write_canonical(&mut self.day);
-        id.update(&self.day[1..self.day.len() - 1]);
+        // The partition's label (a daily table's: its date, `YYYY-MM-DD`).
+        if let Some(period) = self.row_period {
+            id.update(period.label().as_bytes());
+        }
         id.update(b"\0");
         if self.key_indexes.is_empty() {
             id.update(&self.canonical);
@@ -236,6 +263,7 @@ impl<'d> RowEncoder<'d> {
         let start = copy_out.len();
         let before = errors.problems;
         let fields = cells.len()
+            + usize::from(self.def.keyed_by_part())
             + SYSTEM_FIELDS
             + usize::from(self.options.tombstones)
             + usize::from(self.options.presence);
@@ -253,6 +281,14 @@ impl<'d> RowEncoder<'d> {
         for (cell, column) in cells.iter().zip(&self.def.columns) {
             if let Err(message) = cell.write_binary(column.ty, copy_out) {
                 errors.push(row_error(record, Some(&column.name), message));
+            }
+        }
+        if self.def.keyed_by_part() {
+            let start = self.row_period.map_or(Cell::Null, |p| {
+                period_start_cell(self.def.partition_type(), p)
+            });
+            if let Err(message) = start.write_binary(self.def.partition_type(), copy_out) {
+                errors.push(row_error(record, Some(&self.def.partition_by), message));
             }
         }
         write_fixed(copy_out, self.load_id.as_bytes());
@@ -285,6 +321,14 @@ impl RowEncoder<'_> {
         let length = i32::try_from(bitmap.len()).expect("a bitmap of at most 200 bytes");
         copy_out.extend_from_slice(&length.to_be_bytes());
         copy_out.extend_from_slice(&bitmap);
+    }
+}
+
+/// The first value of `period` in a partition column of type `ty`.
+fn period_start_cell(ty: ColumnType, period: Period) -> Cell<'static> {
+    match ty {
+        ColumnType::Date => Cell::Date(period.start().date()),
+        _ => Cell::Timestamp(period.start().and_utc().timestamp_micros()),
     }
 }
 
@@ -368,7 +412,7 @@ mod tests {
     }
 
     fn encode(def: &TableDef, line: &str) -> (Option<EncodedRow>, ErrorLog, Vec<u8>) {
-        let ds = NaiveDate::from_ymd_opt(2026, 10, 12);
+        let ds = chrono::NaiveDate::from_ymd_opt(2026, 10, 12).map(Period::day);
         let options = EncodeOptions {
             ds,
             row_id_scope: None,

@@ -133,6 +133,7 @@ pub fn infer_table(
         name: table.clone(),
         columns,
         partition_by: partition_by.clone(),
+        grain: crate::period::Grain::Day,
         primary_key: Vec::new(),
         cursor: None,
     })

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use uuid::Uuid;
@@ -31,6 +31,7 @@ use crate::ingest::infer::infer_table;
 use crate::ingest::BodyFormat;
 use crate::ingest::EncodeOptions;
 use crate::names::{ColumnName, TableName};
+use crate::period::Period;
 use crate::schema::{TableDef, DEFAULT_PARTITION_COLUMN};
 use crate::store::catalog::{self, Origin};
 use crate::store::ledger::{LoadEntry, LoadStatus};
@@ -161,7 +162,7 @@ impl Pipeline {
 pub struct LoadTicket {
     pub load_id: Uuid,
     pub table: TableName,
-    pub ds: Option<NaiveDate>,
+    pub ds: Option<Period>,
     pub mode: &'static str,
     pub idempotency_key: Option<String>,
     pub started_at: DateTime<Utc>,
@@ -171,7 +172,7 @@ impl LoadTicket {
     /// A new load: its id (UUIDv7) and start time.
     pub fn new(
         table: &TableName,
-        ds: Option<NaiveDate>,
+        ds: Option<Period>,
         mode: &'static str,
         idempotency_key: Option<&str>,
     ) -> Self {

@@ -10,7 +10,6 @@
 
 use std::io;
 
-use chrono::NaiveDate;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
@@ -23,6 +22,7 @@ use super::decode::{self, DecodeJob, Decoded, RepeatCheck, CHUNK_BYTES};
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::names::TableName;
+use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published, Swap};
@@ -33,7 +33,7 @@ use crate::store::stage::{self, StageFate, Staged};
 pub struct Receipt {
     pub load_id: Uuid,
     pub table: TableName,
-    pub ds: NaiveDate,
+    pub ds: Period,
     pub mode: &'static str,
     pub rows_received: u64,
     pub rows_written: u64,
@@ -69,7 +69,7 @@ impl Receipt {
 
 pub struct PutPartition {
     pub table: TableName,
-    pub ds: NaiveDate,
+    pub ds: Period,
     pub body: BodySource,
     pub conditions: Conditions,
 }
@@ -142,6 +142,13 @@ impl Pipeline {
             .await?;
         let new_table = matches!(target, Target::Inferred(_));
         let def = target.into_def();
+        if def.grain != ds.grain() {
+            return Err(WriteError::Mode(format!(
+                "table {:?} is partitioned by {}; {ds} is not one",
+                def.name,
+                def.grain.as_str()
+            )));
+        }
         let body_hash = body_hash_prefix(format, &def);
         let body = match &live {
             None => body,
@@ -205,7 +212,7 @@ enum Spooled {
 /// A PUT past its checks: its rows go to a stage, which is then published.
 struct StagedPut<'a> {
     ticket: &'a LoadTicket,
-    ds: NaiveDate,
+    ds: Period,
     conditions: &'a Conditions,
     /// The table is created when the stage is published.
     new_table: bool,
@@ -322,7 +329,7 @@ fn body_hash_prefix(format: BodyFormat, def: &TableDef) -> Sha256 {
 
 /// The answer when the body is the very one the live partition was built
 /// from: nothing to do but say so.
-fn same_body(ticket: &LoadTicket, ds: NaiveDate, live: &Current) -> Receipt {
+fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
     Receipt {
         load_id: ticket.load_id,
         table: ticket.table.clone(),

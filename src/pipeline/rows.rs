@@ -1,7 +1,6 @@
 //! `POST /rows?table=`: rows appended or merged by key, in the transaction
 //! that also records the request's Idempotency-Key.
 
-use chrono::NaiveDate;
 use serde::Serialize;
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
@@ -13,6 +12,7 @@ use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::EncodeOptions;
 use crate::names::TableName;
+use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::merge::{
@@ -26,7 +26,7 @@ pub struct RowsReceipt {
     pub table: TableName,
     pub mode: MergeMode,
     /// The partition written, when there was exactly one.
-    pub ds: Option<NaiveDate>,
+    pub ds: Option<Period>,
     /// Every partition written, with its row count and content hash after.
     pub partitions: Vec<PartitionAfter>,
     pub rows_received: u64,

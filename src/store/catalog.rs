@@ -180,7 +180,7 @@ async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()
     sqlx::query(&format!(
         "create table {parent} ({}) partition by list ({})",
         column_ddl(def),
-        def.partition_by.quoted()
+        super::partition_key(def)
     ))
     .execute(&mut *conn)
     .await?;

@@ -1,12 +1,13 @@
 //! The loads ledger: what each write received, wrote, dropped and refused.
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{count, Store, StoreResult};
 use crate::names::TableName;
+use crate::period::Period;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -35,7 +36,7 @@ pub struct Load {
     #[sqlx(rename = "table_name")]
     #[serde(rename = "table")]
     pub table_name: String,
-    pub ds: Option<NaiveDate>,
+    pub ds: Option<String>,
     pub mode: String,
     pub status: String,
     pub rows_received: i64,
@@ -63,7 +64,7 @@ const LOAD_COLUMNS: &str = "load_id, table_name, ds, mode, status, rows_received
 pub struct LoadEntry<'a> {
     pub load_id: Uuid,
     pub table: &'a TableName,
-    pub ds: Option<NaiveDate>,
+    pub ds: Option<Period>,
     pub mode: &'a str,
     pub status: LoadStatus,
     pub rows_received: u64,
@@ -83,7 +84,7 @@ impl<'a> LoadEntry<'a> {
     pub fn new(
         load_id: Uuid,
         table: &'a TableName,
-        ds: Option<NaiveDate>,
+        ds: Option<Period>,
         mode: &'a str,
         idempotency_key: Option<&'a str>,
         started_at: DateTime<Utc>,
@@ -124,7 +125,7 @@ pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResu
     )
     .bind(entry.load_id)
     .bind(entry.table.as_str())
-    .bind(entry.ds)
+    .bind(entry.ds.map(|p| p.label()))
     .bind(entry.mode)
     .bind(entry.status.as_str())
     .bind(count(entry.rows_received)?)
@@ -162,20 +163,20 @@ impl Store {
     pub async fn loads(
         &self,
         table: Option<&TableName>,
-        ds: Option<NaiveDate>,
+        ds: Option<Period>,
         before: Option<Uuid>,
         limit: i64,
     ) -> StoreResult<Vec<Load>> {
         // language=PostgreSQL
         Ok(sqlx::query_as(&format!(
             "select {LOAD_COLUMNS} from idem.loads
-              where ($1::text is null or table_name = $1) and ($2::date is null or ds = $2)
+              where ($1::text is null or table_name = $1) and ($2::text is null or ds = $2)
                 and ($3::uuid is null or load_id < $3)
               order by load_id desc
               limit $4"
         ))
         .bind(table.map(TableName::as_str))
-        .bind(ds)
+        .bind(ds.map(|p| p.label()))
         .bind(before)
         .bind(limit)
         .fetch_all(&mut *self.acquire().await?)

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::io;
 
 use bytes::Bytes;
-use chrono::NaiveDate;
 use futures::{Stream, TryStreamExt};
 use serde::Serialize;
 use sqlx::postgres::PgRow;
@@ -21,11 +20,12 @@ use uuid::Uuid;
 
 use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, row_hash};
 use super::{
-    column_list, count, date_literal, key_index_columns, lock_partition, parent_table,
-    partition_table, stored_count, StoreError, StoreResult,
+    all_columns, count, key_index_columns, lock_partition, parent_table, partition_key,
+    partition_table, period_literal, stored_count, StoreError, StoreResult,
 };
 use crate::ingest::ContentHash;
-use crate::names::quote_ident;
+use crate::period::{Grain, Period};
+use crate::schema::ColumnType;
 use crate::schema::TableDef;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -62,7 +62,7 @@ impl MergeMode {
 /// A partition after the merge.
 #[derive(Clone, Debug, Serialize)]
 pub struct PartitionAfter {
-    pub ds: NaiveDate,
+    pub ds: Period,
     pub row_count: u64,
     pub content_sha256: String,
 }
@@ -120,7 +120,7 @@ pub struct Incoming {
 }
 
 /// The content hash of each partition touched, as it moves with each change.
-type Contents = BTreeMap<NaiveDate, ContentHash>;
+type Contents = BTreeMap<Period, ContentHash>;
 
 /// Writes the incoming rows (see `copy_incoming`) into their partitions:
 /// duplicates collapse, the touched partitions are locked, tombstones
@@ -253,7 +253,9 @@ async fn collapse_duplicates(
 /// table's (validated) definition.
 struct MergeSql {
     parent: String,
+    /// The label of stored row `t`'s partition, as SQL (see `label_sql`).
     partition_col: String,
+    grain: Grain,
     all_columns: String,
     conflict: String,
     /// Incoming `s` and stored `t` rows of one key.
@@ -270,27 +272,23 @@ struct MergeSql {
 
 impl MergeSql {
     fn new(def: &TableDef) -> Self {
-        let join = std::iter::once(&def.partition_by)
-            .chain(&def.primary_key)
-            .map(|c| format!("t.{0} = s.{0}", c.quoted()))
+        let join = std::iter::once(partition_key(def))
+            .chain(def.primary_key.iter().map(|c| c.quoted()))
+            .map(|c| format!("t.{c} = s.{c}"))
             .collect::<Vec<_>>()
             .join(" and ");
-        let set = def
-            .columns
+        let columns = all_columns(def);
+        let set = columns
             .iter()
-            .map(|c| c.name.quoted())
-            .chain(["_load_id", "_row_id", "_row_hash"].map(quote_ident))
             .map(|c| format!("{c} = s.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
         let cursor = def.cursor.as_ref().map(|c| c.quoted());
         MergeSql {
             parent: parent_table(&def.name),
-            partition_col: def.partition_by.quoted(),
-            all_columns: format!(
-                "{}, \"_load_id\", \"_row_id\", \"_row_hash\"",
-                column_list(def)
-            ),
+            partition_col: label_sql(def, "t"),
+            grain: def.grain,
+            all_columns: columns.join(", "),
             conflict: key_index_columns(def),
             join,
             set,
@@ -313,15 +311,16 @@ async fn lock_touched_partitions(
     sql: &MergeSql,
     load_id: Uuid,
 ) -> StoreResult<(Contents, bool)> {
-    let touched: Vec<NaiveDate> = sqlx::query_scalar(&format!(
-        "select distinct {} from {INCOMING} order by 1",
+    let touched: Vec<String> = sqlx::query_scalar(&format!(
+        "select distinct {} from {INCOMING} t order by 1",
         sql.partition_col
     ))
     .fetch_all(&mut *conn)
     .await?;
     let mut contents = Contents::new();
     let mut was_empty = true;
-    for ds in touched {
+    for label in touched {
+        let ds = period_of(&label, sql.grain)?;
         lock_partition(&mut *conn, &def.name, ds).await?;
         let content = ensure_partition(conn, def, ds, load_id).await?;
         was_empty &= content.rows() == 0;
@@ -347,11 +346,11 @@ async fn delete_tombstoned(
     let delete = format!(
         "delete from {parent} t using {INCOMING} s
           where s.\"_deleted\" and {join} and {tombstone_newer}
-      returning t.{partition_col}, t.\"_row_hash\""
+      returning {partition_col}, t.\"_row_hash\""
     );
     let mut gone = sqlx::query(&delete).fetch(&mut *conn);
     while let Some(row) = gone.try_next().await? {
-        let (ds, hash) = digest_of(&row)?;
+        let (ds, hash) = digest_of(&row, sql.grain)?;
         if let Some(content) = contents.get_mut(&ds) {
             content.remove(&hash);
         }
@@ -393,9 +392,8 @@ async fn insert_new_keys(
     );
     let one_day = contents.len() == 1;
     if !(one_day && !incoming.maybe_repeated && incoming.tombstones == 0) {
-        let returning =
-            format!("{insert} returning t.{partition_col}, t.\"_row_hash\", null::bytea");
-        return fold_written(conn, &returning, None, contents, merged).await;
+        let returning = format!("{insert} returning {partition_col}, t.\"_row_hash\", null::bytea");
+        return fold_written(conn, &returning, None, sql.grain, contents, merged).await;
     }
     // Distinct rows into one day: when all of them are new, the decoder's
     // hash of the rows is exactly what the day gains, and no row needs to
@@ -414,10 +412,10 @@ async fn insert_new_keys(
     // Some keys existed: the rows this load inserted carry its id.
     // language=PostgreSQL
     let ours = format!(
-        "select t.{partition_col}, t.\"_row_hash\", null::bytea
+        "select {partition_col}, t.\"_row_hash\", null::bytea
            from {INCOMING} s join {parent} t on {join} where t.\"_load_id\" = $1"
     );
-    fold_written(conn, &ours, Some(load_id), contents, merged).await
+    fold_written(conn, &ours, Some(load_id), sql.grain, contents, merged).await
 }
 
 /// Then the keys that exist: replaced when newer and different. The old
@@ -447,9 +445,9 @@ async fn update_existing_keys(
                   where not s.\"_deleted\" and {newer} and t.\"_row_hash\" <> s.\"_row_hash\"
                     and t.\"_load_id\" <> $1) s
           where {join}
-      returning t.{partition_col}, t.\"_row_hash\", s.idem_replaced"
+      returning {partition_col}, t.\"_row_hash\", s.idem_replaced"
     );
-    fold_written(conn, &update, Some(load_id), contents, merged).await
+    fold_written(conn, &update, Some(load_id), sql.grain, contents, merged).await
 }
 
 /// The registry follows: each touched partition's row count and content hash.
@@ -469,7 +467,7 @@ async fn register_contents(
               where table_name = $1 and ds = $2",
         )
         .bind(def.name.as_str())
-        .bind(ds)
+        .bind(ds.label())
         .bind(count(content.rows())?)
         .bind(&content.sum_bytes()[..])
         .bind(content.hex())
@@ -491,6 +489,7 @@ async fn fold_written(
     conn: &mut PgConnection,
     statement: &str,
     load_id: Option<Uuid>,
+    grain: Grain,
     contents: &mut Contents,
     merged: &mut Merged,
 ) -> StoreResult<()> {
@@ -499,14 +498,19 @@ async fn fold_written(
         query = query.bind(load_id);
     }
     let written = query.fetch_all(&mut *conn).await?;
-    fold(contents, written, merged)
+    fold(contents, written, grain, merged)
 }
 
 /// Folds written rows (partition, new digest, replaced digest or NULL) into
 /// the partitions' content hashes and the counts.
-fn fold(contents: &mut Contents, rows: Vec<PgRow>, merged: &mut Merged) -> StoreResult<()> {
+fn fold(
+    contents: &mut Contents,
+    rows: Vec<PgRow>,
+    grain: Grain,
+    merged: &mut Merged,
+) -> StoreResult<()> {
     for row in rows {
-        let (ds, hash) = digest_of(&row)?;
+        let (ds, hash) = digest_of(&row, grain)?;
         let Some(content) = contents.get_mut(&ds) else {
             continue;
         };
@@ -524,8 +528,28 @@ fn fold(contents: &mut Contents, rows: Vec<PgRow>, merged: &mut Merged) -> Store
     Ok(())
 }
 
-fn digest_of(row: &PgRow) -> StoreResult<(NaiveDate, [u8; 32])> {
-    Ok((row.try_get(0)?, row_hash(row.try_get(1)?)?))
+fn digest_of(row: &PgRow, grain: Grain) -> StoreResult<(Period, [u8; 32])> {
+    let label: String = row.try_get(0)?;
+    Ok((period_of(&label, grain)?, row_hash(row.try_get(1)?)?))
+}
+
+fn period_of(label: &str, grain: Grain) -> StoreResult<Period> {
+    Period::parse(label, grain).ok_or(StoreError::Corrupt("a partition key out of its grain"))
+}
+
+/// The label of row `alias`'s partition, as SQL: its partition key printed
+/// in the grain's form (a `_part` of timestamptz is read in UTC).
+pub fn label_sql(def: &TableDef, alias: &str) -> String {
+    let key = format!("{alias}.{}", partition_key(def));
+    let form = match def.grain {
+        Grain::Hour => "YYYY-MM-DD\"T\"HH24",
+        Grain::Day => "YYYY-MM-DD",
+        Grain::Month => "YYYY-MM",
+    };
+    match def.partition_type() {
+        ColumnType::Date => format!("to_char({key}, '{form}')"),
+        _ => format!("to_char({key} at time zone 'UTC', '{form}')"),
+    }
 }
 
 /// The partition's content hash as registered, creating the partition (empty)
@@ -533,14 +557,14 @@ fn digest_of(row: &PgRow) -> StoreResult<(NaiveDate, [u8; 32])> {
 async fn ensure_partition(
     conn: &mut PgConnection,
     def: &TableDef,
-    ds: NaiveDate,
+    ds: Period,
     load_id: Uuid,
 ) -> StoreResult<ContentHash> {
     let row = sqlx::query(
         "select content_sum, row_count from idem.partitions where table_name = $1 and ds = $2",
     )
     .bind(def.name.as_str())
-    .bind(ds)
+    .bind(ds.label())
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(row) = row {
@@ -554,7 +578,7 @@ async fn ensure_partition(
         "create table {} partition of {} for values in ({})",
         partition_table(&def.name, ds),
         parent_table(&def.name),
-        date_literal(ds)
+        period_literal(def, ds)
     ))
     .execute(&mut *conn)
     .await?;
@@ -566,7 +590,7 @@ async fn ensure_partition(
          values ($1, $2, 0, $3, $4, '', 0, $5)",
     )
     .bind(def.name.as_str())
-    .bind(ds)
+    .bind(ds.label())
     .bind(empty.hex())
     .bind(&empty.sum_bytes()[..])
     .bind(load_id)

@@ -18,7 +18,6 @@ pub mod stage;
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::NaiveDate;
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::PgConnection;
@@ -26,7 +25,8 @@ use sqlx::PgConnection;
 pub use error::{StoreError, StoreResult};
 
 use crate::names::{quote_ident, TableName};
-use crate::schema::TableDef;
+use crate::period::Period;
+use crate::schema::{ColumnType, TableDef};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -145,10 +145,10 @@ pub async fn lock_table(conn: &mut PgConnection, table: &TableName) -> StoreResu
 pub async fn lock_partition(
     conn: &mut PgConnection,
     table: &TableName,
-    ds: NaiveDate,
+    period: Period,
 ) -> StoreResult<()> {
     sqlx::query("select pg_advisory_xact_lock($1)")
-        .bind(lock_key("partition", &[table, &ds.to_string()]))
+        .bind(lock_key("partition", &[table, &period.label()]))
         .execute(conn)
         .await?;
     Ok(())
@@ -159,51 +159,100 @@ pub fn parent_table(table: &TableName) -> String {
     format!("{DATA_SCHEMA}.{}", table.quoted())
 }
 
-/// A partition's own table name: `orders__20261012`. The fixed-width suffix
-/// keeps names of different tables apart, and fits in 63 bytes.
-pub fn partition_name(table: &TableName, ds: NaiveDate) -> String {
-    format!("{table}__{}", ds.format("%Y%m%d"))
+/// A partition's own table name: `orders__20261012` (`…__2026101213` for an
+/// hour, `…__202610` for a month). The fixed-width suffix keeps names of
+/// different tables apart, and fits in 63 bytes.
+pub fn partition_name(table: &TableName, period: Period) -> String {
+    format!("{table}__{}", period.digits())
 }
 
-pub fn partition_table(table: &TableName, ds: NaiveDate) -> String {
-    format!("{PARTS_SCHEMA}.{}", quote_ident(&partition_name(table, ds)))
+pub fn partition_table(table: &TableName, period: Period) -> String {
+    format!(
+        "{PARTS_SCHEMA}.{}",
+        quote_ident(&partition_name(table, period))
+    )
 }
 
-/// A date as a SQL literal, for the statements that take no parameters
-/// (DDL, COPY). A `NaiveDate` prints only digits and dashes.
-pub fn date_literal(ds: NaiveDate) -> String {
-    format!("date '{}'", ds.format("%Y-%m-%d"))
+/// The column a table's partitions are keyed on: its partition column, or
+/// `_part` (see `TableDef::keyed_by_part`).
+pub fn partition_key(def: &TableDef) -> String {
+    if def.keyed_by_part() {
+        quote_ident(PART_COLUMN)
+    } else {
+        def.partition_by.quoted()
+    }
 }
 
-/// The column list of a user table, system columns included, as DDL:
-/// `_load_id` (the load that wrote the row), `_row_id` (the row's deterministic id) and
-/// `_row_hash` (SHA-256 of the row's canonical encoding; a partition's
-/// content hash is built from these).
+/// The system column that holds the start of a row's period.
+pub const PART_COLUMN: &str = "_part";
+
+/// The partition key's value for `period` as a SQL literal, for the
+/// statements that take no parameters (DDL, COPY); it prints only digits,
+/// dashes, colons and spaces.
+pub fn period_literal(def: &TableDef, period: Period) -> String {
+    match def.partition_type() {
+        ColumnType::Date => format!("date '{}'", period.start().format("%Y-%m-%d")),
+        _ => format!(
+            "timestamptz '{}+00'",
+            period.start().format("%Y-%m-%d %H:%M:%S")
+        ),
+    }
+}
+
+/// idem's own columns after the user columns, in the order COPY tuples
+/// carry them: `_part` (for tables keyed by it), `_load_id` (the load that
+/// wrote the row), `_row_id` (the row's deterministic id) and `_row_hash`
+/// (SHA-256 of the row's canonical encoding; a partition's content hash is
+/// built from these).
+pub fn system_columns(def: &TableDef) -> Vec<(&'static str, &'static str)> {
+    let mut cols = Vec::with_capacity(4);
+    if def.keyed_by_part() {
+        cols.push((PART_COLUMN, def.partition_type().sql_name()));
+    }
+    cols.extend([
+        ("_load_id", "uuid"),
+        ("_row_id", "bytea"),
+        ("_row_hash", "bytea"),
+    ]);
+    cols
+}
+
+/// The column list of a user table, system columns included, as DDL.
 pub fn column_ddl(def: &TableDef) -> String {
-    let mut cols: Vec<String> = def
-        .columns
-        .iter()
-        .map(|c| {
-            format!(
-                "{} {}{}",
-                c.name.quoted(),
-                c.ty.sql_name(),
-                if c.nullable { "" } else { " not null" }
-            )
-        })
-        .collect();
-    cols.push("\"_load_id\" uuid not null".into());
-    cols.push("\"_row_id\" bytea not null".into());
-    cols.push("\"_row_hash\" bytea not null".into());
-    cols.join(", ")
+    let user = def.columns.iter().map(|c| {
+        format!(
+            "{} {}{}",
+            c.name.quoted(),
+            c.ty.sql_name(),
+            if c.nullable { "" } else { " not null" }
+        )
+    });
+    let system = system_columns(def)
+        .into_iter()
+        .map(|(name, ty)| format!("{} {ty} not null", quote_ident(name)));
+    user.chain(system).collect::<Vec<_>>().join(", ")
 }
 
-/// The columns of a partition's unique index: the partition column, then
+/// Every column a COPY tuple or a full row write carries: the user columns,
+/// then the system columns, quoted.
+pub fn all_columns(def: &TableDef) -> Vec<String> {
+    def.columns
+        .iter()
+        .map(|c| c.name.quoted())
+        .chain(
+            system_columns(def)
+                .into_iter()
+                .map(|(name, _)| quote_ident(name)),
+        )
+        .collect()
+}
+
+/// The columns of a partition's unique index: the partition key, then
 /// the primary key, or `_row_id` for a table without one. (`_row_id` is a
 /// function of the key, so both say the same; a bigint key sorts far faster
 /// than a 32-byte digest when the index is built.)
 pub fn key_index_columns(def: &TableDef) -> String {
-    let mut cols = vec![def.partition_by.quoted()];
+    let mut cols = vec![partition_key(def)];
     if def.primary_key.is_empty() {
         cols.push("\"_row_id\"".into());
     } else {

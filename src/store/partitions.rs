@@ -1,7 +1,7 @@
 //! The partitions registry, reading a partition back, and dropping one.
 
 use bytes::Bytes;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde::Serialize;
 use sqlx::Connection;
@@ -9,14 +9,17 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::{
-    column_list, date_literal, lock_partition, parent_table, partition_table, Store, StoreResult,
+    column_list, lock_partition, parent_table, partition_key, partition_table, period_literal,
+    Store, StoreResult,
 };
 use crate::names::TableName;
+use crate::period::Period;
 use crate::schema::TableDef;
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 pub struct PartitionInfo {
-    pub ds: NaiveDate,
+    /// The partition's label (`2026-10-12`, `2026-10-12T13`, `2026-10`).
+    pub ds: String,
     pub rows: i64,
     pub content_sha256: String,
     pub load_id: Uuid,
@@ -36,14 +39,14 @@ impl Store {
     pub async fn partition(
         &self,
         table: &TableName,
-        ds: NaiveDate,
+        ds: Period,
     ) -> StoreResult<Option<PartitionInfo>> {
         Ok(sqlx::query_as(
             "select ds, row_count as rows, content_sha256, load_id, published_at
                from idem.partitions where table_name = $1 and ds = $2",
         )
         .bind(table.as_str())
-        .bind(ds)
+        .bind(ds.label())
         .fetch_optional(&mut *self.acquire().await?)
         .await?)
     }
@@ -52,16 +55,16 @@ impl Store {
     pub async fn partitions(
         &self,
         table: &TableName,
-        after: Option<NaiveDate>,
+        after: Option<Period>,
         limit: i64,
     ) -> StoreResult<Vec<PartitionInfo>> {
         Ok(sqlx::query_as(
             "select ds, row_count as rows, content_sha256, load_id, published_at
-               from idem.partitions where table_name = $1 and ($2::date is null or ds > $2)
+               from idem.partitions where table_name = $1 and ($2::text is null or ds > $2)
               order by ds limit $3",
         )
         .bind(table.as_str())
-        .bind(after)
+        .bind(after.map(|p| p.label()))
         .bind(limit)
         .fetch_all(&mut *self.acquire().await?)
         .await?)
@@ -73,7 +76,7 @@ impl Store {
     pub fn stream_partition(
         &self,
         def: &TableDef,
-        ds: NaiveDate,
+        ds: Period,
         format: RowFormat,
     ) -> mpsc::Receiver<std::io::Result<Bytes>> {
         let (tx, rx) = mpsc::channel(4);
@@ -82,8 +85,8 @@ impl Store {
             "select {} from {} where {} = {}",
             column_list(def),
             parent_table(&def.name),
-            def.partition_by.quoted(),
-            date_literal(ds)
+            partition_key(def),
+            period_literal(def, ds)
         );
         tokio::spawn(async move {
             let result: Result<(), sqlx::Error> = async {
@@ -132,13 +135,13 @@ impl Store {
 
     /// Drops partition `ds`; false when it did not exist.
     #[tracing::instrument(skip(self, def), fields(table = %def.name))]
-    pub async fn delete_partition(&self, def: &TableDef, ds: NaiveDate) -> StoreResult<bool> {
+    pub async fn delete_partition(&self, def: &TableDef, ds: Period) -> StoreResult<bool> {
         let mut conn = self.acquire().await?;
         let mut tx = conn.begin().await?;
         lock_partition(&mut tx, &def.name, ds).await?;
         let deleted = sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
             .bind(def.name.as_str())
-            .bind(ds)
+            .bind(ds.label())
             .execute(&mut *tx)
             .await?
             .rows_affected();

@@ -9,17 +9,17 @@
 //! commit, so readers of the table wait for the swap's few catalog updates,
 //! not for the COPY, which happened before.
 
-use chrono::NaiveDate;
 use sqlx::{Connection, PgConnection, Row};
 
 use super::ledger::{self, LoadEntry, LoadStatus};
 use super::stage::staging_table;
 use super::{
-    catalog, count, date_literal, lock_partition, lock_table_shared, parent_table, partition_name,
-    partition_table, StoreError, StoreResult, PARTS_SCHEMA,
+    catalog, count, lock_partition, lock_table_shared, parent_table, partition_name,
+    partition_table, period_literal, StoreError, StoreResult, PARTS_SCHEMA,
 };
 use crate::ingest::ContentHash;
 use crate::names::{quote_ident, TableName};
+use crate::period::Period;
 use crate::schema::TableDef;
 
 /// `If-Match` / `If-None-Match: *` of a PUT.
@@ -73,14 +73,14 @@ pub struct BodyFacts<'a> {
 pub async fn current(
     conn: &mut PgConnection,
     table: &TableName,
-    ds: NaiveDate,
+    ds: Period,
 ) -> StoreResult<Option<Current>> {
     let row = sqlx::query(
         "select content_sha256, body_sha256, row_count, rows_received
            from idem.partitions where table_name = $1 and ds = $2",
     )
     .bind(table.as_str())
-    .bind(ds)
+    .bind(ds.label())
     .fetch_optional(conn)
     .await?;
     row.map(|r| {
@@ -108,7 +108,7 @@ pub struct Swap<'a> {
     /// The table does not exist yet: it is created (from `def`, as
     /// inferred) in the swap's transaction, so a load that fails leaves none.
     pub new_table: bool,
-    pub ds: NaiveDate,
+    pub ds: Period,
     pub stage_name: &'a str,
     pub body: BodyFacts<'a>,
     pub conditions: &'a Conditions,
@@ -164,7 +164,7 @@ pub async fn publish(
 async fn lock_for_swap(
     tx: &mut PgConnection,
     def: &TableDef,
-    ds: NaiveDate,
+    ds: Period,
 ) -> StoreResult<Option<Current>> {
     lock_table_shared(&mut *tx, &def.name).await?;
     lock_partition(&mut *tx, &def.name, ds).await?;
@@ -179,7 +179,7 @@ async fn lock_for_swap(
 async fn swap_in(
     tx: &mut PgConnection,
     def: &TableDef,
-    ds: NaiveDate,
+    ds: Period,
     stage_name: &str,
     replacing: bool,
 ) -> StoreResult<()> {
@@ -201,7 +201,7 @@ async fn swap_in(
     ));
     statements.push(format!(
         "alter table {parent} attach partition {partition} for values in ({})",
-        date_literal(ds)
+        period_literal(def, ds)
     ));
     for sql in statements {
         sqlx::query(&sql).execute(&mut *tx).await?;
@@ -213,7 +213,7 @@ async fn swap_in(
 async fn register(
     tx: &mut PgConnection,
     def: &TableDef,
-    ds: NaiveDate,
+    ds: Period,
     body: BodyFacts<'_>,
     entry: &LoadEntry<'_>,
 ) -> StoreResult<()> {
@@ -229,7 +229,7 @@ async fn register(
                 load_id = excluded.load_id, published_at = excluded.published_at",
     )
     .bind(def.name.as_str())
-    .bind(ds)
+    .bind(ds.label())
     .bind(count(entry.rows_written)?)
     .bind(body.content.hex())
     .bind(body.sha256)

@@ -9,16 +9,17 @@
 use std::io;
 
 use bytes::Bytes;
-use chrono::NaiveDate;
 use futures::{Stream, StreamExt};
 use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
 use super::{
-    column_ddl, date_literal, is_unique_violation, key_index_columns, lock_key, StoreError,
-    StoreResult, STAGING_SCHEMA,
+    column_ddl, is_unique_violation, key_index_columns, lock_key, StoreError, StoreResult,
+    STAGING_SCHEMA,
 };
+use super::{partition_key, period_literal};
 use crate::names::quote_ident;
+use crate::period::Period;
 use crate::schema::TableDef;
 
 pub fn staging_name(load_id: Uuid) -> String {
@@ -95,12 +96,12 @@ pub async fn abandon_claims(conn: &mut PgConnection) {
 pub async fn stage_rows(
     conn: &mut PgConnection,
     def: &TableDef,
-    ds: NaiveDate,
+    ds: Period,
     name: &str,
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<Staged> {
     let stage = staging_table(name);
-    let partition_col = def.partition_by.quoted();
+    let partition_col = partition_key(def);
     let mut tx = conn.begin().await?;
     // The CHECK matches the partition bound, so ATTACH PARTITION can skip
     // scanning the rows to prove it.
@@ -108,7 +109,7 @@ pub async fn stage_rows(
         "create table {stage} ({}, \
          constraint idem_partition_bound check ({partition_col} is not null and {partition_col} = {}))",
         column_ddl(def),
-        date_literal(ds),
+        period_literal(def, ds),
     ))
     .execute(&mut *tx)
     .await?;
@@ -162,7 +163,7 @@ async fn build_unique_index(
 }
 
 /// COPYs binary tuples (see `ingest::encode`) into `table`: the user
-/// columns, `_load_id`, `_row_id`, `_row_hash`, then `extra` columns. A
+/// columns, the system columns (`store::system_columns`), then `extra` columns. A
 /// failing source aborts the COPY; the caller's transaction is then void.
 pub(super) async fn copy_binary(
     conn: &mut PgConnection,
@@ -171,16 +172,9 @@ pub(super) async fn copy_binary(
     extra: &[&str],
     mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
-    let columns: Vec<String> = def
-        .columns
-        .iter()
-        .map(|c| c.name.quoted())
-        .chain(
-            ["_load_id", "_row_id", "_row_hash"]
-                .iter()
-                .chain(extra)
-                .map(|c| quote_ident(c)),
-        )
+    let columns: Vec<String> = super::all_columns(def)
+        .into_iter()
+        .chain(extra.iter().map(|c| quote_ident(c)))
         .collect();
     // FREEZE: a stage is new in this transaction, so its rows can be written
     // frozen and vacuum never has to visit them again.

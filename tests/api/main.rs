@@ -3,6 +3,7 @@
 //! `scripts/test` provides).
 
 mod encoding;
+mod grains;
 mod helpers;
 mod ledger;
 mod limits;

@@ -221,7 +221,7 @@ async fn kill_9_during_put_leaves_the_old_or_the_new_day() {
         // The registry agrees with the rows: row count and ETag.
         assert_eq!(read.etag, expected[now].etag, "round {round}: ETag");
         let registered: (i64, String) = sqlx::query_as(
-            "select row_count, content_sha256 from idem.partitions where table_name = 'orders' and ds = $1::date",
+            "select row_count, content_sha256 from idem.partitions where table_name = 'orders' and ds = $1",
         )
         .bind(DAY)
         .fetch_one(&db)

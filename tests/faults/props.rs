@@ -46,7 +46,7 @@ struct Sink<'d> {
 impl<'d> Sink<'d> {
     fn new(def: &'d TableDef, ds: Option<chrono::NaiveDate>) -> Self {
         let options = EncodeOptions {
-            ds,
+            ds: ds.map(idem::period::Period::day),
             row_id_scope: Some(b"key".to_vec()),
             tombstones: ds.is_none(),
             presence: ds.is_none(),
@@ -367,7 +367,8 @@ proptest! {
             "[0-9]{4}-[0-9]{2}-[0-9]{2}",
         ],
     ) {
-        let parsed = idem::http::parse_ds(&s);
+        // A daily table's partition value.
+        let parsed = idem::http::parse_period(&s, idem::period::Grain::Day);
         let expected = s.len() == 10
             && s.as_bytes()[4] == b'-'
             && s.as_bytes()[7] == b'-'

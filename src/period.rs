@@ -1,0 +1,193 @@
+//! Partition values: the hour, day or month a partition holds, by the grain
+//! its table declares. A period is named by its label (`2026-10-12T13`,
+//! `2026-10-12`, `2026-10`), which is what paths, the registry and the
+//! ledger carry, and starts at an instant (UTC) or a date.
+
+use std::fmt;
+
+use chrono::{Datelike, Duration, Months, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
+use serde::{Deserialize, Serialize};
+
+/// How much time one partition holds.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Grain {
+    Hour,
+    #[default]
+    Day,
+    Month,
+}
+
+impl Grain {
+    pub fn parse(text: &str) -> Option<Grain> {
+        match text {
+            "hour" => Some(Grain::Hour),
+            "day" => Some(Grain::Day),
+            "month" => Some(Grain::Month),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grain::Hour => "hour",
+            Grain::Day => "day",
+            Grain::Month => "month",
+        }
+    }
+
+    /// The form of a label of this grain, for messages.
+    pub fn form(self) -> &'static str {
+        match self {
+            Grain::Hour => "YYYY-MM-DDTHH",
+            Grain::Day => "YYYY-MM-DD",
+            Grain::Month => "YYYY-MM",
+        }
+    }
+}
+
+/// One partition's period: its grain and its first instant (UTC; midnight
+/// for days and months).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Period {
+    start: NaiveDateTime,
+    grain: Grain,
+}
+
+impl Period {
+    /// A label of `grain`'s form, years 0001 to 9999 (Postgres has no year
+    /// 0, and a partition's table name holds the year in four digits).
+    pub fn parse(text: &str, grain: Grain) -> Option<Period> {
+        let b = text.as_bytes();
+        let (date, hour) = match (grain, b.len()) {
+            (Grain::Hour, 13) if b[10] == b'T' => (&text[..10], Some(&text[11..])),
+            (Grain::Day, 10) => (text, None),
+            (Grain::Month, 7) => (text, None),
+            _ => return None,
+        };
+        let date = match grain {
+            Grain::Month => NaiveDate::parse_from_str(&format!("{date}-01"), "%Y-%m-%d").ok()?,
+            _ => NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?,
+        };
+        let plain = date.format("%Y-%m-%d").to_string();
+        if !text.starts_with(&plain[..if grain == Grain::Month { 7 } else { 10 }]) {
+            return None; // chrono reads `2026-1-5`; a label is zero-padded
+        }
+        let hour = match hour {
+            Some(h) if h.len() == 2 && h.bytes().all(|d| d.is_ascii_digit()) => h.parse().ok()?,
+            Some(_) => return None,
+            None => 0,
+        };
+        let start = date.and_time(NaiveTime::from_hms_opt(hour, 0, 0)?);
+        (1..=9999)
+            .contains(&date.year())
+            .then_some(Period { start, grain })
+    }
+
+    /// The period of `grain` that holds `instant`.
+    pub fn containing(instant: NaiveDateTime, grain: Grain) -> Period {
+        let date = instant.date();
+        let start = match grain {
+            Grain::Hour => date.and_hms_opt(instant.hour(), 0, 0),
+            Grain::Day => date.and_hms_opt(0, 0, 0),
+            Grain::Month => date.with_day(1).and_then(|d| d.and_hms_opt(0, 0, 0)),
+        }
+        .expect("the start of an hour, day or month exists");
+        Period { start, grain }
+    }
+
+    /// The day partition of a date (a daily table's period).
+    pub fn day(date: NaiveDate) -> Period {
+        Period::containing(date.and_time(NaiveTime::MIN), Grain::Day)
+    }
+
+    pub fn grain(&self) -> Grain {
+        self.grain
+    }
+
+    pub fn start(&self) -> NaiveDateTime {
+        self.start
+    }
+
+    /// The first instant after the period.
+    pub fn end(&self) -> NaiveDateTime {
+        match self.grain {
+            Grain::Hour => self.start + Duration::hours(1),
+            Grain::Day => self.start + Duration::days(1),
+            Grain::Month => self.start + Months::new(1),
+        }
+    }
+
+    /// The label: `2026-10-12T13`, `2026-10-12` or `2026-10`.
+    pub fn label(&self) -> String {
+        match self.grain {
+            Grain::Hour => self.start.format("%Y-%m-%dT%H").to_string(),
+            Grain::Day => self.start.format("%Y-%m-%d").to_string(),
+            Grain::Month => self.start.format("%Y-%m").to_string(),
+        }
+    }
+
+    /// The label's digits, for a partition's table name (`2026101213`,
+    /// `20261012`, `202610`): fixed width for a grain, so the names of one
+    /// table's partitions never collide.
+    pub fn digits(&self) -> String {
+        self.label().replace(['-', 'T'], "")
+    }
+}
+
+/// A period is written as its label.
+impl Serialize for Period {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.label())
+    }
+}
+
+impl fmt::Display for Period {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_match_their_grain_and_name_their_period() {
+        let hour = Period::parse("2026-10-12T13", Grain::Hour).unwrap();
+        assert_eq!(hour.label(), "2026-10-12T13");
+        assert_eq!(hour.end().to_string(), "2026-10-12 14:00:00");
+        assert_eq!(hour.digits(), "2026101213");
+        let month = Period::parse("2026-12", Grain::Month).unwrap();
+        assert_eq!(month.end().to_string(), "2027-01-01 00:00:00");
+        assert_eq!(
+            Period::parse("2026-10-12", Grain::Day).unwrap().digits(),
+            "20261012"
+        );
+        for (text, grain) in [
+            ("2026-10-12", Grain::Hour),
+            ("2026-10-12T24", Grain::Hour),
+            ("2026-10-12T1", Grain::Hour),
+            ("2026-10", Grain::Day),
+            ("0000-01-01", Grain::Day),
+            ("2026-02-30", Grain::Day),
+            ("2026-13", Grain::Month),
+            ("2026-1-05", Grain::Day),
+        ] {
+            assert!(Period::parse(text, grain).is_none(), "{text} {grain:?}");
+        }
+    }
+
+    #[test]
+    fn an_instant_falls_in_one_period_of_each_grain() {
+        let at = NaiveDate::from_ymd_opt(2026, 10, 12)
+            .unwrap()
+            .and_hms_opt(13, 59, 59)
+            .unwrap();
+        assert_eq!(Period::containing(at, Grain::Hour).label(), "2026-10-12T13");
+        assert_eq!(Period::containing(at, Grain::Day).label(), "2026-10-12");
+        assert_eq!(Period::containing(at, Grain::Month).label(), "2026-10");
+    }
+}
