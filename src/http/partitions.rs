@@ -171,8 +171,9 @@ fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
         return match f.as_str() {
             "csv" => Ok(RowFormat::Csv),
             "ndjson" | "jsonl" => Ok(RowFormat::Ndjson),
+            "json" => Ok(RowFormat::Json),
             other => Err(ApiError::InvalidRequest(format!(
-                "format {other:?} is not csv or ndjson"
+                "format {other:?} is not csv, ndjson or json"
             ))),
         };
     }
@@ -182,6 +183,8 @@ fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
         .unwrap_or("");
     Ok(if accept.contains("text/csv") {
         RowFormat::Csv
+    } else if accept.contains("application/json") {
+        RowFormat::Json
     } else {
         RowFormat::Ndjson
     })
@@ -196,6 +199,7 @@ fn partition_headers(info: &PartitionInfo, format: RowFormat) -> HeaderMap {
         HeaderValue::from_static(match format {
             RowFormat::Csv => "text/csv; charset=utf-8",
             RowFormat::Ndjson => "application/x-ndjson",
+            RowFormat::Json => "application/json",
         }),
     );
     headers

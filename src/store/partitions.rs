@@ -4,7 +4,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde::Serialize;
-use sqlx::Connection;
+use sqlx::{Connection, PgConnection};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -29,11 +29,70 @@ pub struct PartitionInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowFormat {
     Ndjson,
+    /// One JSON array of the rows.
+    Json,
     Csv,
 }
 
+type Chunks = mpsc::Sender<std::io::Result<Bytes>>;
+
 /// Rows are sent to the client in chunks of about this size.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// The rows as Postgres's own CSV (`COPY … TO STDOUT`). Stops quietly when
+/// the client has gone away.
+async fn send_csv(conn: &mut PgConnection, select: &str, tx: &Chunks) -> Result<(), sqlx::Error> {
+    let sql = format!("copy ({select}) to stdout with (format csv, header)");
+    let mut chunks = conn.copy_out_raw(&sql).await?;
+    while let Some(chunk) = chunks.next().await {
+        if tx.send(Ok(chunk?)).await.is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The rows as `row_to_json` writes them: one a line (NDJSON), or the
+/// elements of one JSON array.
+async fn send_json(
+    conn: &mut PgConnection,
+    select: &str,
+    format: RowFormat,
+    tx: &Chunks,
+) -> Result<(), sqlx::Error> {
+    let array = format == RowFormat::Json;
+    let sql = format!("select row_to_json(r)::text from ({select}) r");
+    let mut rows = sqlx::query_scalar::<_, String>(&sql).fetch(&mut *conn);
+    let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
+    let mut first = true;
+    if array {
+        buf.push(b'[');
+    }
+    while let Some(row) = rows.next().await {
+        if array && !std::mem::take(&mut first) {
+            buf.extend_from_slice(b",\n");
+        }
+        buf.extend_from_slice(row?.as_bytes());
+        if !array {
+            buf.push(b'\n');
+        }
+        if buf.len() >= READ_CHUNK
+            && tx
+                .send(Ok(Bytes::from(std::mem::take(&mut buf))))
+                .await
+                .is_err()
+        {
+            return Ok(()); // the client went away
+        }
+    }
+    if array {
+        buf.extend_from_slice(b"]\n");
+    }
+    if !buf.is_empty() {
+        let _ = tx.send(Ok(Bytes::from(buf))).await;
+    }
+    Ok(())
+}
 
 impl Store {
     pub async fn partition(
@@ -89,38 +148,14 @@ impl Store {
             period_literal(def, ds)
         );
         tokio::spawn(async move {
-            let result: Result<(), sqlx::Error> = async {
+            let result = async {
                 let mut conn = pool.acquire().await?;
                 match format {
-                    RowFormat::Csv => {
-                        let sql = format!("copy ({select}) to stdout with (format csv, header)");
-                        let mut chunks = conn.copy_out_raw(&sql).await?;
-                        while let Some(chunk) = chunks.next().await {
-                            if tx.send(Ok(chunk?)).await.is_err() {
-                                return Ok(()); // the client went away
-                            }
-                        }
-                    }
-                    RowFormat::Ndjson => {
-                        let sql = format!("select row_to_json(r)::text from ({select}) r");
-                        let mut rows = sqlx::query_scalar::<_, String>(&sql).fetch(&mut *conn);
-                        let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
-                        while let Some(line) = rows.next().await {
-                            buf.extend_from_slice(line?.as_bytes());
-                            buf.push(b'\n');
-                            if buf.len() >= READ_CHUNK {
-                                let chunk = Bytes::from(std::mem::take(&mut buf));
-                                if tx.send(Ok(chunk)).await.is_err() {
-                                    return Ok(());
-                                }
-                            }
-                        }
-                        if !buf.is_empty() {
-                            let _ = tx.send(Ok(Bytes::from(buf))).await;
-                        }
+                    RowFormat::Csv => send_csv(&mut conn, &select, &tx).await,
+                    RowFormat::Ndjson | RowFormat::Json => {
+                        send_json(&mut conn, &select, format, &tx).await
                     }
                 }
-                Ok(())
             }
             .await;
             if let Err(e) = result {

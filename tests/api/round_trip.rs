@@ -76,6 +76,7 @@ async fn every_type_read_back_in_either_format_and_sent_again_changes_nothing() 
 
     for (accept, content_type) in [
         ("application/x-ndjson", "application/x-ndjson"),
+        ("application/json", "application/json"),
         ("text/csv", "text/csv"),
     ] {
         let (etag, body) = export(&app, accept).await;
