@@ -142,13 +142,7 @@ impl Pipeline {
             .await?;
         let new_table = matches!(target, Target::Inferred(_));
         let def = target.into_def();
-        if def.grain != ds.grain() {
-            return Err(WriteError::Mode(format!(
-                "table {:?} is partitioned by {}; {ds} is not one",
-                def.name,
-                def.grain.as_str()
-            )));
-        }
+        check_grain(&def, ds)?;
         let body_hash = body_hash_prefix(format, &def);
         let body = match &live {
             None => body,
@@ -314,6 +308,19 @@ impl StagedPut<'_> {
         }
         Ok(receipt)
     }
+}
+
+/// The partition was read by the grain of the table as it was when the
+/// request came; a table declared meanwhile may have another.
+fn check_grain(def: &TableDef, ds: Period) -> WriteResult<()> {
+    if def.grain == ds.grain() {
+        return Ok(());
+    }
+    Err(WriteError::Mode(format!(
+        "table {:?} is partitioned by {}; {ds} is not one",
+        def.name,
+        def.grain.as_str()
+    )))
 }
 
 /// The body hash covers what the bytes mean too: their format and the
