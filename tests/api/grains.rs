@@ -98,15 +98,7 @@ async fn posted_rows_go_to_their_hours_and_merge_by_key_within_each() {
     app.declare("events", EVENTS).await;
     let mut rows = hour_rows(9, 0..3, "a");
     rows.extend(hour_rows(10, 0..2, "a"));
-    let r = app
-        .client
-        .post(app.url("/rows?table=events"))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", "hours")
-        .body(ndjson(&rows))
-        .send()
-        .await
-        .unwrap();
+    let r = app.post_rows("table=events", Some("hours"), &rows).await;
     assert_eq!(r.status(), 200);
     let receipt = json_body(r).await;
     let labels: Vec<&str> = receipt["partitions"]
@@ -119,14 +111,8 @@ async fn posted_rows_go_to_their_hours_and_merge_by_key_within_each() {
     // Key 1 within hour 9 is replaced, and the hour's ETag stays the hash of
     // what it holds.
     let r = app
-        .client
-        .post(app.url("/rows?table=events"))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", "again")
-        .body(ndjson(&hour_rows(9, 1..2, "z")))
-        .send()
-        .await
-        .unwrap();
+        .post_rows("table=events", Some("again"), &hour_rows(9, 1..2, "z"))
+        .await;
     assert_eq!(json_body(r).await["updated"], 1);
     let path = "/partitions/events/2026-10-12T09";
     let stored = app.get(path).await;

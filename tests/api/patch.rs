@@ -8,14 +8,8 @@ const DAY: &str = "/partitions/orders/2026-10-12";
 
 async fn post(app: &TestApp, mode: &str, key: &str, rows: &[Value]) -> Value {
     let r = app
-        .client
-        .post(app.url(&format!("/rows?table=orders&mode={mode}")))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", key)
-        .body(ndjson(rows))
-        .send()
-        .await
-        .unwrap();
+        .post_rows(&format!("table=orders&mode={mode}"), Some(key), rows)
+        .await;
     assert_eq!(r.status(), 200, "{mode} {key}");
     json_body(r).await
 }
@@ -173,24 +167,16 @@ async fn a_patched_row_hashes_as_the_whole_row_for_every_type() {
                       "price": "1e2", "at": "2026-10-12T09:00:00+02:00", "ok": true,
                       "ratio": 0.1, "tag": "6f1c1e0e-3b4a-4f55-9b7c-1d2e3f405162", "name": ""});
     let r = app
-        .client
-        .post(app.url("/rows?table=things&mode=merge"))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", "full")
-        .body(ndjson(&[full]))
-        .send()
-        .await
-        .unwrap();
+        .post_rows("table=things&mode=merge", Some("full"), &[full])
+        .await;
     assert_eq!(r.status(), 200);
     let r = app
-        .client
-        .post(app.url("/rows?table=things&mode=patch"))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", "patch")
-        .body(ndjson(&[json!({"id": 1, "ds": "2026-10-12", "ok": false})]))
-        .send()
-        .await
-        .unwrap();
+        .post_rows(
+            "table=things&mode=patch",
+            Some("patch"),
+            &[json!({"id": 1, "ds": "2026-10-12", "ok": false})],
+        )
+        .await;
     assert_eq!(json_body(r).await["updated"], 1);
     let day = "/partitions/things/2026-10-12";
     let stored = app.get(day).await;
