@@ -254,7 +254,7 @@ async fn collapse_duplicates(
 struct MergeSql {
     parent: String,
     /// The label of stored row `t`'s partition, as SQL (see `label_sql`).
-    partition_col: String,
+    label: String,
     grain: Grain,
     all_columns: String,
     conflict: String,
@@ -286,7 +286,7 @@ impl MergeSql {
         let cursor = def.cursor.as_ref().map(|c| c.quoted());
         MergeSql {
             parent: parent_table(&def.name),
-            partition_col: label_sql(def, "t"),
+            label: label_sql(def, "t"),
             grain: def.grain,
             all_columns: columns.join(", "),
             conflict: key_index_columns(def),
@@ -313,7 +313,7 @@ async fn lock_touched_partitions(
 ) -> StoreResult<(Contents, bool)> {
     let touched: Vec<String> = sqlx::query_scalar(&format!(
         "select distinct {} from {INCOMING} t order by 1",
-        sql.partition_col
+        sql.label
     ))
     .fetch_all(&mut *conn)
     .await?;
@@ -337,7 +337,7 @@ async fn delete_tombstoned(
 ) -> StoreResult<()> {
     let MergeSql {
         parent,
-        partition_col,
+        label,
         join,
         tombstone_newer,
         ..
@@ -346,7 +346,7 @@ async fn delete_tombstoned(
     let delete = format!(
         "delete from {parent} t using {INCOMING} s
           where s.\"_deleted\" and {join} and {tombstone_newer}
-      returning {partition_col}, t.\"_row_hash\""
+      returning {label}, t.\"_row_hash\""
     );
     let mut gone = sqlx::query(&delete).fetch(&mut *conn);
     while let Some(row) = gone.try_next().await? {
@@ -372,7 +372,7 @@ async fn insert_new_keys(
 ) -> StoreResult<()> {
     let MergeSql {
         parent,
-        partition_col,
+        label,
         all_columns,
         conflict,
         join,
@@ -392,7 +392,7 @@ async fn insert_new_keys(
     );
     let one_day = contents.len() == 1;
     if !(one_day && !incoming.maybe_repeated && incoming.tombstones == 0) {
-        let returning = format!("{insert} returning {partition_col}, t.\"_row_hash\", null::bytea");
+        let returning = format!("{insert} returning {label}, t.\"_row_hash\", null::bytea");
         return fold_written(conn, &returning, None, sql.grain, contents, merged).await;
     }
     // Distinct rows into one day: when all of them are new, the decoder's
@@ -412,7 +412,7 @@ async fn insert_new_keys(
     // Some keys existed: the rows this load inserted carry its id.
     // language=PostgreSQL
     let ours = format!(
-        "select {partition_col}, t.\"_row_hash\", null::bytea
+        "select {label}, t.\"_row_hash\", null::bytea
            from {INCOMING} s join {parent} t on {join} where t.\"_load_id\" = $1"
     );
     fold_written(conn, &ours, Some(load_id), sql.grain, contents, merged).await
@@ -431,7 +431,7 @@ async fn update_existing_keys(
 ) -> StoreResult<()> {
     let MergeSql {
         parent,
-        partition_col,
+        label,
         join,
         set,
         newer,
@@ -445,7 +445,7 @@ async fn update_existing_keys(
                   where not s.\"_deleted\" and {newer} and t.\"_row_hash\" <> s.\"_row_hash\"
                     and t.\"_load_id\" <> $1) s
           where {join}
-      returning {partition_col}, t.\"_row_hash\", s.idem_replaced"
+      returning {label}, t.\"_row_hash\", s.idem_replaced"
     );
     fold_written(conn, &update, Some(load_id), sql.grain, contents, merged).await
 }
