@@ -100,8 +100,12 @@ async fn live_partition(
         .store
         .partition(table, ds)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("table {table:?} has no partition {ds}")))?;
+        .ok_or_else(|| no_partition(table, ds))?;
     Ok((def, ds, info))
+}
+
+fn no_partition(table: &TableName, ds: Period) -> ApiError {
+    ApiError::NotFound(format!("table {table:?} has no partition {ds}"))
 }
 
 #[tracing::instrument(skip(state, caller, uri, headers, body))]
@@ -217,12 +221,18 @@ async fn get_partition(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let format = read_format(&headers, &query)?;
-    let (def, ds, info) = live_partition(&state, &table, &ds).await?;
-    let response_headers = partition_headers(&info, format);
-    if not_modified(&headers, &info) {
+    let def = table_def(&state, &table).await?;
+    let ds = parse_period(&ds, def.grain)?;
+    let snapshot = state
+        .store
+        .open_partition(&def, ds)
+        .await?
+        .ok_or_else(|| no_partition(&table, ds))?;
+    let response_headers = partition_headers(&snapshot.info, format);
+    if not_modified(&headers, &snapshot.info) {
         return Ok((StatusCode::NOT_MODIFIED, response_headers).into_response());
     }
-    let rows = state.store.stream_partition(&def, ds, format);
+    let rows = snapshot.stream(format);
     Ok((
         response_headers,
         Body::from_stream(ReceiverStream::new(rows)),

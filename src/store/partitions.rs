@@ -129,17 +129,38 @@ impl Store {
         .await?)
     }
 
-    /// Streams the partition's user columns. One statement reads the rows,
-    /// so a swap in between is seen whole or not at all. The rows travel
-    /// through a small channel: a slow client slows the query, nothing piles up.
-    pub fn stream_partition(
+    /// Opens a consistent read of partition `ds`: its registry entry now,
+    /// and its rows as of the same moment, or `None` when it does not exist.
+    ///
+    /// A swap replaces tables, which a snapshot alone does not fence: the
+    /// read holds ACCESS SHARE on the parent from before its snapshot, so a
+    /// swap (DETACH takes ACCESS EXCLUSIVE) commits wholly before the read
+    /// or waits for it. Writes that change rows in place commit the rows
+    /// and the registry together, and one REPEATABLE READ snapshot sees both
+    /// or neither. A reading SELECT holds that lock anyway while it streams;
+    /// this only widens it to the registry read before.
+    pub async fn open_partition(
         &self,
         def: &TableDef,
         ds: Period,
-        format: RowFormat,
-    ) -> mpsc::Receiver<std::io::Result<Bytes>> {
-        let (tx, rx) = mpsc::channel(4);
-        let pool = self.pool().clone();
+    ) -> StoreResult<Option<PartitionSnapshot>> {
+        let conn = self.acquire().await?;
+        let begin = "begin isolation level repeatable read read only";
+        let mut tx = sqlx::Transaction::begin(conn, Some(begin.into())).await?;
+        sqlx::query(&format!(
+            "lock table {} in access share mode",
+            parent_table(&def.name)
+        ))
+        .execute(&mut *tx)
+        .await?;
+        let info = sqlx::query_as(
+            "select ds, row_count as rows, content_sha256, load_id, published_at
+               from idem.partitions where table_name = $1 and ds = $2",
+        )
+        .bind(def.name.as_str())
+        .bind(ds.label())
+        .fetch_optional(&mut *tx)
+        .await?;
         let select = format!(
             "select {} from {} where {} = {}",
             column_list(def),
@@ -147,25 +168,7 @@ impl Store {
             partition_key(def),
             period_literal(def, ds)
         );
-        tokio::spawn(async move {
-            let result = async {
-                let mut conn = pool.acquire().await?;
-                match format {
-                    RowFormat::Csv => send_csv(&mut conn, &select, &tx).await,
-                    RowFormat::Ndjson | RowFormat::Json => {
-                        send_json(&mut conn, &select, format, &tx).await
-                    }
-                }
-            }
-            .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, "reading a partition failed");
-                let _ = tx
-                    .send(Err(std::io::Error::other("reading the partition failed")))
-                    .await;
-            }
-        });
-        rx
+        Ok(info.map(|info| PartitionSnapshot { tx, select, info }))
     }
 
     /// Drops partition `ds`; false when it did not exist.
@@ -195,5 +198,42 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(true)
+    }
+}
+
+/// A partition's registry entry and, in the same snapshot, its rows.
+pub struct PartitionSnapshot {
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    select: String,
+    pub info: PartitionInfo,
+}
+
+impl PartitionSnapshot {
+    /// Streams the partition's user columns. The rows travel through a
+    /// small channel: a slow client slows the query, nothing piles up.
+    pub fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
+        let (tx, rx) = mpsc::channel(4);
+        let Self {
+            tx: mut snapshot,
+            select,
+            ..
+        } = self;
+        tokio::spawn(async move {
+            let result = match format {
+                RowFormat::Csv => send_csv(&mut snapshot, &select, &tx).await,
+                RowFormat::Ndjson | RowFormat::Json => {
+                    send_json(&mut snapshot, &select, format, &tx).await
+                }
+            };
+            if let Err(e) = result {
+                tracing::error!(error = %e, "reading a partition failed");
+                let _ = tx
+                    .send(Err(std::io::Error::other("reading the partition failed")))
+                    .await;
+            }
+            // Read only: ending it is all a commit does; dropping would too.
+            let _ = snapshot.commit().await;
+        });
+        rx
     }
 }
