@@ -27,6 +27,12 @@ use crate::store::Store;
 
 pub fn app(state: AppState) -> Router {
     crate::http::router()
+        // Every route, the fallback included: no request reaches a handler
+        // (or learns which paths exist) without a token, but the open ones.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::auth::authenticate,
+        ))
         .with_state(state)
         // Bodies are streamed and limited by idem itself (IDEM_MAX_BODY_BYTES).
         .layer(DefaultBodyLimit::disable())
@@ -201,6 +207,7 @@ pub fn init_tracing(format: LogFormat) {
 /// `idem serve`: connect, migrate, sweep stages left by crashes, listen.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_tracing(args.log_format);
+    announce_access(&args.settings)?;
     let store =
         Store::connect(args.database.database_url.expose(), args.database.pool_size).await?;
     store.migrate().await?;
@@ -225,6 +232,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         _ = async { let _ = drained_rx.await; tokio::time::sleep(grace).await } => {
             tracing::warn!("requests still running after the grace period; exiting");
         }
+    }
+    Ok(())
+}
+
+/// Says at start how callers are let in; both modes at once is a mistake.
+fn announce_access(settings: &crate::config::Settings) -> anyhow::Result<()> {
+    match (settings.insecure_no_auth, settings.admin_token.is_some()) {
+        (true, true) => anyhow::bail!("IDEM_ADMIN_TOKEN and --insecure-no-auth exclude each other"),
+        (true, false) => tracing::warn!(
+            "--insecure-no-auth: every caller may read, write and delete every table; \
+             never expose this server beyond your own machine"
+        ),
+        (false, false) => tracing::info!(
+            "no IDEM_ADMIN_TOKEN: only tokens made earlier (idem.tokens) are accepted"
+        ),
+        (false, true) => {}
     }
     Ok(())
 }

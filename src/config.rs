@@ -125,6 +125,14 @@ pub struct Settings {
     /// How long a completed Idempotency-Key is kept (and replayed), in seconds.
     #[arg(long, env = "IDEM_IDEMPOTENCY_RETENTION_SECS", default_value_t = 72 * 3600)]
     pub idempotency_retention_secs: u64,
+    /// The bootstrap admin token (32 to 256 visible ASCII characters): it
+    /// may do everything, and makes the other tokens with `POST /tokens`.
+    #[arg(long, env = "IDEM_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<AdminToken>,
+    /// Serve without tokens: every caller may do everything, as one
+    /// anonymous principal. For a laptop only; a warning is logged at start.
+    #[arg(long, env = "IDEM_INSECURE_NO_AUTH", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub insecure_no_auth: bool,
 }
 
 impl Settings {
@@ -171,6 +179,8 @@ impl Default for Settings {
             spool_dir: None,
             idempotency_wait_ms: 10_000,
             idempotency_retention_secs: 72 * 3600,
+            admin_token: None,
+            insecure_no_auth: false,
         }
     }
 }
@@ -204,6 +214,34 @@ impl std::str::FromStr for Secret {
             Ok(Secret(s.to_string()))
         } else {
             Err("expected a postgres:// URL".into())
+        }
+    }
+}
+
+/// The bootstrap admin token: a secret that never prints.
+#[derive(Clone)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(***)")
+    }
+}
+
+impl std::str::FromStr for AdminToken {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let visible = s.bytes().all(|b| b.is_ascii_graphic());
+        if (32..=256).contains(&s.len()) && visible {
+            Ok(AdminToken(s.to_string()))
+        } else {
+            Err("the admin token must be 32 to 256 visible ASCII characters".into())
         }
     }
 }

@@ -36,6 +36,18 @@ pub enum ApiError {
     IdempotencyKeyMissing,
     #[error("{0}")]
     IdempotencyKeyInvalid(String),
+    /// No bearer token, or one that is not (or no longer) valid.
+    #[error("{detail}")]
+    Unauthorized {
+        detail: &'static str,
+        /// A token was sent (and is unknown, revoked or expired).
+        token_sent: bool,
+    },
+    /// A valid token that does not grant this.
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    InvalidTokenRequest(String),
     #[error(transparent)]
     Name(#[from] NameError),
     #[error(transparent)]
@@ -82,6 +94,9 @@ impl ApiError {
             MethodNotAllowed => "method_not_allowed",
             IdempotencyKeyMissing => "idempotency_key_missing",
             IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
+            Unauthorized { .. } => "unauthorized",
+            Forbidden(_) => "forbidden",
+            InvalidTokenRequest(_) => "invalid_token_request",
             Name(_) => "invalid_name",
             Schema(e) => e.code(),
             Body(e) => e.code(),
@@ -102,6 +117,9 @@ impl ApiError {
             "body_unreadable" => (StatusCode::BAD_REQUEST, "Body unreadable"),
             "idempotency_key_missing" => (StatusCode::BAD_REQUEST, "Idempotency-Key missing"),
             "idempotency_key_invalid" => (StatusCode::BAD_REQUEST, "Idempotency-Key invalid"),
+            "invalid_token_request" => (StatusCode::BAD_REQUEST, "Invalid token request"),
+            "unauthorized" => (StatusCode::UNAUTHORIZED, "Unauthorized"),
+            "forbidden" => (StatusCode::FORBIDDEN, "Forbidden"),
             "table_not_found" => (StatusCode::NOT_FOUND, "Table not found"),
             "not_found" => (StatusCode::NOT_FOUND, "Not found"),
             "method_not_allowed" => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed"),
@@ -199,6 +217,17 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let ApiError::Unauthorized { token_sent, .. } = self {
+            let challenge = if token_sent {
+                r#"Bearer realm="idem", error="invalid_token""#
+            } else {
+                r#"Bearer realm="idem""#
+            };
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+        }
         if let Some(wait) = self.retry_after() {
             response.headers_mut().insert(
                 header::RETRY_AFTER,

@@ -3,6 +3,7 @@
 //! HTTP (`http`) → decode and validate (`ingest`) → stage and publish
 //! (`pipeline`, `store`).
 
+pub mod access;
 pub mod app;
 pub mod config;
 pub mod error;

@@ -5,12 +5,12 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
-use uuid::Uuid;
 
-use super::{page, page_limit, parse_label, ApiPath, ApiQuery, AppState};
+use super::{page, page_limit, parse_id, parse_label, ApiPath, ApiQuery, AppState, Caller};
+use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
-use crate::store::ledger::Load;
+use crate::store::ledger::{Load, LoadFilter};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -18,15 +18,21 @@ pub fn router() -> Router<AppState> {
         .route("/loads/{load_id}", get(get_load))
 }
 
+/// A load of a table the caller may not read is, to it, no load at all.
 async fn get_load(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(load_id): ApiPath<String>,
 ) -> ApiResult<Json<Load>> {
-    let load_id = parse_load_id(&load_id)?;
+    let load_id = parse_id(&load_id, "load id")?;
     state
         .store
         .load(load_id)
         .await?
+        .filter(|load| {
+            TableName::parse(&load.table_name)
+                .is_ok_and(|table| caller.grants.allows(Scope::Read, &table))
+        })
         .map(Json)
         .ok_or_else(|| ApiError::NotFound(format!("no load {load_id}")))
 }
@@ -40,24 +46,33 @@ struct LoadsQuery {
     cursor: Option<String>,
 }
 
+/// The loads of the tables the caller may read (403 when it names one it
+/// may not).
 async fn list_loads(
     State(state): State<AppState>,
+    caller: Caller,
     OriginalUri(uri): OriginalUri,
     ApiQuery(q): ApiQuery<LoadsQuery>,
 ) -> ApiResult<Response> {
     let table = q.table.as_deref().map(TableName::parse).transpose()?;
+    if let Some(table) = &table {
+        caller.require(Scope::Read, table)?;
+    }
     let ds = q.ds.as_deref().map(parse_label).transpose()?;
-    let before = q.cursor.as_deref().map(parse_load_id).transpose()?;
+    let before = q
+        .cursor
+        .as_deref()
+        .map(|t| parse_id(t, "load id"))
+        .transpose()?;
     let limit = page_limit(q.limit);
-    let loads = state.store.loads(table.as_ref(), ds, before, limit).await?;
+    let visible = caller.grants.readable_like();
+    let filter = LoadFilter {
+        table: table.as_ref(),
+        ds,
+        visible: &visible,
+    };
+    let loads = state.store.loads(filter, before, limit).await?;
     Ok(page(&uri, loads, limit, |load: &Load| {
         load.load_id.to_string()
     }))
-}
-
-fn parse_load_id(text: &str) -> ApiResult<Uuid> {
-    Uuid::parse_str(text).map_err(|_| {
-        let shown: String = text.chars().take(40).collect();
-        ApiError::InvalidRequest(format!("{shown:?} is not a load id (a UUID)"))
-    })
 }

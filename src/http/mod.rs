@@ -1,11 +1,15 @@
 //! The HTTP surface: one module per resource, each with its own `router()`.
 
+pub mod auth;
 pub mod idempotency_keys;
 pub mod loads;
 pub mod ops;
 pub mod partitions;
 pub mod rows;
 pub mod tables;
+pub mod tokens;
+
+pub use auth::Caller;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +40,8 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Turns for writes (see `Settings::max_concurrent_loads`).
     load_slots: Arc<Semaphore>,
+    /// The SHA-256 of the bootstrap admin token, if there is one.
+    admin_digest: Option<[u8; 32]>,
 }
 
 impl AppState {
@@ -43,8 +49,12 @@ impl AppState {
         let slots = settings.load_slots(store.pool_size());
         AppState {
             store,
-            settings: Arc::new(settings),
             load_slots: Arc::new(Semaphore::new(usize::try_from(slots).unwrap_or(1))),
+            admin_digest: settings
+                .admin_token
+                .as_ref()
+                .map(|token| crate::access::secret_digest(token.expose())),
+            settings: Arc::new(settings),
         }
     }
 
@@ -65,6 +75,7 @@ pub fn router() -> Router<AppState> {
         .merge(rows::router())
         .merge(idempotency_keys::router())
         .merge(loads::router())
+        .merge(tokens::router())
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound("no such resource; see GET /openapi.yaml".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -188,21 +199,12 @@ pub fn parse_label(text: &str) -> ApiResult<Period> {
         })
 }
 
-/// Who is calling. Every handler knows its caller; until tokens exist, all
-/// callers are one anonymous principal (idempotency keys are scoped by it).
-#[derive(Clone, Debug)]
-pub struct Caller {
-    pub principal: String,
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(_parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Caller {
-            principal: "anonymous".to_string(),
-        })
-    }
+/// An id in a path or a cursor (`what`: "load id", "token id").
+pub fn parse_id(text: &str, what: &str) -> ApiResult<uuid::Uuid> {
+    uuid::Uuid::parse_str(text).map_err(|_| {
+        let shown: String = text.chars().take(40).collect();
+        ApiError::InvalidRequest(format!("{shown:?} is not a {what} (a UUID)"))
+    })
 }
 
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";

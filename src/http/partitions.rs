@@ -15,6 +15,7 @@ use super::{
     body_limits, body_source, etag, idempotency_key, keyed_request, keyed_response, page,
     page_limit, parse_period, ApiQuery, AppState, BodyKind, Caller, PartitionPath, TablePath,
 };
+use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
@@ -117,6 +118,7 @@ async fn put_partition(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    caller.require(Scope::Write, &table)?;
     let conditions = conditions(&headers)?;
     let key = idempotency_key(&headers)?;
     let digest = match key {
@@ -138,6 +140,7 @@ async fn put_partition(
         ds,
         body,
         conditions,
+        actor: caller.actor.clone(),
     };
     let pipeline = state.pipeline();
     // Spawned, so that a client hanging up cannot cancel the load between
@@ -216,10 +219,12 @@ fn not_modified(headers: &HeaderMap, info: &PartitionInfo) -> bool {
 
 async fn get_partition(
     State(state): State<AppState>,
+    caller: Caller,
     PartitionPath(table, ds): PartitionPath,
     ApiQuery(query): ApiQuery<ReadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    caller.require(Scope::Read, &table)?;
     let format = read_format(&headers, &query)?;
     let def = table_def(&state, &table).await?;
     let ds = parse_period(&ds, def.grain)?;
@@ -242,10 +247,12 @@ async fn get_partition(
 
 async fn head_partition(
     State(state): State<AppState>,
+    caller: Caller,
     PartitionPath(table, ds): PartitionPath,
     ApiQuery(query): ApiQuery<ReadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    caller.require(Scope::Read, &table)?;
     let format = read_format(&headers, &query)?;
     let (_, _, info) = live_partition(&state, &table, &ds).await?;
     Ok((StatusCode::OK, partition_headers(&info, format)).into_response())
@@ -253,8 +260,10 @@ async fn head_partition(
 
 async fn delete_partition(
     State(state): State<AppState>,
+    caller: Caller,
     PartitionPath(table, ds): PartitionPath,
 ) -> ApiResult<StatusCode> {
+    caller.require(Scope::Write, &table)?;
     let def = table_def(&state, &table).await?;
     let ds = parse_period(&ds, def.grain)?;
     state.store.delete_partition(&def, ds).await?;
@@ -292,10 +301,12 @@ struct ListQuery {
 
 async fn list_partitions(
     State(state): State<AppState>,
+    caller: Caller,
     OriginalUri(uri): OriginalUri,
     TablePath(table): TablePath,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Response> {
+    caller.require(Scope::Read, &table)?;
     let def = table_def(&state, &table).await?;
     let after = q
         .cursor

@@ -13,6 +13,7 @@ use super::{
     body_limits, body_source, idempotency_key, keyed_request, keyed_response, ApiQuery, AppState,
     BodyKind, Caller,
 };
+use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
@@ -60,10 +61,12 @@ async fn post_rows(
         ApiError::InvalidRequest("the table query parameter is required: POST /rows?table=…".into())
     })?;
     let table = TableName::parse(&table)?;
+    caller.require(Scope::Write, &table)?;
     let mode = parse_mode(query.mode.as_deref())?;
     let limits = body_limits(&state.settings, BodyKind::Rows);
     let body = body_source(&headers, body, limits, DigestMode::Take)?;
     let principal = caller.principal.clone();
+    let actor = caller.actor.clone();
     let request = keyed_request(caller, key.clone(), "POST", &uri, &headers);
     let write = Write::Rows(PostRows {
         table,
@@ -71,6 +74,7 @@ async fn post_rows(
         body,
         principal,
         idempotency_key: key,
+        actor,
     });
     let pipeline = state.pipeline();
     // Spawned, so that a client hanging up cannot cancel the write between

@@ -9,7 +9,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{page, page_limit, ApiQuery, AppState, TablePath};
+use super::{page, page_limit, ApiQuery, AppState, Caller, TablePath};
+use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::WriteError;
@@ -32,14 +33,17 @@ struct ListQuery {
     cursor: Option<String>,
 }
 
+/// The tables the caller may read.
 async fn list_tables(
     State(state): State<AppState>,
+    caller: Caller,
     OriginalUri(uri): OriginalUri,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Response> {
     let after = q.cursor.as_deref().map(TableName::parse).transpose()?;
     let limit = page_limit(q.limit);
-    let tables = state.store.tables(after.as_ref(), limit).await?;
+    let visible = caller.grants.readable_like();
+    let tables = state.store.tables(after.as_ref(), &visible, limit).await?;
     Ok(page(&uri, tables, limit, |t: &TableInfo| {
         t.def.name.to_string()
     }))
@@ -54,17 +58,22 @@ async fn table_info(state: &AppState, table: TableName) -> ApiResult<TableInfo> 
 
 async fn get_table(
     State(state): State<AppState>,
+    caller: Caller,
     TablePath(table): TablePath,
 ) -> ApiResult<Json<TableInfo>> {
+    caller.require(Scope::Read, &table)?;
     Ok(Json(table_info(&state, table).await?))
 }
 
-#[tracing::instrument(skip(state, body))]
+/// Declaring needs `write` on the table (or `admin`).
+#[tracing::instrument(skip(state, caller, body))]
 async fn put_table(
     State(state): State<AppState>,
+    caller: Caller,
     TablePath(table): TablePath,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
+    caller.require(Scope::Write, &table)?;
     let bytes = axum::body::to_bytes(body, MAX_DECLARATION_BYTES)
         .await
         .map_err(|_| ApiError::DeclarationTooLarge {

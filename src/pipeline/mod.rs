@@ -26,6 +26,7 @@ pub use error::{WriteError, WriteResult};
 
 use sha2::Sha256;
 
+use crate::access::Actor;
 use crate::config::Settings;
 use crate::ingest::infer::infer_table;
 use crate::ingest::BodyFormat;
@@ -166,6 +167,7 @@ pub struct LoadTicket {
     pub mode: &'static str,
     pub idempotency_key: Option<String>,
     pub started_at: DateTime<Utc>,
+    pub actor: Actor,
 }
 
 impl LoadTicket {
@@ -175,6 +177,7 @@ impl LoadTicket {
         ds: Option<Period>,
         mode: &'static str,
         idempotency_key: Option<&str>,
+        actor: &Actor,
     ) -> Self {
         LoadTicket {
             load_id: Uuid::now_v7(),
@@ -183,6 +186,7 @@ impl LoadTicket {
             mode,
             idempotency_key: idempotency_key.map(str::to_string),
             started_at: Utc::now(),
+            actor: actor.clone(),
         }
     }
 
@@ -195,6 +199,7 @@ impl LoadTicket {
             self.mode,
             self.idempotency_key.as_deref(),
             self.started_at,
+            &self.actor,
         )
     }
 

@@ -20,6 +20,7 @@ use uuid::Uuid;
 use super::body::{classify_read_error, BodySource};
 use super::decode::{self, DecodeJob, Decoded, RepeatCheck, CHUNK_BYTES};
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
+use crate::access::Actor;
 use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::names::TableName;
 use crate::period::Period;
@@ -72,6 +73,8 @@ pub struct PutPartition {
     pub ds: Period,
     pub body: BodySource,
     pub conditions: Conditions,
+    /// Who sent it, for the ledger.
+    pub actor: Actor,
 }
 
 pub const MODE: &str = "replace";
@@ -79,7 +82,13 @@ pub const MODE: &str = "replace";
 impl PutPartition {
     /// The ledger's ticket for this load.
     pub fn ticket(&self, idempotency_key: Option<&str>) -> LoadTicket {
-        LoadTicket::new(&self.table, Some(self.ds), MODE, idempotency_key)
+        LoadTicket::new(
+            &self.table,
+            Some(self.ds),
+            MODE,
+            idempotency_key,
+            &self.actor,
+        )
     }
 }
 
@@ -128,6 +137,7 @@ impl Pipeline {
             ds,
             body,
             conditions,
+            actor: _, // the ticket carries it
         } = req;
         let PutConnections {
             stage: conn,

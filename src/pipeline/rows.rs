@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::body::BodySource;
 use super::decode::{self, Decoded, RepeatCheck};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::access::Actor;
 use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::EncodeOptions;
 use crate::names::TableName;
@@ -52,6 +53,8 @@ pub struct PostRows {
     /// by them (see `EncodeOptions::row_id_scope`).
     pub principal: String,
     pub idempotency_key: String,
+    /// Who sent it, for the ledger.
+    pub actor: Actor,
 }
 
 impl PostRows {
@@ -59,7 +62,13 @@ impl PostRows {
     /// any (the table's default is known only later).
     pub fn ticket(&self) -> LoadTicket {
         let mode = self.mode.map(MergeMode::as_str).unwrap_or("default");
-        LoadTicket::new(&self.table, None, mode, Some(&self.idempotency_key))
+        LoadTicket::new(
+            &self.table,
+            None,
+            mode,
+            Some(&self.idempotency_key),
+            &self.actor,
+        )
     }
 }
 

@@ -80,18 +80,22 @@ impl Store {
     }
 
     /// Tables in name order, after the name `after`.
+    /// Tables in name order, after `after`, whose names are `LIKE` one of
+    /// `visible` (the caller's readable patterns).
     pub async fn tables(
         &self,
         after: Option<&TableName>,
+        visible: &[String],
         limit: i64,
     ) -> StoreResult<Vec<TableInfo>> {
         let sql = format!(
-            "{TABLE_INFO_SQL} where ($1::text is null or t.name > $1)
+            "{TABLE_INFO_SQL} where ($1::text is null or t.name > $1) and t.name like any($3)
               group by t.name order by t.name limit $2"
         );
         let rows = sqlx::query(&sql)
             .bind(after.map(TableName::as_str))
             .bind(limit)
+            .bind(visible)
             .fetch_all(&mut *self.acquire().await?)
             .await?;
         rows.iter().map(table_info).collect()

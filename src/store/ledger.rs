@@ -6,6 +6,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{count, Store, StoreResult};
+use crate::access::Actor;
 use crate::names::TableName;
 use crate::period::Period;
 
@@ -51,13 +52,25 @@ pub struct Load {
     pub finished_at: DateTime<Utc>,
     /// `finished_at - started_at`, in whole milliseconds.
     pub duration_ms: i64,
+    /// The token that made the load (none for the bootstrap admin token).
+    pub token_id: Option<Uuid>,
+    pub token_name: Option<String>,
 }
 
 /// Every column of a ledger row, and its duration.
 // language=PostgreSQL
 const LOAD_COLUMNS: &str = "load_id, table_name, ds, mode, status, rows_received, rows_written,
     duplicates, rejected, content_sha256, changed, idempotency_key, error, started_at, finished_at,
-    (extract(epoch from finished_at - started_at) * 1000)::bigint as duration_ms";
+    (extract(epoch from finished_at - started_at) * 1000)::bigint as duration_ms,
+    token_id, token_name";
+
+/// Which loads a list shows.
+pub struct LoadFilter<'a> {
+    pub table: Option<&'a TableName>,
+    pub ds: Option<Period>,
+    /// `LIKE` patterns of the tables the caller may read.
+    pub visible: &'a [String],
+}
 
 /// What a finished load reports to the ledger.
 #[derive(Clone, Debug)]
@@ -76,6 +89,7 @@ pub struct LoadEntry<'a> {
     pub idempotency_key: Option<&'a str>,
     pub error: Option<serde_json::Value>,
     pub started_at: DateTime<Utc>,
+    pub actor: &'a Actor,
 }
 
 impl<'a> LoadEntry<'a> {
@@ -88,6 +102,7 @@ impl<'a> LoadEntry<'a> {
         mode: &'a str,
         idempotency_key: Option<&'a str>,
         started_at: DateTime<Utc>,
+        actor: &'a Actor,
     ) -> Self {
         LoadEntry {
             load_id,
@@ -104,6 +119,7 @@ impl<'a> LoadEntry<'a> {
             idempotency_key,
             error: None,
             started_at,
+            actor,
         }
     }
 }
@@ -119,8 +135,8 @@ pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResu
     sqlx::query(
         "insert into idem.loads (load_id, table_name, ds, mode, status, rows_received, rows_written,
                                  duplicates, rejected, content_sha256, changed, error, started_at,
-                                 idempotency_key, finished_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                                 idempotency_key, token_id, token_name, finished_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
                  greatest(clock_timestamp(), $13))",
     )
     .bind(entry.load_id)
@@ -137,6 +153,8 @@ pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResu
     .bind(&entry.error)
     .bind(entry.started_at)
     .bind(entry.idempotency_key)
+    .bind(entry.actor.token_id)
+    .bind(&entry.actor.token_name)
     .execute(conn)
     .await?;
     Ok(())
@@ -159,11 +177,11 @@ impl Store {
     }
 
     /// The newest loads first (load ids are UUIDv7: time-ordered),
-    /// optionally of one table and partition, older than `before`.
+    /// optionally of one table and partition, older than `before`, of the
+    /// tables `LIKE` one of `visible` (the caller's readable patterns).
     pub async fn loads(
         &self,
-        table: Option<&TableName>,
-        ds: Option<Period>,
+        filter: LoadFilter<'_>,
         before: Option<Uuid>,
         limit: i64,
     ) -> StoreResult<Vec<Load>> {
@@ -171,14 +189,15 @@ impl Store {
         Ok(sqlx::query_as(&format!(
             "select {LOAD_COLUMNS} from idem.loads
               where ($1::text is null or table_name = $1) and ($2::text is null or ds = $2)
-                and ($3::uuid is null or load_id < $3)
+                and ($3::uuid is null or load_id < $3) and table_name like any($5)
               order by load_id desc
               limit $4"
         ))
-        .bind(table.map(TableName::as_str))
-        .bind(ds.map(|p| p.label()))
+        .bind(filter.table.map(TableName::as_str))
+        .bind(filter.ds.map(|p| p.label()))
         .bind(before)
         .bind(limit)
+        .bind(filter.visible)
         .fetch_all(&mut *self.acquire().await?)
         .await?)
     }

@@ -14,6 +14,7 @@ pub mod merge;
 pub mod partitions;
 pub mod publish;
 pub mod stage;
+pub mod tokens;
 
 use std::str::FromStr;
 use std::time::Duration;

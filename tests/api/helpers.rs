@@ -104,6 +104,20 @@ impl Drop for TestDatabase {
     }
 }
 
+/// The bootstrap admin token every test server starts with.
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef-0123456789";
+
+/// A client that sends `token` with every request.
+pub fn client_with_token(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {token}").parse().expect("a header value");
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("an HTTP client")
+}
+
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(Settings::default()).await
 }
@@ -116,7 +130,12 @@ pub async fn spawn_app_with(settings: Settings) -> TestApp {
 }
 
 /// Another server on the same database (as a second idem process would be).
-pub async fn spawn_app_on(options: PgConnectOptions, settings: Settings) -> TestApp {
+/// Unless `settings` say otherwise, the server takes `ADMIN_TOKEN` and the
+/// app's client sends it.
+pub async fn spawn_app_on(options: PgConnectOptions, mut settings: Settings) -> TestApp {
+    if settings.admin_token.is_none() && !settings.insecure_no_auth {
+        settings.admin_token = Some(ADMIN_TOKEN.parse().expect("a valid admin token"));
+    }
     // TEST_LOG=1 shows the server's logs.
     if std::env::var_os("TEST_LOG").is_some() {
         idem::app::init_tracing(idem::config::LogFormat::Text);
@@ -133,7 +152,7 @@ pub async fn spawn_app_on(options: PgConnectOptions, settings: Settings) -> Test
     let db = PgPool::connect_with(options.clone()).await.unwrap();
     TestApp {
         base: format!("http://{addr}"),
-        client: reqwest::Client::new(),
+        client: client_with_token(ADMIN_TOKEN),
         db,
         options,
         _database: None,

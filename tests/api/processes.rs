@@ -18,6 +18,7 @@ async fn start_idem(database_url: &str) -> IdemProcess {
     let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
         .args(["serve", "--listen", "127.0.0.1:0", "--pool-size", "8"])
         .env("DATABASE_URL", database_url)
+        .env("IDEM_ADMIN_TOKEN", ADMIN_TOKEN)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -44,7 +45,7 @@ async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
         start_idem(&url).await,
         start_idem(&url).await,
     ];
-    let client = reqwest::Client::new();
+    let client = client_with_token(ADMIN_TOKEN);
     let declared = client
         .put(format!("{}/tables/orders", processes[0].base))
         .header("content-type", "application/json")

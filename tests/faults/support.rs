@@ -243,6 +243,7 @@ impl Idem {
         // JSON lines: `failures_logged` finds the causes of 5xx answers.
         command
             .env("DATABASE_URL", database_url)
+            .env("IDEM_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("IDEM_LOG_FORMAT", "json");
         for (key, value) in env {
             command.env(key, value);
@@ -325,10 +326,19 @@ impl Idem {
     }
 }
 
+/// The bootstrap admin token every idem process of the suite starts with.
+pub const ADMIN_TOKEN: &str = "faults-admin-token-0123456789abcdef-0123456789";
+
 /// An HTTP client for 127.0.0.1 only (no proxy), with a deadline on every
 /// request.
 pub fn client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {ADMIN_TOKEN}")
+        .parse()
+        .expect("a header value");
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
     reqwest::Client::builder()
+        .default_headers(headers)
         .no_proxy()
         .timeout(CLIENT_DEADLINE)
         .connect_timeout(Duration::from_secs(5))
@@ -494,7 +504,7 @@ pub async fn raw_request(
         RawBody::Stall { declared, .. } => *declared,
     };
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {declared}\r\n"
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\nauthorization: Bearer {ADMIN_TOKEN}\r\ncontent-length: {declared}\r\n"
     );
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));

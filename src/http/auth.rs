@@ -1,0 +1,159 @@
+//! Bearer tokens at the edge: every request but the open ones names a
+//! token, which this layer turns into a `Caller` before any handler runs.
+//! Handlers then ask the caller for the scope and table they touch.
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use crate::access::{digests_equal, secret_digest, Actor, Grants, Scope};
+use crate::error::{ApiError, ApiResult};
+use crate::names::TableName;
+use crate::store::tokens::TokenLookup;
+
+/// What anyone may call: probes and the spec.
+const OPEN_PATHS: [&str; 3] = ["/healthz", "/readyz", "/openapi.yaml"];
+
+/// Who is calling, and what they may do.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// What Idempotency-Keys are scoped by: the token's id (`admin` for the
+    /// bootstrap token, `anonymous` in open mode).
+    pub principal: String,
+    /// Who the ledger says made a load.
+    pub actor: Actor,
+    pub grants: Grants,
+}
+
+impl Caller {
+    /// Open mode: one anonymous principal that may do everything.
+    fn anonymous() -> Caller {
+        Caller {
+            principal: "anonymous".into(),
+            actor: Actor {
+                token_id: None,
+                token_name: "anonymous".into(),
+            },
+            grants: Grants::all(),
+        }
+    }
+
+    fn bootstrap_admin() -> Caller {
+        Caller {
+            principal: "admin".into(),
+            actor: Actor {
+                token_id: None,
+                token_name: "admin".into(),
+            },
+            grants: Grants::all(),
+        }
+    }
+
+    /// Refuses (403) unless the caller holds `scope` on `table`.
+    pub fn require(&self, scope: Scope, table: &TableName) -> ApiResult<()> {
+        if self.grants.allows(scope, table) {
+            return Ok(());
+        }
+        Err(ApiError::Forbidden(format!(
+            "token {:?} does not grant {scope} on table {table:?}",
+            self.actor.token_name
+        )))
+    }
+
+    /// Refuses (403) unless the caller is an admin.
+    pub fn require_admin(&self) -> ApiResult<()> {
+        if self.grants.is_admin() {
+            return Ok(());
+        }
+        Err(ApiError::Forbidden(format!(
+            "token {:?} does not grant admin",
+            self.actor.token_name
+        )))
+    }
+}
+
+/// Authenticates the request, or answers 401 without running the handler.
+pub async fn authenticate(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if OPEN_PATHS.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    match caller_of(&state, request.headers()).await {
+        Ok(caller) => {
+            tracing::Span::current().record("token", caller.actor.token_name.as_str());
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn caller_of(state: &AppState, headers: &HeaderMap) -> ApiResult<Caller> {
+    if state.settings.insecure_no_auth {
+        return Ok(Caller::anonymous());
+    }
+    let digest = secret_digest(bearer_token(headers)?);
+    if let Some(admin) = &state.admin_digest {
+        if digests_equal(&digest, admin) {
+            return Ok(Caller::bootstrap_admin());
+        }
+    }
+    let refused = |detail| ApiError::Unauthorized {
+        detail,
+        token_sent: true,
+    };
+    match state.store.token_by_secret(&digest).await? {
+        TokenLookup::Valid(token) => Ok(Caller {
+            principal: token.id.to_string(),
+            grants: token.grants(),
+            actor: Actor {
+                token_id: Some(token.id),
+                token_name: token.name,
+            },
+        }),
+        TokenLookup::Revoked => Err(refused("the bearer token was revoked")),
+        TokenLookup::Expired => Err(refused("the bearer token has expired")),
+        TokenLookup::Unknown => Err(refused("the bearer token is not known")),
+    }
+}
+
+/// The token of `Authorization: Bearer <token>` (the scheme in any case).
+fn bearer_token(headers: &HeaderMap) -> ApiResult<&str> {
+    let missing = ApiError::Unauthorized {
+        detail: "this endpoint needs an Authorization: Bearer <token> header",
+        token_sent: false,
+    };
+    let value = headers.get(header::AUTHORIZATION).ok_or(missing)?;
+    let text = value.to_str().ok();
+    let token = text
+        .and_then(|t| t.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty());
+    token.ok_or(ApiError::Unauthorized {
+        detail: "the Authorization header must be Bearer <token>",
+        token_sent: false,
+    })
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    /// The caller `authenticate` found; a route outside that layer has none.
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or(ApiError::Unauthorized {
+                detail: "this endpoint needs an Authorization: Bearer <token> header",
+                token_sent: false,
+            })
+    }
+}
