@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply migrations, then serve HTTP until SIGTERM or SIGINT.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
 }
