@@ -2,6 +2,7 @@
 //! test against a fresh database on a real Postgres (`DATABASE_URL`, which
 //! `scripts/test` provides).
 
+mod auth;
 mod encoding;
 mod grains;
 mod helpers;
