@@ -68,13 +68,21 @@ gen() {
 }
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-target/release/idem serve --listen "127.0.0.1:$PORT" > "$OUT/idem.log" 2>&1 &
+ADMIN_TOKEN="bench-admin-$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+IDEM_ADMIN_TOKEN="$ADMIN_TOKEN" target/release/idem serve --listen "127.0.0.1:$PORT" > "$OUT/idem.log" 2>&1 &
 IDEM_PID=$!
 BASE="http://127.0.0.1:$PORT"
 for _ in $(seq 100); do curl -fs "$BASE/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+# The measured requests carry a token made over the API, as a producer's
+# would be (looked up in idem.tokens on every request), not the admin's.
+IDEM_BENCH_TOKEN=$(curl -fsS -X POST "$BASE/tokens" -H "authorization: Bearer $ADMIN_TOKEN" \
+  -H 'content-type: application/json' -d '{"name": "bench", "scopes": ["read", "write"], "tables": ["orders"]}' |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+export IDEM_BENCH_TOKEN
+AUTH=(-H "authorization: Bearer $IDEM_BENCH_TOKEN")
 
 ORDERS_COLUMNS='"order_id": "bigint", "ds": "date", "customer_id": "bigint", "status": "text", "amount": "numeric", "updated_at": "timestamptz", "note": "text"'
-curl -fsS -X PUT "$BASE/tables/orders" -H 'content-type: application/json' \
+curl -fsS "${AUTH[@]}" -X PUT "$BASE/tables/orders" -H 'content-type: application/json' \
   -d "{\"columns\": {$ORDERS_COLUMNS}, \"primary_key\": [\"order_id\"], \"cursor\": \"updated_at\"}" >/dev/null
 # The anchors' target: the same columns, partitioned the same way.
 "${PSQL[@]}" <<'SQL'

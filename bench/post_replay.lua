@@ -6,6 +6,7 @@ local counter = 0
 function request()
   counter = counter + 1
   local headers = {
+    ["Authorization"] = "Bearer " .. os.getenv("IDEM_BENCH_TOKEN"),
     ["Content-Type"] = "application/x-ndjson",
     ["Idempotency-Key"] = string.format("replay-%d", (counter % keys) + 1),
   }

@@ -53,7 +53,7 @@ T_ANCHOR=$(median_of anchor_once)
 
 echo "== (a) idem: ${#BATCHES[@]} POSTs of $BATCH rows, merge mode (x$REPEAT)"
 idem_once() { # idem_once RUN
-  curl -fsS -X DELETE "$BASE/partitions/orders/$DS"
+  curl -fsS "${AUTH[@]}" -X DELETE "$BASE/partitions/orders/$DS"
   checkpoint
   # One curl for all batches, one after the other on one kept-alive
   # connection (as a client library would send them), like psql's one session.
@@ -61,7 +61,7 @@ idem_once() { # idem_once RUN
   for batch in "${BATCHES[@]}"; do
     i=$((i + 1))
     [ "$i" -gt 1 ] && args+=(--next)
-    args+=(-fsS -o /dev/null -X POST "$BASE/rows?table=orders&mode=merge"
+    args+=(-fsS "${AUTH[@]}" -o /dev/null -X POST "$BASE/rows?table=orders&mode=merge"
       -H 'content-type: application/x-ndjson' -H "idempotency-key: bench-$1-$i" --data-binary "@$batch")
   done
   t0=$(now)
@@ -70,7 +70,7 @@ idem_once() { # idem_once RUN
   elapsed "$t0" "$t1"
 }
 T_IDEM=$(median_of idem_once)
-ROWS_NOW=$(curl -fsS -I "$BASE/partitions/orders/$DS" | awk -F': ' 'tolower($1)=="idem-row-count" {print $2+0}')
+ROWS_NOW=$(curl -fsS "${AUTH[@]}" -I "$BASE/partitions/orders/$DS" | awk -F': ' 'tolower($1)=="idem-row-count" {print $2+0}')
 echo "   rows in the partition: $ROWS_NOW"
 
 wrk_summary() { python3 bench/wrk_summary.py; }
@@ -83,7 +83,7 @@ read -r B_RPS B_P50 B_P99 B_BAD < <(wrk_summary < "$OUT/wrk-unique.txt")
 echo "== (c) replays of 1000 completed keys, concurrency 32, ${DURATION}s"
 head -n 100 "$OUT/orders-$ROWS.ndjson" | sed "s/$DS/2026-10-14/" > "$OUT/replay-body.ndjson"
 for i in $(seq 1000); do
-  curl -fsS -o /dev/null -X POST "$BASE/rows?table=orders" -H 'content-type: application/x-ndjson' \
+  curl -fsS "${AUTH[@]}" -o /dev/null -X POST "$BASE/rows?table=orders" -H 'content-type: application/x-ndjson' \
     -H "idempotency-key: replay-$i" --data-binary "@$OUT/replay-body.ndjson"
 done
 KEYS=1000 BODY="$OUT/replay-body.ndjson" \

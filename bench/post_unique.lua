@@ -18,6 +18,7 @@ function request()
       base + j, j, j)
   end
   local headers = {
+    ["Authorization"] = "Bearer " .. os.getenv("IDEM_BENCH_TOKEN"),
     ["Content-Type"] = "application/x-ndjson",
     ["Idempotency-Key"] = string.format("wrk-%d-%d", thread_id, counter),
   }

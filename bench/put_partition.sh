@@ -44,11 +44,11 @@ T_COPY=$(median_of anchor_once)
 put() { # put FILE CONTENT_TYPE -> prints seconds; receipt in $OUT/receipt.json
   local t0 t1
   t0=$(now)
-  curl -fsS -X PUT -T "$1" -H "content-type: $2" "$BASE/partitions/orders/$DS" -o "$OUT/receipt.json"
+  curl -fsS "${AUTH[@]}" -X PUT -T "$1" -H "content-type: $2" "$BASE/partitions/orders/$DS" -o "$OUT/receipt.json"
   t1=$(now)
   elapsed "$t0" "$t1"
 }
-drop_day() { curl -fsS -X DELETE "$BASE/partitions/orders/$DS"; }
+drop_day() { curl -fsS "${AUTH[@]}" -X DELETE "$BASE/partitions/orders/$DS"; }
 
 # measure NAME SETUP FILE TYPE: runs SETUP, a checkpoint, then the timed PUT; median of REPEAT.
 measure() {
