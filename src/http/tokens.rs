@@ -42,7 +42,7 @@ fn every_table() -> Vec<TablePattern> {
 impl TokenRequest {
     /// The request as JSON of the right shape, then its rules.
     fn parse(body: &[u8]) -> ApiResult<TokenRequest> {
-        let request: TokenRequest = serde_json::from_slice(body)
+        let mut request: TokenRequest = serde_json::from_slice(body)
             .map_err(|e| ApiError::InvalidTokenRequest(e.to_string()))?;
         let invalid = |detail: &str| Err(ApiError::InvalidTokenRequest(detail.into()));
         let name_len = request.name.chars().count();
@@ -50,10 +50,10 @@ impl TokenRequest {
         {
             return invalid("name must be 1 to 100 characters, none of them control characters");
         }
-        let mut scopes = request.scopes.clone();
-        scopes.sort();
-        scopes.dedup();
-        if scopes.is_empty() || scopes.len() != request.scopes.len() {
+        let sent = request.scopes.len();
+        request.scopes.sort();
+        request.scopes.dedup();
+        if request.scopes.is_empty() || request.scopes.len() != sent {
             return invalid("scopes must name read, write or admin, each at most once");
         }
         if request.tables.is_empty() || request.tables.len() > MAX_PATTERNS {
