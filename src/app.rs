@@ -23,6 +23,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::{LogFormat, ServeArgs};
 pub use crate::http::AppState;
+use crate::store::contents::FOLD_AFTER;
 use crate::store::Store;
 
 pub fn app(state: AppState) -> Router {
@@ -51,6 +52,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let maintenance = tokio::spawn(maintain(state.store.clone()));
+    let folding = tokio::spawn(fold_deltas(state.store.clone()));
     let header_timeout = Duration::from_secs(state.settings.header_timeout_secs);
     let clients = ClientConnections::new(state.settings.max_connections_per_client);
     let router = app(state);
@@ -98,6 +100,7 @@ pub async fn serve(
     drop(listener);
     connections.shutdown().await;
     maintenance.abort();
+    folding.abort();
     Ok(())
 }
 
@@ -173,10 +176,26 @@ async fn refuse_connection(mut stream: tokio::net::TcpStream) {
 /// stages nobody owns: a crashed process's stage goes within this long of
 /// its database session ending.
 const MAINTAIN_EVERY: Duration = Duration::from_secs(30);
+/// How often busy partitions' deltas are folded (see `fold_deltas`).
+const FOLD_EVERY: Duration = Duration::from_secs(1);
 
 /// Removes expired idempotency keys and stages left by crashed processes,
 /// now and then. Every idem process runs one; they share the work through
 /// `skip locked` and the stages' advisory locks.
+/// Folds the deltas of busy partitions often, so that a read adds few, and
+/// of every partition at times. Any process may fold any partition; folders
+/// skip a partition another is folding.
+async fn fold_deltas(store: Store) {
+    let mut tick = tokio::time::interval(FOLD_EVERY);
+    for round in 0u64.. {
+        tick.tick().await;
+        let min_deltas = if round % 30 == 0 { 1 } else { FOLD_AFTER };
+        if let Err(e) = store.fold_partitions(min_deltas).await {
+            tracing::warn!(error = %e, "could not fold partition deltas");
+        }
+    }
+}
+
 async fn maintain(store: Store) {
     let mut tick = tokio::time::interval(MAINTAIN_EVERY);
     loop {

@@ -57,6 +57,14 @@ pub struct Period {
 }
 
 impl Period {
+    /// A label of any grain: the forms differ in length, so a label names
+    /// its grain.
+    pub fn parse_any(text: &str) -> Option<Period> {
+        [Grain::Day, Grain::Hour, Grain::Month]
+            .into_iter()
+            .find_map(|grain| Period::parse(text, grain))
+    }
+
     /// A label of `grain`'s form, years 0001 to 9999 (Postgres has no year
     /// 0, and a partition's table name holds the year in four digits).
     pub fn parse(text: &str, grain: Grain) -> Option<Period> {

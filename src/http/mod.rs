@@ -188,15 +188,12 @@ pub fn parse_period(text: &str, grain: Grain) -> ApiResult<Period> {
 
 /// A partition value of any grain's form (a filter over several tables).
 pub fn parse_label(text: &str) -> ApiResult<Period> {
-    [Grain::Day, Grain::Hour, Grain::Month]
-        .into_iter()
-        .find_map(|grain| Period::parse(text, grain))
-        .ok_or_else(|| {
-            let shown: String = text.chars().take(40).collect();
-            ApiError::InvalidDs(format!(
-                "{shown:?} is not a partition value (YYYY-MM-DD, YYYY-MM-DDTHH or YYYY-MM)"
-            ))
-        })
+    Period::parse_any(text).ok_or_else(|| {
+        let shown: String = text.chars().take(40).collect();
+        ApiError::InvalidDs(format!(
+            "{shown:?} is not a partition value (YYYY-MM-DD, YYYY-MM-DDTHH or YYYY-MM)"
+        ))
+    })
 }
 
 /// An id in a path or a cursor (`what`: "load id", "token id").

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 pub use encode::{not_a_column, EncodeOptions, EncodedRow, RowEncoder};
 pub use formats::{read_records, BodyFormat, RawField, RawRecord, RecordSink};
-pub use hash::ContentHash;
+pub use hash::{ContentDelta, ContentHash};
 
 /// What is wrong with one row (or with the body at one place): the line it
 /// starts on, the record number (1-based, CSV header excluded), and the column.

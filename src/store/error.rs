@@ -73,6 +73,16 @@ impl StoreError {
 
     /// Whether the caller's request caused it (it can fix or retry it), as
     /// opposed to the database or idem failing.
+    /// A deadlock Postgres broke by failing this statement: the statements
+    /// since the last savepoint may run again.
+    pub fn is_deadlock(&self) -> bool {
+        let err = match self {
+            StoreError::Busy(e) | StoreError::Database(e) => e,
+            _ => return false,
+        };
+        matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("40P01"))
+    }
+
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
@@ -132,6 +142,8 @@ fn classify_sqlstate(state: &str) -> Option<Sorted> {
         s if s.starts_with("08") || s.starts_with("57P") => Sorted::Away,
         // too_many_connections, and the server out of memory or disk
         "53300" | "53200" | "53100" => Sorted::Busy,
+        // a deadlock or a serialization failure that retries did not settle
+        "40P01" | "40001" => Sorted::Busy,
         "54000" => Sorted::Limit("a row is larger than Postgres can store"),
         "54001" => Sorted::Limit("a statement is too complex for Postgres"),
         "54011" => Sorted::Limit("too many columns: a Postgres table holds at most 1600"),

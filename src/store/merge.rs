@@ -15,15 +15,16 @@ use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use serde::Serialize;
 use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, Row};
+use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
+use super::contents;
 use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, row_hash};
 use super::{
-    all_columns, count, key_index_columns, lock_partition, parent_table, partition_key,
-    partition_table, period_literal, stored_count, StoreError, StoreResult,
+    all_columns, key_index_columns, lock_partition, lock_partition_shared, parent_table,
+    partition_key, partition_table, period_literal, StoreError, StoreResult, PREV_HASH_COLUMN,
 };
-use crate::ingest::ContentHash;
+use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
 use crate::schema::ColumnType;
 use crate::schema::TableDef;
@@ -119,13 +120,20 @@ pub struct Incoming {
     pub maybe_repeated: bool,
 }
 
-/// The content hash of each partition touched, as it moves with each change.
-type Contents = BTreeMap<Period, ContentHash>;
+/// What this write changes in each partition it touches.
+type Deltas = BTreeMap<Period, ContentDelta>;
+
+/// Deadlocks a merge retries (from its savepoint) before it gives up.
+const DEADLOCK_RETRIES: usize = 3;
 
 /// Writes the incoming rows (see `copy_incoming`) into their partitions:
 /// duplicates collapse, the touched partitions are locked, tombstones
-/// delete, new keys insert, existing keys update, and the registry takes
-/// each partition's new count and hash.
+/// delete, rows upsert, and each partition records this write's delta.
+///
+/// Writers of one partition run side by side (its lock shared): rows of one
+/// key meet in Postgres's row locks, where the cursor rule is checked against
+/// the latest version; each writer's delta is its own row. A patch reads
+/// stored rows to fill in fields, so it holds its partitions alone.
 #[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str(), %load_id))]
 pub async fn apply_incoming(
     conn: &mut PgConnection,
@@ -137,35 +145,61 @@ pub async fn apply_incoming(
 ) -> StoreResult<Merged> {
     let sql = MergeSql::new(def);
     let duplicates = collapse_duplicates(conn, def, incoming).await?;
-    let mut merged = Merged {
-        duplicates,
-        rows_after_dedup: incoming.rows - duplicates,
-        ..Default::default()
-    };
-    let (mut contents, was_empty) = lock_touched_partitions(conn, def, &sql, load_id).await?;
-    if mode == MergeMode::Patch && !was_empty {
-        fill_in_patches(conn, def, &sql, rehash).await?;
-    }
-    if mode.replaces() && incoming.tombstones > 0 && !was_empty {
-        delete_tombstoned(conn, &sql, &mut contents, &mut merged).await?;
-    }
-    insert_new_keys(
-        conn,
-        &sql,
+    let write = MergeWrite {
+        def,
+        sql: &sql,
         mode,
         load_id,
         incoming,
-        &mut contents,
-        &mut merged,
-    )
-    .await?;
-    // (With tombstones, the count of upserts is not known exactly here.)
-    let upserts = merged.rows_after_dedup.saturating_sub(incoming.tombstones);
-    if mode.replaces() && (merged.inserted < upserts || incoming.tombstones > 0) {
-        update_existing_keys(conn, &sql, load_id, &mut contents, &mut merged).await?;
+    };
+    let mut attempt = 0;
+    loop {
+        let mut savepoint = conn.begin().await?;
+        match write.apply(&mut savepoint, rehash).await {
+            Ok(mut merged) => {
+                savepoint.commit().await?;
+                merged.duplicates = duplicates;
+                merged.rows_after_dedup = incoming.rows - duplicates;
+                return Ok(merged);
+            }
+            Err(e) if e.is_deadlock() && attempt < DEADLOCK_RETRIES => {
+                attempt += 1;
+                tracing::info!(
+                    attempt,
+                    "a merge met a deadlock; retrying from its savepoint"
+                );
+                savepoint.rollback().await?;
+            }
+            Err(e) => return Err(e),
+        }
     }
-    merged.partitions = register_contents(conn, def, load_id, contents).await?;
-    Ok(merged)
+}
+
+/// One merge's statements, run (again, after a deadlock) from a savepoint.
+struct MergeWrite<'a> {
+    def: &'a TableDef,
+    sql: &'a MergeSql,
+    mode: MergeMode,
+    load_id: Uuid,
+    incoming: Incoming,
+}
+
+impl MergeWrite<'_> {
+    async fn apply(&self, conn: &mut PgConnection, rehash: Rehash<'_>) -> StoreResult<Merged> {
+        let (def, sql, mode) = (self.def, self.sql, self.mode);
+        let alone = mode == MergeMode::Patch;
+        let mut deltas = lock_touched_partitions(conn, def, sql, self.load_id, alone).await?;
+        let mut merged = Merged::default();
+        if mode == MergeMode::Patch {
+            fill_in_patches(conn, def, sql, rehash).await?;
+        }
+        if mode.replaces() && self.incoming.tombstones > 0 {
+            delete_tombstoned(conn, sql, &mut deltas, &mut merged).await?;
+        }
+        upsert_rows(conn, sql, mode, &mut deltas, &mut merged).await?;
+        merged.partitions = record_deltas(conn, def, self.load_id, deltas).await?;
+        Ok(merged)
+    }
 }
 
 /// The row hash of a row given as its columns' text (NULL as `None`), in
@@ -260,10 +294,11 @@ struct MergeSql {
     conflict: String,
     /// Incoming `s` and stored `t` rows of one key.
     join: String,
-    /// `col = s.col` for every column.
-    set: String,
-    /// Whether the incoming version `s` may replace the stored one `t`. NULL
-    /// is the smallest cursor: it never replaces a stored one.
+    /// `col = excluded.col` for every column (an upsert's update).
+    excluded: String,
+    /// Whether the incoming version (`excluded`, in an upsert) may replace
+    /// the stored one `t`. NULL is the smallest cursor: it never replaces a
+    /// stored one.
     newer: String,
     /// Whether a tombstone `s` may delete the stored `t`; without a cursor it
     /// deletes whatever is stored.
@@ -278,9 +313,9 @@ impl MergeSql {
             .collect::<Vec<_>>()
             .join(" and ");
         let columns = all_columns(def);
-        let set = columns
+        let excluded = columns
             .iter()
-            .map(|c| format!("{c} = s.{c}"))
+            .map(|c| format!("{c} = excluded.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
         let cursor = def.cursor.as_ref().map(|c| c.quoted());
@@ -291,9 +326,9 @@ impl MergeSql {
             all_columns: columns.join(", "),
             conflict: key_index_columns(def),
             join,
-            set,
+            excluded,
             newer: cursor.as_ref().map_or("true".into(), |c| {
-                format!("(t.{c} is null or (s.{c} is not null and s.{c} >= t.{c}))")
+                format!("(t.{c} is null or (excluded.{c} is not null and excluded.{c} >= t.{c}))")
             }),
             tombstone_newer: cursor.as_ref().map_or("true".into(), |c| {
                 format!("(s.{c} is null or t.{c} is null or s.{c} >= t.{c})")
@@ -302,37 +337,50 @@ impl MergeSql {
     }
 }
 
-/// Locks every partition the rows touch, in date order (two merges touching
-/// the same days cannot deadlock; a PUT's swap takes the same locks), and
-/// reads their content hashes; says whether they were all empty.
+/// Locks every partition the rows touch, in date order (two writers
+/// touching the same days cannot deadlock on them): shared, so that writers
+/// run side by side while a swap (which takes them exclusively) waits; or
+/// exclusively for a writer that must be alone. A partition that does not
+/// exist yet is created under the exclusive lock.
 async fn lock_touched_partitions(
     conn: &mut PgConnection,
     def: &TableDef,
     sql: &MergeSql,
     load_id: Uuid,
-) -> StoreResult<(Contents, bool)> {
+    alone: bool,
+) -> StoreResult<Deltas> {
     let touched: Vec<String> = sqlx::query_scalar(&format!(
         "select distinct {} from {INCOMING} t order by 1",
         sql.label
     ))
     .fetch_all(&mut *conn)
     .await?;
-    let mut contents = Contents::new();
-    let mut was_empty = true;
+    let mut deltas = Deltas::new();
     for label in touched {
         let ds = period_of(&label, sql.grain)?;
-        lock_partition(&mut *conn, &def.name, ds).await?;
-        let content = ensure_partition(conn, def, ds, load_id).await?;
-        was_empty &= content.rows() == 0;
-        contents.insert(ds, content);
+        // Existence is read before locking, so that the first writers of a
+        // day go straight for the exclusive lock instead of two sharers
+        // both upgrading (a deadlock).
+        let existed = partition_exists(conn, def, ds).await?;
+        if alone || !existed {
+            lock_partition(&mut *conn, &def.name, ds).await?;
+        } else {
+            lock_partition_shared(&mut *conn, &def.name, ds).await?;
+        }
+        if !partition_exists(conn, def, ds).await? {
+            // Dropped meanwhile (rare): creating it needs the lock alone.
+            lock_partition(&mut *conn, &def.name, ds).await?;
+            create_partition(conn, def, ds, load_id).await?;
+        }
+        deltas.insert(ds, ContentDelta::default());
     }
-    Ok((contents, was_empty))
+    Ok(deltas)
 }
 
 async fn delete_tombstoned(
     conn: &mut PgConnection,
     sql: &MergeSql,
-    contents: &mut Contents,
+    deltas: &mut Deltas,
     merged: &mut Merged,
 ) -> StoreResult<()> {
     let MergeSql {
@@ -342,6 +390,7 @@ async fn delete_tombstoned(
         tombstone_newer,
         ..
     } = sql;
+    // DELETE answers the version it removed: the latest, locked one.
     // language=PostgreSQL
     let delete = format!(
         "delete from {parent} t using {INCOMING} s
@@ -351,23 +400,26 @@ async fn delete_tombstoned(
     let mut gone = sqlx::query(&delete).fetch(&mut *conn);
     while let Some(row) = gone.try_next().await? {
         let (ds, hash) = digest_of(&row, sql.grain)?;
-        if let Some(content) = contents.get_mut(&ds) {
-            content.remove(&hash);
+        if let Some(delta) = deltas.get_mut(&ds) {
+            delta.remove(&hash);
         }
         merged.deleted += 1;
     }
     Ok(())
 }
 
-/// New keys first: a plain insert that leaves existing keys alone. When
-/// every row was new (the common case of a feed), that is all.
-async fn insert_new_keys(
+/// Every row in one statement, in key order (so that two writers lock
+/// shared keys in the same order): a new key inserts; an existing one is
+/// replaced when the mode replaces, the incoming version is newer than the
+/// stored one and differs from it. The check runs on the latest committed
+/// version, under its row lock, so the cursor rule holds whoever commits
+/// first. An update keeps the hash it replaced in `_prev_hash`, which the
+/// statement answers beside the new one.
+async fn upsert_rows(
     conn: &mut PgConnection,
     sql: &MergeSql,
     mode: MergeMode,
-    load_id: Uuid,
-    incoming: Incoming,
-    contents: &mut Contents,
+    deltas: &mut Deltas,
     merged: &mut Merged,
 ) -> StoreResult<()> {
     let MergeSql {
@@ -375,157 +427,69 @@ async fn insert_new_keys(
         label,
         all_columns,
         conflict,
-        join,
+        excluded,
+        newer,
         ..
     } = sql;
     let on_conflict = match mode {
         MergeMode::Append => String::new(),
-        MergeMode::InsertMissing | MergeMode::Merge | MergeMode::Patch => {
-            format!("on conflict ({conflict}) do nothing")
-        }
+        MergeMode::InsertMissing => format!("on conflict ({conflict}) do nothing"),
+        MergeMode::Merge | MergeMode::Patch => format!(
+            "on conflict ({conflict}) do update set {excluded}, {PREV_HASH_COLUMN} = t.\"_row_hash\"
+              where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
+        ),
     };
     // language=PostgreSQL
-    let insert = format!(
+    let upsert = format!(
         "insert into {parent} as t ({all_columns})
-         select {all_columns} from {INCOMING} s where not s.\"_deleted\"
-         {on_conflict}"
+         select {all_columns} from {INCOMING} s where not s.\"_deleted\" order by {conflict}
+         {on_conflict}
+      returning {label}, t.\"_row_hash\", t.{PREV_HASH_COLUMN}"
     );
-    let one_day = contents.len() == 1;
-    if !(one_day && !incoming.maybe_repeated && incoming.tombstones == 0) {
-        let returning = format!("{insert} returning {label}, t.\"_row_hash\", null::bytea");
-        return fold_written(conn, &returning, None, sql.grain, contents, merged).await;
-    }
-    // Distinct rows into one day: when all of them are new, the decoder's
-    // hash of the rows is exactly what the day gains, and no row needs to
-    // come back.
-    let written = sqlx::query(&insert)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-    if written == incoming.rows {
-        if let Some(content) = contents.values_mut().next() {
-            content.add_all(&incoming.content);
-        }
-        merged.inserted = written;
-        return Ok(());
-    }
-    // Some keys existed: the rows this load inserted carry its id.
-    // language=PostgreSQL
-    let ours = format!(
-        "select {label}, t.\"_row_hash\", null::bytea
-           from {INCOMING} s join {parent} t on {join} where t.\"_load_id\" = $1"
-    );
-    fold_written(conn, &ours, Some(load_id), sql.grain, contents, merged).await
-}
-
-/// Then the keys that exist: replaced when newer and different. The old
-/// version's digest comes along (read on the statement's snapshot, under the
-/// partition lock), to leave the content hash. Rows this load just inserted
-/// carry its id and are skipped.
-async fn update_existing_keys(
-    conn: &mut PgConnection,
-    sql: &MergeSql,
-    load_id: Uuid,
-    contents: &mut Contents,
-    merged: &mut Merged,
-) -> StoreResult<()> {
-    let MergeSql {
-        parent,
-        label,
-        join,
-        set,
-        newer,
-        ..
-    } = sql;
-    // language=PostgreSQL
-    let update = format!(
-        "update {parent} t set {set}
-           from (select s.*, t.\"_row_hash\" as idem_replaced
-                   from {INCOMING} s join {parent} t on {join}
-                  where not s.\"_deleted\" and {newer} and t.\"_row_hash\" <> s.\"_row_hash\"
-                    and t.\"_load_id\" <> $1) s
-          where {join}
-      returning {label}, t.\"_row_hash\", s.idem_replaced"
-    );
-    fold_written(conn, &update, Some(load_id), sql.grain, contents, merged).await
-}
-
-/// The registry follows: each touched partition's row count and content hash.
-async fn register_contents(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    load_id: Uuid,
-    contents: Contents,
-) -> StoreResult<Vec<PartitionAfter>> {
-    let mut after = Vec::with_capacity(contents.len());
-    for (ds, content) in contents {
-        // language=PostgreSQL
-        sqlx::query(
-            "update idem.partitions
-                set row_count = $3, content_sum = $4, content_sha256 = $5,
-                    body_sha256 = '', rows_received = 0, load_id = $6, published_at = now()
-              where table_name = $1 and ds = $2",
-        )
-        .bind(def.name.as_str())
-        .bind(ds.label())
-        .bind(count(content.rows())?)
-        .bind(&content.sum_bytes()[..])
-        .bind(content.hex())
-        .bind(load_id)
-        .execute(&mut *conn)
-        .await?;
-        after.push(PartitionAfter {
-            ds,
-            row_count: content.rows(),
-            content_sha256: content.hex(),
-        });
-    }
-    Ok(after)
-}
-
-/// Runs a statement that answers the rows it wrote (see `fold`), with the
-/// load's id as `$1` when given, and folds them in.
-async fn fold_written(
-    conn: &mut PgConnection,
-    statement: &str,
-    load_id: Option<Uuid>,
-    grain: Grain,
-    contents: &mut Contents,
-    merged: &mut Merged,
-) -> StoreResult<()> {
-    let mut query = sqlx::query(statement);
-    if let Some(load_id) = load_id {
-        query = query.bind(load_id);
-    }
-    let written = query.fetch_all(&mut *conn).await?;
-    fold(contents, written, grain, merged)
-}
-
-/// Folds written rows (partition, new digest, replaced digest or NULL) into
-/// the partitions' content hashes and the counts.
-fn fold(
-    contents: &mut Contents,
-    rows: Vec<PgRow>,
-    grain: Grain,
-    merged: &mut Merged,
-) -> StoreResult<()> {
-    for row in rows {
-        let (ds, hash) = digest_of(&row, grain)?;
-        let Some(content) = contents.get_mut(&ds) else {
+    let written = sqlx::query(&upsert).fetch_all(&mut *conn).await?;
+    for row in written {
+        let (ds, hash) = digest_of(&row, sql.grain)?;
+        let Some(delta) = deltas.get_mut(&ds) else {
             continue;
         };
-        content.add(&hash);
-        // An update also returns the version it replaced.
-        let replaced: Option<Vec<u8>> = row.try_get(2)?;
-        match replaced {
+        delta.add(&hash);
+        match row.try_get::<Option<Vec<u8>>, _>(2)? {
             None => merged.inserted += 1,
-            Some(old) => {
-                content.remove(&row_hash(old)?);
+            Some(replaced) => {
+                delta.remove(&row_hash(replaced)?);
                 merged.updated += 1;
             }
         }
     }
     Ok(())
+}
+
+/// Each touched partition records what this write changed in it, and is
+/// read back as it stands with the change (and the changes committed
+/// before it).
+async fn record_deltas(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    load_id: Uuid,
+    deltas: Deltas,
+) -> StoreResult<Vec<PartitionAfter>> {
+    let mut after = Vec::with_capacity(deltas.len());
+    for (ds, delta) in deltas {
+        if !delta.is_empty() {
+            contents::record_delta(&mut *conn, &def.name, ds, load_id, &delta).await?;
+        }
+        let live = contents::live(&mut *conn, &def.name, ds)
+            .await?
+            .ok_or(StoreError::Corrupt(
+                "a locked partition has no registry row",
+            ))?;
+        after.push(PartitionAfter {
+            ds,
+            row_count: live.content.rows(),
+            content_sha256: live.content.hex(),
+        });
+    }
+    Ok(after)
 }
 
 fn digest_of(row: &PgRow, grain: Grain) -> StoreResult<(Period, [u8; 32])> {
@@ -552,28 +516,29 @@ pub fn label_sql(def: &TableDef, alias: &str) -> String {
     }
 }
 
-/// The partition's content hash as registered, creating the partition (empty)
-/// when it does not exist yet. Called under the partition's advisory lock.
-async fn ensure_partition(
+/// Whether partition `ds` is registered (and so exists).
+async fn partition_exists(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    ds: Period,
+) -> StoreResult<bool> {
+    Ok(sqlx::query_scalar(
+        "select exists (select from idem.partitions where table_name = $1 and ds = $2)",
+    )
+    .bind(def.name.as_str())
+    .bind(ds.label())
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Creates partition `ds`, empty, and registers it. Under the partition's
+/// exclusive lock, after `partition_exists` said it is missing.
+async fn create_partition(
     conn: &mut PgConnection,
     def: &TableDef,
     ds: Period,
     load_id: Uuid,
-) -> StoreResult<ContentHash> {
-    let row = sqlx::query(
-        "select content_sum, row_count from idem.partitions where table_name = $1 and ds = $2",
-    )
-    .bind(def.name.as_str())
-    .bind(ds.label())
-    .fetch_optional(&mut *conn)
-    .await?;
-    if let Some(row) = row {
-        let sum = row_hash(row.try_get(0)?)?;
-        return Ok(ContentHash::from_parts(
-            &sum,
-            stored_count(row.try_get(1)?)?,
-        ));
-    }
+) -> StoreResult<()> {
     sqlx::query(&format!(
         "create table {} partition of {} for values in ({})",
         partition_table(&def.name, ds),
@@ -596,5 +561,5 @@ async fn ensure_partition(
     .bind(load_id)
     .execute(&mut *conn)
     .await?;
-    Ok(empty)
+    Ok(())
 }

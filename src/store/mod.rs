@@ -6,6 +6,7 @@
 //! parameters or COPY data.
 
 pub mod catalog;
+pub mod contents;
 pub mod error;
 pub mod idempotency;
 pub mod janitor;
@@ -155,6 +156,21 @@ pub async fn lock_partition(
     Ok(())
 }
 
+/// Lets the writers of one partition run side by side while a swap, which
+/// takes the lock exclusively (`lock_partition`), waits for them and they
+/// for it (see `merge`).
+pub async fn lock_partition_shared(
+    conn: &mut PgConnection,
+    table: &TableName,
+    period: Period,
+) -> StoreResult<()> {
+    sqlx::query("select pg_advisory_xact_lock_shared($1)")
+        .bind(lock_key("partition", &[table, &period.label()]))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// The parent (partitioned) table: `idem_data."orders"`.
 pub fn parent_table(table: &TableName) -> String {
     format!("{DATA_SCHEMA}.{}", table.quoted())
@@ -205,6 +221,9 @@ pub fn period_literal(def: &TableDef, period: Period) -> String {
 /// wrote the row), `_row_id` (the row's deterministic id) and `_row_hash`
 /// (SHA-256 of the row's canonical encoding; a partition's content hash is
 /// built from these).
+/// See `column_ddl`.
+pub const PREV_HASH_COLUMN: &str = "\"_prev_hash\"";
+
 pub fn system_columns(def: &TableDef) -> Vec<(&'static str, &'static str)> {
     let mut cols = Vec::with_capacity(4);
     if def.keyed_by_part() {
@@ -231,7 +250,13 @@ pub fn column_ddl(def: &TableDef) -> String {
     let system = system_columns(def)
         .into_iter()
         .map(|(name, ty)| format!("{} {ty} not null", quote_ident(name)));
-    user.chain(system).collect::<Vec<_>>().join(", ")
+    // Set only by a merge's update, to the row hash it replaced (see
+    // `merge::upsert_rows`); NULL otherwise.
+    let replaced = std::iter::once(format!("{PREV_HASH_COLUMN} bytea"));
+    user.chain(system)
+        .chain(replaced)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Every column a COPY tuple or a full row write carries: the user columns,

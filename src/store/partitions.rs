@@ -8,6 +8,7 @@ use sqlx::{Connection, PgConnection};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use super::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
 use super::{
     column_list, lock_partition, parent_table, partition_key, partition_table, period_literal,
     Store, StoreResult,
@@ -16,14 +17,30 @@ use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::TableDef;
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize)]
 pub struct PartitionInfo {
     /// The partition's label (`2026-10-12`, `2026-10-12T13`, `2026-10`).
     pub ds: String,
-    pub rows: i64,
+    pub rows: u64,
     pub content_sha256: String,
     pub load_id: Uuid,
     pub published_at: DateTime<Utc>,
+}
+
+impl From<Live> for PartitionInfo {
+    fn from(live: Live) -> Self {
+        PartitionInfo {
+            ds: live.ds,
+            rows: live.content.rows(),
+            content_sha256: live.content.hex(),
+            load_id: live.load_id,
+            published_at: live.published_at,
+        }
+    }
+}
+
+fn info(row: &sqlx::postgres::PgRow) -> StoreResult<PartitionInfo> {
+    Live::from_row(row).map(PartitionInfo::from)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,14 +117,8 @@ impl Store {
         table: &TableName,
         ds: Period,
     ) -> StoreResult<Option<PartitionInfo>> {
-        Ok(sqlx::query_as(
-            "select ds, row_count as rows, content_sha256, load_id, published_at
-               from idem.partitions where table_name = $1 and ds = $2",
-        )
-        .bind(table.as_str())
-        .bind(ds.label())
-        .fetch_optional(&mut *self.acquire().await?)
-        .await?)
+        let live = contents::live(&mut *self.acquire().await?, table, ds).await?;
+        Ok(live.map(PartitionInfo::from))
     }
 
     /// A table's partitions in date order, after the date `after`.
@@ -117,16 +128,17 @@ impl Store {
         after: Option<Period>,
         limit: i64,
     ) -> StoreResult<Vec<PartitionInfo>> {
-        Ok(sqlx::query_as(
-            "select ds, row_count as rows, content_sha256, load_id, published_at
-               from idem.partitions where table_name = $1 and ($2::text is null or ds > $2)
-              order by ds limit $3",
-        )
-        .bind(table.as_str())
-        .bind(after.map(|p| p.label()))
-        .bind(limit)
-        .fetch_all(&mut *self.acquire().await?)
-        .await?)
+        let sql = format!(
+            "{LIVE_SELECT} where p.table_name = $1 and ($2::text is null or p.ds > $2)
+             {LIVE_GROUP} order by p.ds limit $3"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(table.as_str())
+            .bind(after.map(|p| p.label()))
+            .bind(limit)
+            .fetch_all(&mut *self.acquire().await?)
+            .await?;
+        rows.iter().map(info).collect()
     }
 
     /// Opens a consistent read of partition `ds`: its registry entry now,
@@ -153,14 +165,9 @@ impl Store {
         ))
         .execute(&mut *tx)
         .await?;
-        let info = sqlx::query_as(
-            "select ds, row_count as rows, content_sha256, load_id, published_at
-               from idem.partitions where table_name = $1 and ds = $2",
-        )
-        .bind(def.name.as_str())
-        .bind(ds.label())
-        .fetch_optional(&mut *tx)
-        .await?;
+        let info = contents::live(&mut tx, &def.name, ds)
+            .await?
+            .map(PartitionInfo::from);
         let select = format!(
             "select {} from {} where {} = {}",
             column_list(def),
@@ -186,6 +193,7 @@ impl Store {
         if deleted == 0 {
             return Ok(false);
         }
+        contents::clear_deltas(&mut tx, &def.name, ds).await?;
         let partition = partition_table(&def.name, ds);
         sqlx::query(&format!(
             "alter table {} detach partition {partition}",

@@ -9,8 +9,9 @@
 //! commit, so readers of the table wait for the swap's few catalog updates,
 //! not for the COPY, which happened before.
 
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{Connection, PgConnection};
 
+use super::contents;
 use super::ledger::{self, LoadEntry, LoadStatus};
 use super::stage::staging_table;
 use super::{
@@ -70,28 +71,18 @@ pub struct BodyFacts<'a> {
     pub content: &'a ContentHash,
 }
 
+/// The live partition (its registry row and deltas; see `contents`).
 pub async fn current(
     conn: &mut PgConnection,
     table: &TableName,
     ds: Period,
 ) -> StoreResult<Option<Current>> {
-    let row = sqlx::query(
-        "select content_sha256, body_sha256, row_count, rows_received
-           from idem.partitions where table_name = $1 and ds = $2",
-    )
-    .bind(table.as_str())
-    .bind(ds.label())
-    .fetch_optional(conn)
-    .await?;
-    row.map(|r| {
-        Ok(Current {
-            content_sha256: r.try_get(0)?,
-            body_sha256: r.try_get(1)?,
-            row_count: super::stored_count(r.try_get(2)?)?,
-            rows_received: super::stored_count(r.try_get(3)?)?,
-        })
-    })
-    .transpose()
+    Ok(contents::live(conn, table, ds).await?.map(|live| Current {
+        content_sha256: live.content.hex(),
+        body_sha256: live.body_sha256,
+        row_count: live.content.rows(),
+        rows_received: live.rows_received,
+    }))
 }
 
 pub enum Published {
@@ -238,5 +229,6 @@ async fn register(
     .bind(&body.content.sum_bytes()[..])
     .execute(&mut *tx)
     .await?;
-    Ok(())
+    // The deltas were changes to the partition just replaced.
+    contents::clear_deltas(tx, &def.name, ds).await
 }
