@@ -36,6 +36,9 @@ pub enum ApiError {
     IdempotencyKeyMissing,
     #[error("{0}")]
     IdempotencyKeyInvalid(String),
+    /// The `Host` is not one of `IDEM_ALLOWED_HOSTS`.
+    #[error("{0}")]
+    HostNotAllowed(String),
     #[error(transparent)]
     Name(#[from] NameError),
     #[error(transparent)]
@@ -82,6 +85,7 @@ impl ApiError {
             MethodNotAllowed => "method_not_allowed",
             IdempotencyKeyMissing => "idempotency_key_missing",
             IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
+            HostNotAllowed(_) => "host_not_allowed",
             Name(_) => "invalid_name",
             Schema(e) => e.code(),
             Body(e) => e.code(),
@@ -105,6 +109,9 @@ impl ApiError {
             "table_not_found" => (StatusCode::NOT_FOUND, "Table not found"),
             "not_found" => (StatusCode::NOT_FOUND, "Not found"),
             "method_not_allowed" => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed"),
+            // Not 400: the request is well formed, only addressed to a
+            // name this server does not answer for (RFC 9110, 15.5.20).
+            "host_not_allowed" => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
             "schema_conflict" => (StatusCode::CONFLICT, "Schema conflict"),
             "idempotency_key_in_flight" => (StatusCode::CONFLICT, "Request in flight"),
             "precondition_failed" => (StatusCode::PRECONDITION_FAILED, "Precondition failed"),
@@ -199,6 +206,7 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        response.extensions_mut().insert(ProblemCode(code));
         if let Some(wait) = self.retry_after() {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -210,6 +218,11 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The code of a problem answer, in the response's extensions, for the
+/// metrics that count problems by code.
+#[derive(Clone, Copy, Debug)]
+pub struct ProblemCode(pub &'static str);
 
 #[cfg(test)]
 mod tests {
@@ -243,6 +256,7 @@ mod tests {
                 422,
             ),
             (StoreError::TableChanged(orders()).into(), 409),
+            (ApiError::HostNotAllowed("x".into()), 421),
             (StoreError::PreconditionFailed("x".into()).into(), 412),
             (
                 WriteError::Store(StoreError::KeyInFlight {

@@ -9,16 +9,16 @@ use axum::routing::post;
 use axum::Router;
 use serde::Deserialize;
 
+use super::observe::RequestSpan;
 use super::{
-    body_limits, body_source, idempotency_key, keyed_request, keyed_response, ApiQuery, AppState,
-    BodyKind, Caller,
+    body_limits, body_source, idempotency_key, keyed_request, keyed_response, spawn_write,
+    ApiQuery, AppState, BodyKind, Caller,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
 use crate::pipeline::keyed::Write;
 use crate::pipeline::rows::PostRows;
-use crate::pipeline::WriteError;
 use crate::store::merge::MergeMode;
 
 pub fn router() -> Router<AppState> {
@@ -46,9 +46,9 @@ fn parse_mode(mode: Option<&str>) -> ApiResult<Option<MergeMode>> {
     })
 }
 
-#[tracing::instrument(skip_all, fields(table = query.table.as_deref()))]
 async fn post_rows(
     State(state): State<AppState>,
+    span: RequestSpan,
     caller: Caller,
     OriginalUri(uri): OriginalUri,
     ApiQuery(query): ApiQuery<RowsQuery>,
@@ -60,23 +60,25 @@ async fn post_rows(
         ApiError::InvalidRequest("the table query parameter is required: POST /rows?table=…".into())
     })?;
     let table = TableName::parse(&table)?;
+    span.record("table", tracing::field::display(&table));
     let mode = parse_mode(query.mode.as_deref())?;
     let limits = body_limits(&state.settings, BodyKind::Rows);
     let body = body_source(&headers, body, limits, DigestMode::Take)?;
     let principal = caller.principal.clone();
     let request = keyed_request(caller, key.clone(), "POST", &uri, &headers);
     let write = Write::Rows(PostRows {
-        table,
+        table: table.clone(),
         mode,
         body,
         principal,
         idempotency_key: key,
     });
     let pipeline = state.pipeline();
-    // Spawned, so that a client hanging up cannot cancel the write between
-    // two statements; a body cut short fails it cleanly instead.
-    let answer = tokio::spawn(async move { pipeline.run_keyed(request, write).await })
-        .await
-        .map_err(WriteError::from)??;
-    Ok(keyed_response(answer))
+    match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {
+        Ok(answer) => Ok(keyed_response(&state, &span, &table, answer)),
+        Err(e) => {
+            state.saw_refusal(&table, &e);
+            Err(e)
+        }
+    }
 }

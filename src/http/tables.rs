@@ -59,7 +59,6 @@ async fn get_table(
     Ok(Json(table_info(&state, table).await?))
 }
 
-#[tracing::instrument(skip(state, body))]
 async fn put_table(
     State(state): State<AppState>,
     TablePath(table): TablePath,
