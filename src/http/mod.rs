@@ -9,6 +9,7 @@ pub mod partitions;
 pub mod rows;
 pub mod tables;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,6 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 
 use serde::de::DeserializeOwned;
-use std::future::Future;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
