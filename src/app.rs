@@ -3,13 +3,14 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Request};
-use axum::Router;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
+use axum::{middleware, Router};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
@@ -19,26 +20,40 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::TraceLayer;
 
 use crate::config::{LogFormat, ServeArgs};
 pub use crate::http::AppState;
+use crate::http::{edge, observe};
+use crate::metrics::Metrics;
 use crate::store::contents::FOLD_AFTER;
 use crate::store::Store;
 
+/// The routes and, from the inside out, what every request goes through:
+/// a panic answered as a problem, the `Host` allow-list, a JSON answer's
+/// final newline, CORS, and the request's id, log line and metrics. (Each
+/// `layer` wraps every route, so all of them see the matched route.)
 pub fn app(state: AppState) -> Router {
-    crate::http::router()
+    let routes = crate::http::router()
         // Every route, the fallback included: no request reaches a handler
         // (or learns which paths exist) without a token, but the open ones.
-        .layer(axum::middleware::from_fn_with_state(
+        .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::http::auth::authenticate,
         ))
-        .with_state(state)
+        .with_state(state.clone())
         // Bodies are streamed and limited by idem itself (IDEM_MAX_BODY_BYTES).
         .layer(DefaultBodyLimit::disable())
-        .layer(TraceLayer::new_for_http())
-        .layer(CatchPanicLayer::new())
+        .layer(CatchPanicLayer::custom(edge::panicked))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            edge::check_host,
+        ))
+        .layer(middleware::map_response(edge::end_json_with_newline));
+    let routes = match edge::cors(&state.settings.cors_origins) {
+        Some(cors) => routes.layer(cors),
+        None => routes,
+    };
+    routes.layer(middleware::from_fn_with_state(state, observe::observe))
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then lets
@@ -51,7 +66,7 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let maintenance = tokio::spawn(maintain(state.store.clone()));
+    let maintenance = tokio::spawn(maintain(state.store.clone(), state.metrics.clone()));
     let folding = tokio::spawn(fold_deltas(state.store.clone()));
     let header_timeout = Duration::from_secs(state.settings.header_timeout_secs);
     let clients = ClientConnections::new(state.settings.max_connections_per_client);
@@ -76,11 +91,15 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(
-            router
-                .clone()
-                .map_request(|request: Request<Incoming>| request.map(Body::new)),
-        );
+        // The peer's address goes with each request (`/metrics` may be
+        // open to local peers).
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |request: Request<Incoming>| {
+                let mut request = request.map(Body::new);
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            },
+        ));
         let mut builder = ConnectionBuilder::new(TokioExecutor::new());
         builder
             .http1()
@@ -158,7 +177,8 @@ async fn refuse_connection(mut stream: tokio::net::TcpStream) {
         r#"{"type":"https://idem.dev/problems/too-many-connections","#,
         r#""title":"Too many connections","status":429,"#,
         r#""detail":"this client has too many connections open; reuse one or retry later","#,
-        r#""code":"too_many_connections"}"#
+        r#""code":"too_many_connections"}"#,
+        "\n"
     );
     let answer = format!(
         "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/problem+json\r\n\
@@ -196,29 +216,46 @@ async fn fold_deltas(store: Store) {
     }
 }
 
-async fn maintain(store: Store) {
+async fn maintain(store: Store, metrics: Arc<Metrics>) {
     let mut tick = tokio::time::interval(MAINTAIN_EVERY);
     loop {
         tick.tick().await;
         match store.reap_keys().await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(reaped = n, "removed expired idempotency keys"),
+            Ok(n) => {
+                metrics.keys_reaped(n);
+                tracing::info!(reaped = n, "removed expired idempotency keys");
+            }
             Err(e) => tracing::warn!(error = %e, "could not reap idempotency keys"),
         }
         match store.sweep_stages().await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(swept = n, "removed stages left behind"),
+            Ok(n) => {
+                metrics.stages_swept(n);
+                tracing::info!(swept = n, "removed stages left behind");
+            }
             Err(e) => tracing::warn!(error = %e, "could not sweep stages"),
         }
     }
 }
 
+/// Logs to stderr (stdout carries only the `idem serving on` line), in
+/// colour only on a terminal. A JSON line holds the event's fields and
+/// those of its span (a request's id, route, table…) as `span`.
 pub fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "idem=info,tower_http=info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+        .unwrap_or_else(|_| "idem=info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
         LogFormat::Text => builder.try_init(),
     };
 }
@@ -230,15 +267,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store =
         Store::connect(args.database.database_url.expose(), args.database.pool_size).await?;
     store.migrate().await?;
-    let swept = store.sweep_stages().await?;
+    let state = AppState::new(store, args.settings);
+    let swept = state.store.sweep_stages().await?;
     if swept > 0 {
+        state.metrics.stages_swept(swept);
         tracing::info!(swept, "removed stages left behind");
     }
     let listener = TcpListener::bind(args.listen).await?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, "idem listening");
     println!("idem serving on http://{addr}");
-    let state = AppState::new(store, args.settings);
     let grace = Duration::from_secs(args.shutdown_grace_secs);
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, state, async move {

@@ -133,6 +133,79 @@ pub struct Settings {
     /// anonymous principal. For a laptop only; a warning is logged at start.
     #[arg(long, env = "IDEM_INSECURE_NO_AUTH", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub insecure_no_auth: bool,
+    /// Serve `GET /metrics` without a token to peers on loopback or a
+    /// private network (RFC 1918, IPv6 unique local, link-local), so a
+    /// scraper beside idem needs no secret. Leave it off behind a proxy on
+    /// such an address: every client would come through it.
+    #[arg(long, env = "IDEM_METRICS_OPEN_TO_LOCAL", default_value_t = false, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub metrics_open_to_local: bool,
+    /// Origins (`https://app.example.com`, comma-separated) whose browser
+    /// pages may call the API (CORS); none when empty, the default.
+    #[arg(long, env = "IDEM_CORS_ORIGINS", default_value = "", value_parser = parse_origins)]
+    pub cors_origins: CommaList,
+    /// `Host` header values idem answers (`idem.example.com` for any port,
+    /// or `idem.example.com:8080`; comma-separated); any when empty, the
+    /// default. Others get 421: a page on another site that rebinds its
+    /// name to idem's address (DNS rebinding) is refused.
+    #[arg(long, env = "IDEM_ALLOWED_HOSTS", default_value = "", value_parser = parse_hosts)]
+    pub allowed_hosts: CommaList,
+}
+
+/// A setting's comma-separated values, each trimmed and lowercased; empty
+/// pieces are dropped, so an empty variable is an empty list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommaList(pub Vec<String>);
+
+impl CommaList {
+    fn parse(text: &str, check: fn(&str) -> Result<(), String>) -> Result<CommaList, String> {
+        let values: Vec<String> = text
+            .split(',')
+            .map(|piece| piece.trim().to_ascii_lowercase())
+            .filter(|piece| !piece.is_empty())
+            .collect();
+        values.iter().try_for_each(|value| check(value))?;
+        Ok(CommaList(values))
+    }
+}
+
+impl std::ops::Deref for CommaList {
+    type Target = [String];
+    fn deref(&self) -> &[String] {
+        &self.0
+    }
+}
+
+fn parse_origins(text: &str) -> Result<CommaList, String> {
+    CommaList::parse(text, check_origin)
+}
+
+fn parse_hosts(text: &str) -> Result<CommaList, String> {
+    CommaList::parse(text, check_host)
+}
+
+/// A CORS origin as browsers send it: `http(s)://host[:port]`.
+fn check_origin(origin: &str) -> Result<(), String> {
+    let host = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+        .unwrap_or("");
+    if host.is_empty() || !host.bytes().all(|b| b.is_ascii_graphic() && b != b'/') {
+        return Err(format!(
+            "{origin:?} is not an origin: scheme://host[:port], no path (e.g. https://app.example.com)"
+        ));
+    }
+    Ok(())
+}
+
+/// A `Host` value: a host name or address, with or without a port.
+fn check_host(host: &str) -> Result<(), String> {
+    if !host.bytes().all(|b| b.is_ascii_graphic() && b != b'/') {
+        return Err(format!(
+            "{host:?} is not a host: a name or address, with or without :port (e.g. idem.example.com)"
+        ));
+    }
+    Ok(())
 }
 
 impl Settings {
@@ -181,6 +254,9 @@ impl Default for Settings {
             idempotency_retention_secs: 72 * 3600,
             admin_token: None,
             insecure_no_auth: false,
+            metrics_open_to_local: false,
+            cors_origins: CommaList::default(),
+            allowed_hosts: CommaList::default(),
         }
     }
 }
@@ -261,5 +337,33 @@ mod tests {
         let parsed = Only::parse_from(["idem"]).settings;
         let coded = Settings::default();
         assert_eq!(format!("{parsed:?}"), format!("{coded:?}"));
+    }
+
+    #[test]
+    fn lists_are_comma_separated_and_a_bare_flag_is_true() {
+        let parsed = Only::parse_from([
+            "idem",
+            "--cors-origins",
+            "https://App.example.com, http://localhost:3000",
+            "--allowed-hosts",
+            "idem.example.com,[::1]:8080",
+            "--metrics-open-to-local",
+        ])
+        .settings;
+        assert_eq!(
+            *parsed.cors_origins,
+            ["https://app.example.com", "http://localhost:3000"]
+        );
+        assert_eq!(*parsed.allowed_hosts, ["idem.example.com", "[::1]:8080"]);
+        let empty = Only::parse_from(["idem", "--allowed-hosts", " , "]).settings;
+        assert!(empty.allowed_hosts.is_empty());
+        assert!(parsed.metrics_open_to_local);
+        for bad in [
+            ["idem", "--cors-origins", "app.example.com"],
+            ["idem", "--cors-origins", "https://app.example.com/"],
+            ["idem", "--allowed-hosts", "a b"],
+        ] {
+            assert!(Only::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -48,6 +48,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     InvalidTokenRequest(String),
+    /// The `Host` is not one of `IDEM_ALLOWED_HOSTS`.
+    #[error("{0}")]
+    HostNotAllowed(String),
     #[error(transparent)]
     Name(#[from] NameError),
     #[error(transparent)]
@@ -97,6 +100,7 @@ impl ApiError {
             Unauthorized { .. } => "unauthorized",
             Forbidden(_) => "forbidden",
             InvalidTokenRequest(_) => "invalid_token_request",
+            HostNotAllowed(_) => "host_not_allowed",
             Name(_) => "invalid_name",
             Schema(e) => e.code(),
             Body(e) => e.code(),
@@ -123,6 +127,9 @@ impl ApiError {
             "table_not_found" => (StatusCode::NOT_FOUND, "Table not found"),
             "not_found" => (StatusCode::NOT_FOUND, "Not found"),
             "method_not_allowed" => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed"),
+            // Not 400: the request is well formed, only addressed to a
+            // name this server does not answer for (RFC 9110, 15.5.20).
+            "host_not_allowed" => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
             "schema_conflict" => (StatusCode::CONFLICT, "Schema conflict"),
             "idempotency_key_in_flight" => (StatusCode::CONFLICT, "Request in flight"),
             "precondition_failed" => (StatusCode::PRECONDITION_FAILED, "Precondition failed"),
@@ -228,6 +235,7 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static(challenge),
             );
         }
+        response.extensions_mut().insert(ProblemCode(code));
         if let Some(wait) = self.retry_after() {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -239,6 +247,11 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The code of a problem answer, in the response's extensions, for the
+/// metrics that count problems by code.
+#[derive(Clone, Copy, Debug)]
+pub struct ProblemCode(pub &'static str);
 
 #[cfg(test)]
 mod tests {
@@ -272,6 +285,7 @@ mod tests {
                 422,
             ),
             (StoreError::TableChanged(orders()).into(), 409),
+            (ApiError::HostNotAllowed("x".into()), 421),
             (StoreError::PreconditionFailed("x".into()).into(), 412),
             (
                 WriteError::Store(StoreError::KeyInFlight {

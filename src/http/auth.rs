@@ -8,6 +8,12 @@ use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use std::net::SocketAddr;
+
+use axum::extract::ConnectInfo;
+
+use super::observe::RequestSpan;
+use super::ops::{is_local, METRICS_PATH};
 use super::AppState;
 use crate::access::{digests_equal, secret_digest, Actor, Grants, Scope};
 use crate::error::{ApiError, ApiResult};
@@ -39,6 +45,26 @@ impl Caller {
             },
             grants: Grants::all(),
         }
+    }
+
+    /// A scraper let in by `local_scrape`: it may do nothing but scrape.
+    fn local_scraper() -> Caller {
+        Caller {
+            principal: "local-scraper".into(),
+            actor: Actor {
+                token_id: None,
+                token_name: "local-scraper".into(),
+            },
+            grants: Grants {
+                scopes: Vec::new(),
+                tables: Vec::new(),
+            },
+        }
+    }
+
+    /// Whether this is the tokenless local scraper.
+    pub fn is_local_scraper(&self) -> bool {
+        self.principal == "local-scraper" && self.actor.token_id.is_none()
     }
 
     fn bootstrap_admin() -> Caller {
@@ -84,14 +110,31 @@ pub async fn authenticate(
     if OPEN_PATHS.contains(&request.uri().path()) {
         return next.run(request).await;
     }
-    match caller_of(&state, request.headers()).await {
+    let caller = if local_scrape(&state, &request) {
+        Ok(Caller::local_scraper())
+    } else {
+        caller_of(&state, request.headers()).await
+    };
+    match caller {
         Ok(caller) => {
-            tracing::Span::current().record("token", caller.actor.token_name.as_str());
+            if let Some(span) = request.extensions().get::<RequestSpan>() {
+                span.record("token", caller.actor.token_name.clone());
+            }
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
         Err(e) => e.into_response(),
     }
+}
+
+/// A tokenless `GET /metrics` from loopback or a private network, with
+/// `IDEM_METRICS_OPEN_TO_LOCAL`: let in, with no grants.
+fn local_scrape(state: &AppState, request: &Request) -> bool {
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>();
+    state.settings.metrics_open_to_local
+        && request.uri().path() == METRICS_PATH
+        && !request.headers().contains_key(header::AUTHORIZATION)
+        && peer.is_some_and(|ConnectInfo(addr)| is_local(addr.ip()))
 }
 
 async fn caller_of(state: &AppState, headers: &HeaderMap) -> ApiResult<Caller> {

@@ -1,8 +1,10 @@
 //! The HTTP surface: one module per resource, each with its own `router()`.
 
 pub mod auth;
+pub mod edge;
 pub mod idempotency_keys;
 pub mod loads;
+pub mod observe;
 pub mod ops;
 pub mod partitions;
 pub mod rows;
@@ -11,6 +13,7 @@ pub mod tokens;
 
 pub use auth::Caller;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,21 +26,26 @@ use axum::{Json, Router};
 
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use crate::config::Settings;
 use crate::error::{ApiError, ApiResult};
+use crate::metrics::{Metrics, PoolGauges, RowCounts};
 use crate::names::TableName;
 use crate::period::{Grain, Period};
 use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode};
 use crate::pipeline::keyed::{KeyedAnswer, KeyedRequest};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, WriteError, WriteResult};
 use crate::store::Store;
+use observe::RequestSpan;
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
     pub settings: Arc<Settings>,
+    /// This server's own counters (see `crate::metrics`).
+    pub metrics: Arc<Metrics>,
     /// Turns for writes (see `Settings::max_concurrent_loads`).
     load_slots: Arc<Semaphore>,
     /// The SHA-256 of the bootstrap admin token, if there is one.
@@ -49,6 +57,7 @@ impl AppState {
         let slots = settings.load_slots(store.pool_size());
         AppState {
             store,
+            metrics: Arc::default(),
             load_slots: Arc::new(Semaphore::new(usize::try_from(slots).unwrap_or(1))),
             admin_digest: settings
                 .admin_token
@@ -64,6 +73,46 @@ impl AppState {
             store: self.store.clone(),
             settings: self.settings.clone(),
             load_slots: self.load_slots.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    /// The pool and the turns to write, as they are now.
+    pub fn pool_gauges(&self) -> PoolGauges {
+        let pool = self.store.pool_state();
+        PoolGauges {
+            open: pool.open.into(),
+            idle: pool.idle,
+            waiting: pool.waiting,
+            max: pool.max.into(),
+            load_slots_free: u64::try_from(self.load_slots.available_permits()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Counts what a write to `table` did (a replay wrote nothing and
+    /// counts as a replay), and puts its load id on the request's log line.
+    fn saw_answer(&self, span: &RequestSpan, table: &TableName, answer: &KeyedAnswer) {
+        if let Some(load_id) = answer.body.get("load_id").and_then(|id| id.as_str()) {
+            span.record("load_id", tracing::field::display(load_id));
+        }
+        match answer.counts {
+            Some(counts) => self.metrics.rows(table.as_str(), counts),
+            None => self.metrics.replay(table.as_str()),
+        }
+    }
+
+    /// Counts the rows a refused write to `table` read, and the bad ones.
+    fn saw_refusal(&self, table: &TableName, error: &ApiError) {
+        let ApiError::Write(error) = error else {
+            return;
+        };
+        let counts = RowCounts {
+            received: error.rows_received(),
+            rejected: error.rejected(),
+            ..RowCounts::default()
+        };
+        if counts.received > 0 || counts.rejected > 0 {
+            self.metrics.rows(table.as_str(), counts);
         }
     }
 }
@@ -154,7 +203,9 @@ impl<S: Send + Sync> FromRequestParts<S> for TablePath {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let ApiPath(table) = ApiPath::<String>::from_request_parts(parts, state).await?;
-        Ok(TablePath(TableName::parse(&table)?))
+        let table = TableName::parse(&table)?;
+        RequestSpan::of(parts).record("table", tracing::field::display(&table));
+        Ok(TablePath(table))
     }
 }
 
@@ -169,7 +220,13 @@ impl<S: Send + Sync> FromRequestParts<S> for PartitionPath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let ApiPath((table, ds)) =
             ApiPath::<(String, String)>::from_request_parts(parts, state).await?;
-        Ok(PartitionPath(TableName::parse(&table)?, ds))
+        let table = TableName::parse(&table)?;
+        let span = RequestSpan::of(parts);
+        span.record("table", tracing::field::display(&table));
+        // As sent (it is read once the table's grain is known), and cut
+        // short: a path may be long.
+        span.record("ds", ds.chars().take(40).collect::<String>().as_str());
+        Ok(PartitionPath(table, ds))
     }
 }
 
@@ -254,6 +311,16 @@ pub fn keyed_request(
     }
 }
 
+/// Runs a write on a task of its own, in the request's span: a client
+/// hanging up cannot cancel it between two statements (a body cut short
+/// fails it cleanly instead).
+pub async fn spawn_write<T: Send + 'static>(
+    write: impl Future<Output = WriteResult<T>> + Send + 'static,
+) -> ApiResult<T> {
+    let joined = tokio::spawn(write.in_current_span()).await;
+    Ok(joined.map_err(WriteError::from)??)
+}
+
 /// What a write's body is: a whole partition or a batch of rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BodyKind {
@@ -302,8 +369,14 @@ pub fn etag(content_sha256: &str) -> HeaderValue {
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// A keyed write's answer: the receipt, `Idempotent-Replayed`, and for a
-/// PUT the partition's `ETag`.
-pub fn keyed_response(answer: KeyedAnswer) -> Response {
+/// PUT the partition's `ETag`; counted, and its load id logged.
+pub fn keyed_response(
+    state: &AppState,
+    span: &RequestSpan,
+    table: &TableName,
+    answer: KeyedAnswer,
+) -> Response {
+    state.saw_answer(span, table, &answer);
     let status =
         axum::http::StatusCode::from_u16(answer.status).unwrap_or(axum::http::StatusCode::OK);
     let mut response = (status, Json(answer.body)).into_response();

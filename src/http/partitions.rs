@@ -11,15 +11,17 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::observe::RequestSpan;
 use super::{
     body_limits, body_source, etag, idempotency_key, keyed_request, keyed_response, page,
-    page_limit, parse_period, ApiQuery, AppState, BodyKind, Caller, PartitionPath, TablePath,
+    page_limit, parse_period, spawn_write, ApiQuery, AppState, BodyKind, Caller, PartitionPath,
+    TablePath,
 };
 use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
-use crate::pipeline::keyed::Write;
+use crate::pipeline::keyed::{KeyedRequest, Write};
 use crate::pipeline::partition::PutPartition;
 use crate::pipeline::WriteError;
 use crate::schema::TableDef;
@@ -109,9 +111,9 @@ fn no_partition(table: &TableName, ds: Period) -> ApiError {
     ApiError::NotFound(format!("table {table:?} has no partition {ds}"))
 }
 
-#[tracing::instrument(skip(state, caller, uri, headers, body))]
 async fn put_partition(
     State(state): State<AppState>,
+    span: RequestSpan,
     caller: Caller,
     OriginalUri(uri): OriginalUri,
     PartitionPath(table, ds): PartitionPath,
@@ -135,36 +137,43 @@ async fn put_partition(
     let ds = parse_period(&ds, grain)?;
     let limits = body_limits(&state.settings, BodyKind::Partition);
     let body = body_source(&headers, body, limits, digest)?;
+    let actor = caller.actor.clone();
+    let keyed = key.map(|key| keyed_request(caller, key, "PUT", &uri, &headers));
     let request = PutPartition {
-        table,
+        table: table.clone(),
         ds,
         body,
         conditions,
-        actor: caller.actor.clone(),
+        actor,
     };
+    let written = run_put(&state, &span, keyed, request).await;
+    if let Err(e) = &written {
+        state.saw_refusal(&table, e);
+    }
+    written
+}
+
+/// The PUT itself, under its Idempotency-Key or not; its answer counted,
+/// its load id logged.
+async fn run_put(
+    state: &AppState,
+    span: &RequestSpan,
+    keyed: Option<KeyedRequest>,
+    request: PutPartition,
+) -> ApiResult<Response> {
     let pipeline = state.pipeline();
-    // Spawned, so that a client hanging up cannot cancel the load between
-    // two statements; a body cut short fails the load cleanly instead.
-    let response = match key {
-        Some(key) => {
-            let keyed = keyed_request(caller, key, "PUT", &uri, &headers);
-            let write = Write::Partition(request);
-            let answer = tokio::spawn(async move { pipeline.run_keyed(keyed, write).await })
-                .await
-                .map_err(WriteError::from)??;
-            keyed_response(answer)
-        }
-        None => {
-            let receipt =
-                tokio::spawn(async move { pipeline.put_partition_unkeyed(request).await })
-                    .await
-                    .map_err(WriteError::from)??;
-            let etag = etag(receipt.etag());
-            let mut response = (StatusCode::OK, Json(receipt)).into_response();
-            response.headers_mut().insert(header::ETAG, etag);
-            response
-        }
-    };
+    let table = request.table.clone();
+    if let Some(keyed) = keyed {
+        let write = Write::Partition(request);
+        let answer = spawn_write(async move { pipeline.run_keyed(keyed, write).await }).await?;
+        return Ok(keyed_response(state, span, &table, answer));
+    }
+    let receipt = spawn_write(async move { pipeline.put_partition_unkeyed(request).await }).await?;
+    span.record("load_id", tracing::field::display(receipt.load_id));
+    state.metrics.rows(table.as_str(), receipt.counts());
+    let etag = etag(receipt.etag());
+    let mut response = (StatusCode::OK, Json(receipt)).into_response();
+    response.headers_mut().insert(header::ETAG, etag);
     Ok(response)
 }
 

@@ -9,9 +9,10 @@ use axum::routing::post;
 use axum::Router;
 use serde::Deserialize;
 
+use super::observe::RequestSpan;
 use super::{
-    body_limits, body_source, idempotency_key, keyed_request, keyed_response, ApiQuery, AppState,
-    BodyKind, Caller,
+    body_limits, body_source, idempotency_key, keyed_request, keyed_response, spawn_write,
+    ApiQuery, AppState, BodyKind, Caller,
 };
 use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
@@ -19,7 +20,6 @@ use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
 use crate::pipeline::keyed::Write;
 use crate::pipeline::rows::PostRows;
-use crate::pipeline::WriteError;
 use crate::store::merge::MergeMode;
 
 pub fn router() -> Router<AppState> {
@@ -47,9 +47,9 @@ fn parse_mode(mode: Option<&str>) -> ApiResult<Option<MergeMode>> {
     })
 }
 
-#[tracing::instrument(skip_all, fields(table = query.table.as_deref()))]
 async fn post_rows(
     State(state): State<AppState>,
+    span: RequestSpan,
     caller: Caller,
     OriginalUri(uri): OriginalUri,
     ApiQuery(query): ApiQuery<RowsQuery>,
@@ -62,6 +62,7 @@ async fn post_rows(
     })?;
     let table = TableName::parse(&table)?;
     caller.require(Scope::Write, &table)?;
+    span.record("table", tracing::field::display(&table));
     let mode = parse_mode(query.mode.as_deref())?;
     let limits = body_limits(&state.settings, BodyKind::Rows);
     let body = body_source(&headers, body, limits, DigestMode::Take)?;
@@ -69,7 +70,7 @@ async fn post_rows(
     let actor = caller.actor.clone();
     let request = keyed_request(caller, key.clone(), "POST", &uri, &headers);
     let write = Write::Rows(PostRows {
-        table,
+        table: table.clone(),
         mode,
         body,
         principal,
@@ -77,10 +78,11 @@ async fn post_rows(
         actor,
     });
     let pipeline = state.pipeline();
-    // Spawned, so that a client hanging up cannot cancel the write between
-    // two statements; a body cut short fails it cleanly instead.
-    let answer = tokio::spawn(async move { pipeline.run_keyed(request, write).await })
-        .await
-        .map_err(WriteError::from)??;
-    Ok(keyed_response(answer))
+    match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {
+        Ok(answer) => Ok(keyed_response(&state, &span, &table, answer)),
+        Err(e) => {
+            state.saw_refusal(&table, &e);
+            Err(e)
+        }
+    }
 }

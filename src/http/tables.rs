@@ -66,7 +66,6 @@ async fn get_table(
 }
 
 /// Declaring needs `write` on the table (or `admin`).
-#[tracing::instrument(skip(state, caller, body))]
 async fn put_table(
     State(state): State<AppState>,
     caller: Caller,

@@ -19,6 +19,7 @@ use super::body::{classify_read_error, BodyDigest, BodySource};
 use super::partition::{PutConnections, PutPartition};
 use super::rows::PostRows;
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::metrics::RowCounts;
 use crate::store::idempotency::{complete_key, Claim, Completion, StoredKey};
 
 /// What the fingerprint of a keyed request is made of.
@@ -46,6 +47,8 @@ pub struct KeyedAnswer {
     pub body: serde_json::Value,
     pub etag: Option<String>,
     pub replayed: bool,
+    /// What the write did; `None` for a replay, which wrote nothing.
+    pub counts: Option<RowCounts>,
 }
 
 impl Write {
@@ -146,15 +149,19 @@ impl Pipeline {
         tx: &mut PgConnection,
         stage_conn: Option<&mut PgConnection>,
     ) -> WriteResult<KeyedAnswer> {
-        let (body, etag) = match write {
-            Write::Rows(rows) => (json(&self.write_rows(rows, ticket, tx).await?), None),
+        let (body, etag, counts) = match write {
+            Write::Rows(rows) => {
+                let receipt = self.write_rows(rows, ticket, tx).await?;
+                (json(&receipt), None, receipt.counts())
+            }
             Write::Partition(put) => {
                 let conns = PutConnections {
                     stage: stage_conn.expect("a PUT's stage connection is taken first"),
                     key_tx: Some(tx),
                 };
                 let receipt = self.replace_partition(put, ticket, conns).await?;
-                (json(&receipt), Some(receipt.etag().to_string()))
+                let etag = Some(receipt.etag().to_string());
+                (json(&receipt), etag, receipt.counts())
             }
         };
         Ok(KeyedAnswer {
@@ -162,6 +169,7 @@ impl Pipeline {
             body,
             etag,
             replayed: false,
+            counts: Some(counts),
         })
     }
 }
@@ -187,6 +195,7 @@ async fn replay(
         body,
         etag: stored.response_etag,
         replayed: true,
+        counts: None,
     })
 }
 

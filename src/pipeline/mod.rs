@@ -31,6 +31,7 @@ use crate::config::Settings;
 use crate::ingest::infer::infer_table;
 use crate::ingest::BodyFormat;
 use crate::ingest::EncodeOptions;
+use crate::metrics::Metrics;
 use crate::names::{ColumnName, TableName};
 use crate::period::Period;
 use crate::schema::{TableDef, DEFAULT_PARTITION_COLUMN};
@@ -54,6 +55,7 @@ pub struct Pipeline {
     /// A write holds one while it holds database connections, so that
     /// writes never take the whole pool.
     pub load_slots: Arc<Semaphore>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Pipeline {

@@ -9,6 +9,7 @@
 //! order-independent content hash, and change nothing either.
 
 use std::io;
+use std::time::Instant;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -22,6 +23,7 @@ use super::decode::{self, DecodeJob, Decoded, RepeatCheck, CHUNK_BYTES};
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::{BodyFormat, EncodeOptions};
+use crate::metrics::{Metrics, RowCounts};
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::TableDef;
@@ -51,6 +53,16 @@ impl Receipt {
     /// The partition's entity tag after this write (its content hash).
     pub fn etag(&self) -> &str {
         &self.content_sha256
+    }
+
+    /// What this write did, in the counts `/metrics` keeps.
+    pub fn counts(&self) -> RowCounts {
+        RowCounts {
+            received: self.rows_received,
+            written: self.rows_written,
+            duplicates: self.duplicates,
+            rejected: self.rejected,
+        }
     }
 
     /// The ledger's entry for this receipt.
@@ -186,6 +198,7 @@ impl Pipeline {
             ds,
             conditions: &conditions,
             new_table,
+            metrics: &self.metrics,
         };
         stage.run(job, body, conn, key_tx).await
     }
@@ -220,6 +233,7 @@ struct StagedPut<'a> {
     conditions: &'a Conditions,
     /// The table is created when the stage is published.
     new_table: bool,
+    metrics: &'a Metrics,
 }
 
 impl StagedPut<'_> {
@@ -311,8 +325,14 @@ impl StagedPut<'_> {
             body,
             conditions: self.conditions,
         };
+        // Timed here rather than in the store: the swap's cost as a write
+        // sees it, lock waits included.
+        let started = Instant::now();
         let published = publish(conn, swap, &mut entry).await?;
-        if let Published::Unchanged = published {
+        let swapped = matches!(published, Published::Swapped);
+        self.metrics
+            .swap(def.name.as_str(), swapped, started.elapsed());
+        if !swapped {
             receipt.changed = false;
             receipt.rows_written = 0;
         }

@@ -12,6 +12,7 @@ use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::EncodeOptions;
+use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::TableDef;
@@ -167,6 +168,16 @@ impl RowsReceipt {
             changed: rows_written > 0,
             replayed: false,
             partitions: merged.partitions,
+        }
+    }
+
+    /// What this write did, in the counts `/metrics` keeps.
+    pub fn counts(&self) -> RowCounts {
+        RowCounts {
+            received: self.rows_received,
+            written: self.rows_written,
+            duplicates: self.duplicates,
+            rejected: self.rejected,
         }
     }
 

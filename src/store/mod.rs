@@ -18,6 +18,8 @@ pub mod stage;
 pub mod tokens;
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -40,6 +42,36 @@ pub const STAGING_SCHEMA: &str = "idem_staging";
 #[derive(Clone)]
 pub struct Store {
     pool: PgPool,
+    /// Calls of `acquire` waiting for a connection now (sqlx does not say).
+    waiting: Arc<AtomicU64>,
+}
+
+/// The pool as it is now.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolState {
+    /// Connections open, idle or in use.
+    pub open: u32,
+    pub idle: u64,
+    /// Tasks waiting in `Store::acquire`.
+    pub waiting: u64,
+    pub max: u32,
+}
+
+/// Counts a wait for a connection until it ends, however it ends (a
+/// request dropped mid-wait included).
+struct Waiting<'a>(&'a AtomicU64);
+
+impl<'a> Waiting<'a> {
+    fn start(count: &'a AtomicU64) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Store {
@@ -60,11 +92,14 @@ impl Store {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        Ok(Store { pool })
+        Ok(Store::from_pool(pool))
     }
 
     pub fn from_pool(pool: PgPool) -> Store {
-        Store { pool }
+        Store {
+            pool,
+            waiting: Arc::default(),
+        }
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -76,12 +111,25 @@ impl Store {
         self.pool.options().get_max_connections()
     }
 
+    /// How many connections are open, idle, and waited for.
+    pub fn pool_state(&self) -> PoolState {
+        PoolState {
+            open: self.pool.size(),
+            idle: u64::try_from(self.pool.num_idle()).unwrap_or(u64::MAX),
+            waiting: self.waiting.load(Ordering::Relaxed),
+            max: self.pool_size(),
+        }
+    }
+
     /// A connection of the pool's. Every statement of the store's takes its
     /// connection here, so that a wait that times out says why: every
     /// connection busy (`Busy`), or connections the pool could open and
     /// could not (`Unavailable`: the database is away).
     pub async fn acquire(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
-        match self.pool.acquire().await {
+        let waiting = Waiting::start(&self.waiting);
+        let acquired = self.pool.acquire().await;
+        drop(waiting);
+        match acquired {
             Ok(conn) => Ok(conn),
             Err(sqlx::Error::PoolTimedOut) if self.pool.size() < self.pool_size() => {
                 Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut))

@@ -387,3 +387,35 @@ async fn open_mode_lets_everyone_in_as_one_principal() {
     );
     assert_eq!(status_of(anyone.get(app.url("/tokens"))).await, 200);
 }
+
+#[tokio::test]
+async fn metrics_need_an_admin_unless_opened_to_the_local_network() {
+    let app = spawn_app().await;
+    let (_, reader) = make_token(&app, json!({"name": "reader", "scopes": ["read"]})).await;
+    assert_eq!(app.get("/metrics").await.status(), 200);
+    assert_eq!(
+        status_of(client_with_token(&reader).get(app.url("/metrics"))).await,
+        403
+    );
+    assert_eq!(
+        status_of(reqwest::Client::new().get(app.url("/metrics"))).await,
+        401
+    );
+
+    let open = spawn_app_with(Settings {
+        metrics_open_to_local: true,
+        ..Settings::default()
+    })
+    .await;
+    let anonymous = reqwest::Client::new();
+    assert_eq!(
+        status_of(anonymous.get(open.url("/metrics"))).await,
+        200,
+        "from 127.0.0.1"
+    );
+    assert_eq!(
+        status_of(anonymous.get(open.url("/tables"))).await,
+        401,
+        "nothing else"
+    );
+}

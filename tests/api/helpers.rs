@@ -36,7 +36,7 @@ pub async fn fresh_database() -> (PgConnectOptions, TestDatabase) {
 /// with the guard.
 pub async fn fresh_database_url() -> (PgConnectOptions, String, TestDatabase) {
     let base = base_options();
-    let name = format!("idem_test_{}", uuid::Uuid::new_v4().simple());
+    let name = format!("idem_test_{}", uuid::Uuid::now_v7().simple());
     let url = std::env::var("DATABASE_URL").unwrap();
     let (without_query, query) = url
         .split_once('?')

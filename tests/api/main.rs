@@ -9,6 +9,7 @@ mod helpers;
 mod ledger;
 mod limits;
 mod numeric_limits;
+mod ops;
 mod partitions;
 mod patch;
 mod processes;

@@ -514,7 +514,7 @@ async fn requests_that_are_wrong_get_their_own_4xx() {
     assert_eq!(json_body(r).await["code"], "malformed_body");
     assert_eq!(
         app.get("/partitions/orders").await.text().await.unwrap(),
-        "[]"
+        "[]\n"
     );
 }
 

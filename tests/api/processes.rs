@@ -3,24 +3,31 @@
 use std::process::Stdio;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStderr, Command};
 
 use crate::helpers::*;
 
 /// `idem serve` as a child process on a free port; killed when dropped.
 struct IdemProcess {
     base: String,
-    _child: Child,
+    child: Child,
 }
 
 async fn start_idem(database_url: &str) -> IdemProcess {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_idem"));
+    command
         .args(["serve", "--listen", "127.0.0.1:0", "--pool-size", "8"])
+        .stderr(Stdio::null());
+    serving(command, database_url).await
+}
+
+/// Starts `command` on `database_url` and waits for its `idem serving on` line.
+async fn serving(mut command: Command, database_url: &str) -> IdemProcess {
+    let mut child = command
         .env("DATABASE_URL", database_url)
         .env("IDEM_ADMIN_TOKEN", ADMIN_TOKEN)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .expect("start idem");
@@ -29,7 +36,7 @@ async fn start_idem(database_url: &str) -> IdemProcess {
         if let Some(base) = line.strip_prefix("idem serving on ") {
             return IdemProcess {
                 base: base.to_string(),
-                _child: child,
+                child,
             };
         }
     }
@@ -105,4 +112,93 @@ async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
         .await
         .unwrap();
     assert_eq!(rows, 300);
+}
+
+/// `idem serve` with its log (stderr) piped, in `format`.
+async fn start_idem_logging(
+    database_url: &str,
+    format: &str,
+) -> (IdemProcess, Lines<BufReader<ChildStderr>>) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_idem"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("IDEM_LOG_FORMAT", format)
+        .env("IDEM_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped());
+    let mut idem = serving(command, database_url).await;
+    let log = BufReader::new(idem.child.stderr.take().unwrap()).lines();
+    (idem, log)
+}
+
+/// Log lines up to the first that holds `needle`, which comes last.
+async fn lines_until(log: &mut Lines<BufReader<ChildStderr>>, needle: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(line) = log.next_line().await.unwrap() {
+            let done = line.contains(needle);
+            seen.push(line);
+            if done {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "no log line holds {needle:?}: {seen:#?}");
+    seen
+}
+
+#[tokio::test]
+async fn a_request_is_logged_once_as_a_json_line_with_its_id_route_table_ds_and_load() {
+    let (_options, url, _database) = fresh_database_url().await;
+    let (idem, mut log) = start_idem_logging(&url, "json").await;
+    let client = client_with_token(ADMIN_TOKEN);
+    let answer = client
+        .put(format!("{}/partitions/logged/2026-10-12", idem.base))
+        .header("content-type", "application/x-ndjson")
+        .header("x-request-id", "log-test-1")
+        .body("{\"id\":1,\"note\":\"body-text-456\"}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let load_id = answer.json::<Value>().await.unwrap()["load_id"].clone();
+
+    let lines = lines_until(&mut log, "log-test-1").await;
+    let line: Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(line["message"], "answered");
+    assert_eq!(line["status"], 200);
+    assert!(line["duration_ms"].as_f64().is_some(), "{line}");
+    let span = &line["span"];
+    assert_eq!(span["request_id"], "log-test-1");
+    assert_eq!(span["method"], "PUT");
+    assert_eq!(span["route"], "/partitions/{table}/{ds}");
+    assert_eq!(span["table"], "logged");
+    assert_eq!(span["ds"], "2026-10-12");
+    assert_eq!(span["load_id"], load_id);
+    assert_eq!(span["token"], "admin", "the token's name, never the token");
+    for line in &lines {
+        assert!(!line.contains(ADMIN_TOKEN), "a secret was logged: {line}");
+        assert!(!line.contains("body-text-456"), "a body was logged: {line}");
+    }
+}
+
+#[tokio::test]
+async fn a_text_log_to_a_pipe_has_no_colour_codes() {
+    let (_options, url, _database) = fresh_database_url().await;
+    let (idem, mut log) = start_idem_logging(&url, "text").await;
+    let r = client_with_token(ADMIN_TOKEN)
+        .get(format!("{}/tables", idem.base))
+        .header("x-request-id", "text-log-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let lines = lines_until(&mut log, "text-log-1").await;
+    let line = lines.last().unwrap();
+    assert!(
+        line.contains("route=/tables") && line.contains("status=200"),
+        "{line}"
+    );
+    assert!(lines.iter().all(|l| !l.contains('\u{1b}')), "{lines:#?}");
 }

@@ -80,7 +80,7 @@ async fn invalid_names_and_types_are_refused_before_reaching_sql() {
     assert_eq!(json_body(r).await["code"], "invalid_declaration");
     let r = app.declare("t", r#"{"columns": "#).await;
     assert_eq!(r.status(), 400);
-    assert_eq!(app.get("/tables").await.text().await.unwrap(), "[]");
+    assert_eq!(app.get("/tables").await.text().await.unwrap(), "[]\n");
 }
 
 #[tokio::test]

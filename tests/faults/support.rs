@@ -269,8 +269,9 @@ impl Idem {
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
         };
-        // idem logs to stdout: copied to the log file until the process
-        // ends, so that it never blocks on a full pipe.
+        // idem logs to stderr (the log file); anything more on stdout is
+        // copied there too until the process ends, so that it never blocks
+        // on a full pipe.
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 let _ = writeln!(log_file, "{line}");

@@ -1,0 +1,301 @@
+//! What idem counts, for `GET /metrics` (Prometheus text format): requests,
+//! rows, replays, swaps, the janitor's work and the pool's state.
+//!
+//! Each server (each `AppState`) has a registry of its own instead of one
+//! process-wide recorder, so several servers in one process (the tests run
+//! dozens) never count each other's requests. Labels take only bounded
+//! values: a route as declared (never a raw path), a status, an error code,
+//! a table name.
+
+use std::time::Duration;
+
+use prometheus::core::Collector;
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+/// Request latencies: from a few milliseconds (reads, replays) to the
+/// minutes a large partition takes to arrive.
+const REQUEST_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
+];
+
+/// Swap latencies: a swap is a few catalog updates, but waits for the
+/// partition's lock and for readers of the table.
+const SWAP_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The counters and gauges of one server.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    request_seconds: HistogramVec,
+    request_body_bytes: IntCounterVec,
+    problems: IntCounterVec,
+    rows_received: IntCounterVec,
+    rows_written: IntCounterVec,
+    rows_duplicates: IntCounterVec,
+    rows_rejected: IntCounterVec,
+    replays: IntCounterVec,
+    swaps: IntCounterVec,
+    swap_seconds: Histogram,
+    stages_swept: IntCounter,
+    keys_reaped: IntCounter,
+    pool_open: IntGauge,
+    pool_idle: IntGauge,
+    pool_waiting: IntGauge,
+    pool_max: IntGauge,
+    load_slots_free: IntGauge,
+}
+
+/// The database pool as it is at a scrape.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolGauges {
+    pub open: u64,
+    pub idle: u64,
+    pub waiting: u64,
+    pub max: u64,
+    /// Turns to write not taken (`IDEM_MAX_CONCURRENT_LOADS`).
+    pub load_slots_free: u64,
+}
+
+/// What an accepted write did to one table, as its receipt counts it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RowCounts {
+    pub received: u64,
+    pub written: u64,
+    pub duplicates: u64,
+    pub rejected: u64,
+}
+
+/// Registers a metric in `registry` and hands it back.
+fn registered<C: Collector + Clone + 'static>(registry: &Registry, metric: C) -> C {
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("each metric is registered once");
+    metric
+}
+
+fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let family = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric");
+    registered(registry, family)
+}
+
+/// A counter of rows (or writes) labelled by table.
+fn by_table(registry: &Registry, name: &str, help: &str) -> IntCounterVec {
+    counters(registry, name, help, &["table"])
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    registered(
+        registry,
+        IntCounter::new(name, help).expect("a valid metric"),
+    )
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    registered(registry, IntGauge::new(name, help).expect("a valid metric"))
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let r = Registry::new();
+        let request_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "idem_http_request_duration_seconds",
+                "Time from a request's arrival to its answer's head, by method and route.",
+            )
+            .buckets(REQUEST_BUCKETS.to_vec()),
+            &["method", "route"],
+        )
+        .expect("a valid metric");
+        let swap_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "idem_partition_swap_duration_seconds",
+                "Time of a PUT's publish transaction: locks, swap, registry and ledger.",
+            )
+            .buckets(SWAP_BUCKETS.to_vec()),
+        )
+        .expect("a valid metric");
+        Metrics {
+            requests: counters(&r, "idem_http_requests_total",
+                "HTTP requests answered, by method, route and status.",
+                &["method", "route", "status"]),
+            request_seconds: registered(&r, request_seconds),
+            request_body_bytes: counters(&r, "idem_http_request_body_bytes_total",
+                "Bytes of request bodies read, as sent (gzip bodies packed), by route.",
+                &["route"]),
+            problems: counters(&r, "idem_http_problems_total",
+                "Problem answers (application/problem+json), by status and code.",
+                &["status", "code"]),
+            rows_received: by_table(&r, "idem_rows_received_total",
+                "Rows read from write bodies, by table (refused writes included)."),
+            rows_written: by_table(&r, "idem_rows_written_total",
+                "Rows written (inserted, updated, deleted or swapped in), by table."),
+            rows_duplicates: by_table(&r, "idem_rows_duplicates_total",
+                "Repeated keys collapsed in write bodies, by table."),
+            rows_rejected: by_table(&r, "idem_rows_rejected_total",
+                "Bad rows in refused writes, by table."),
+            replays: by_table(&r, "idem_idempotent_replays_total",
+                "Writes answered from a completed Idempotency-Key (Idempotent-Replayed: true), by table."),
+            swaps: by_table(&r, "idem_partition_swaps_total",
+                "Partitions swapped in by a PUT, by table."),
+            swap_seconds: registered(&r, swap_seconds),
+            stages_swept: counter(&r, "idem_stages_swept_total",
+                "Stages left behind by crashed loads that the janitor dropped."),
+            keys_reaped: counter(&r, "idem_idempotency_keys_reaped_total",
+                "Expired Idempotency-Keys the janitor deleted."),
+            pool_open: gauge(&r, "idem_db_pool_connections",
+                "Connections to Postgres the pool holds open (idle or in use)."),
+            pool_idle: gauge(&r, "idem_db_pool_idle", "Open connections not in use."),
+            pool_waiting: gauge(&r, "idem_db_pool_waiting",
+                "Tasks waiting for a connection of the pool."),
+            pool_max: gauge(&r, "idem_db_pool_max_connections",
+                "The most connections the pool may open (IDEM_POOL_SIZE)."),
+            load_slots_free: gauge(&r, "idem_load_slots_free",
+                "Turns to write not taken (of IDEM_MAX_CONCURRENT_LOADS)."),
+            registry: r,
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// One answered request: `route` is the matched route's template.
+    pub fn request(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        self.requests
+            .with_label_values(&[method, route, itoa::Buffer::new().format(status)])
+            .inc();
+        self.request_seconds
+            .with_label_values(&[method, route])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The counter a request body's bytes are added to as they arrive.
+    pub fn body_bytes(&self, route: &str) -> IntCounter {
+        self.request_body_bytes.with_label_values(&[route])
+    }
+
+    /// One problem answer.
+    pub fn problem(&self, status: u16, code: &str) {
+        self.problems
+            .with_label_values(&[itoa::Buffer::new().format(status), code])
+            .inc();
+    }
+
+    /// What a write did to `table` (accepted, or refused with bad rows).
+    pub fn rows(&self, table: &str, counts: RowCounts) {
+        for (family, n) in [
+            (&self.rows_received, counts.received),
+            (&self.rows_written, counts.written),
+            (&self.rows_duplicates, counts.duplicates),
+            (&self.rows_rejected, counts.rejected),
+        ] {
+            family.with_label_values(&[table]).inc_by(n);
+        }
+    }
+
+    /// A write answered from its completed Idempotency-Key.
+    pub fn replay(&self, table: &str) {
+        self.replays.with_label_values(&[table]).inc();
+    }
+
+    /// A publish transaction of `table`: timed always, counted when it
+    /// swapped a partition in (not when the content was already live).
+    pub fn swap(&self, table: &str, swapped: bool, elapsed: Duration) {
+        self.swap_seconds.observe(elapsed.as_secs_f64());
+        if swapped {
+            self.swaps.with_label_values(&[table]).inc();
+        }
+    }
+
+    pub fn stages_swept(&self, n: usize) {
+        self.stages_swept
+            .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+
+    pub fn keys_reaped(&self, n: u64) {
+        self.keys_reaped.inc_by(n);
+    }
+
+    /// The text a scrape answers, with the pool's gauges as they are now.
+    pub fn render(&self, pool: PoolGauges) -> String {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.pool_open.set(gauge(pool.open));
+        self.pool_idle.set(gauge(pool.idle));
+        self.pool_waiting.set(gauge(pool.waiting));
+        self.pool_max.set(gauge(pool.max));
+        self.load_slots_free.set(gauge(pool.load_slots_free));
+        let mut text = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut text)
+            .expect("the text format writes to memory");
+        String::from_utf8(text).expect("the text format is UTF-8")
+    }
+
+    /// The content type of `render`'s text.
+    pub fn content_type() -> &'static str {
+        prometheus::TEXT_FORMAT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idle_pool() -> PoolGauges {
+        PoolGauges {
+            open: 1,
+            idle: 1,
+            waiting: 0,
+            max: 4,
+            load_slots_free: 3,
+        }
+    }
+
+    #[test]
+    fn counts_are_rendered_with_their_labels() {
+        let metrics = Metrics::new();
+        metrics.request(
+            "PUT",
+            "/partitions/{table}/{ds}",
+            200,
+            Duration::from_millis(3),
+        );
+        metrics.rows(
+            "orders",
+            RowCounts {
+                received: 3,
+                written: 2,
+                duplicates: 1,
+                rejected: 0,
+            },
+        );
+        let text = metrics.render(idle_pool());
+        assert!(text.contains(
+            r#"idem_http_requests_total{method="PUT",route="/partitions/{table}/{ds}",status="200"} 1"#
+        ));
+        assert!(text.contains(r#"idem_rows_received_total{table="orders"} 3"#));
+        assert!(text.contains(r#"idem_rows_duplicates_total{table="orders"} 1"#));
+        assert!(text.contains("idem_db_pool_max_connections 4"));
+    }
+
+    #[test]
+    fn two_servers_count_apart() {
+        let (one, other) = (Metrics::new(), Metrics::new());
+        one.replay("orders");
+        assert!(one
+            .render(idle_pool())
+            .contains(r#"idem_idempotent_replays_total{table="orders"} 1"#));
+        assert!(!other
+            .render(idle_pool())
+            .contains("idem_idempotent_replays_total{"));
+    }
+}
