@@ -23,8 +23,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
 # as a user without privileges.
 FROM debian:bookworm-slim
 
-# ca-certificates: for TLS to Postgres once idem is built with it (today its
-# sqlx has no TLS: DATABASE_URL must not ask for sslmode=require).
+# ca-certificates: a private CA's certificate can be added beside them and
+# named with sslrootcert=… in DATABASE_URL (public CAs are built into idem).
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
