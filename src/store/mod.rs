@@ -91,7 +91,12 @@ impl Store {
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
-            .await?;
+            .await
+            // No connection at all yet: the database is away, not busy.
+            .map_err(|e| match e {
+                sqlx::Error::PoolTimedOut => StoreError::Unavailable(e),
+                e => e.into(),
+            })?;
         Ok(Store::from_pool(pool))
     }
 
