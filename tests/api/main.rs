@@ -3,6 +3,7 @@
 //! `scripts/test` provides).
 
 mod auth;
+mod concurrency;
 mod encoding;
 mod grains;
 mod helpers;
