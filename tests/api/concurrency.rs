@@ -113,7 +113,7 @@ async fn writer(app: Arc<TestApp>, sent: Arc<Mutex<Sent>>, writer: usize) {
                     &app,
                     "table=orders&mode=insert_missing",
                     &key,
-                    &[row.clone()],
+                    std::slice::from_ref(&row),
                 )
                 .await;
                 sent.lock()
