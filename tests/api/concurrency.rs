@@ -239,7 +239,7 @@ async fn thirty_two_writers_into_one_day_leave_it_exact() {
     let app = start().await;
     let sent = Arc::new(Mutex::new(Sent::default()));
     run_writers(&app, &sent).await;
-    let sent = sent.lock().unwrap();
+    let sent = std::mem::take(&mut *sent.lock().unwrap());
 
     let day = assert_settled(&app, "orders").await;
     let by_id: BTreeMap<i64, &Value> = day
