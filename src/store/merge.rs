@@ -14,6 +14,7 @@ use std::io;
 use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 use sqlx::postgres::PgRow;
 use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
@@ -60,12 +61,15 @@ impl MergeMode {
     }
 }
 
-/// A partition after the merge.
+/// A partition a merge wrote to, and how its row count moved. (Its count
+/// and ETag after the write are not in the answer: other writers of the
+/// partition commit beside it, so a figure taken then would be a moment
+/// that never settled; `GET`/`HEAD` of the partition tell them.)
 #[derive(Clone, Debug, Serialize)]
 pub struct PartitionAfter {
     pub ds: Period,
-    pub row_count: u64,
-    pub content_sha256: String,
+    /// Rows inserted minus rows deleted.
+    pub row_delta: i64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -79,10 +83,21 @@ pub struct Merged {
     pub partitions: Vec<PartitionAfter>,
 }
 
-/// The temporary table a POST's rows land in first; one per session,
-/// dropped at commit, so statements over it keep one text (and their
-/// prepared form) from request to request.
-const INCOMING: &str = "idem_incoming";
+/// The temporary table a POST's rows land in first: one per session and
+/// table definition, made on first use and kept (emptied at each commit),
+/// so that a write pays no catalog changes for it, and its statements keep
+/// one text (and their prepared form) from request to request.
+fn incoming_table(def: &TableDef) -> String {
+    let digest = Sha256::digest(incoming_ddl(def).as_bytes());
+    format!("idem_incoming_{}", hex::encode(&digest[..8]))
+}
+
+fn incoming_ddl(def: &TableDef) -> String {
+    format!(
+        "{}, \"_deleted\" boolean not null default false, \"_present\" bytea",
+        super::column_ddl(def)
+    )
+}
 
 /// COPYs the body's rows into the session's temporary table.
 #[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str()))]
@@ -92,10 +107,10 @@ pub async fn copy_incoming(
     mode: MergeMode,
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
+    let incoming = incoming_table(def);
     sqlx::query(&format!(
-        "create temp table {INCOMING} ({}, \"_deleted\" boolean not null default false,
-                                        \"_present\" bytea) on commit drop",
-        super::column_ddl(def)
+        "create temp table if not exists {incoming} ({}) on commit delete rows",
+        incoming_ddl(def)
     ))
     .execute(&mut *conn)
     .await?;
@@ -106,7 +121,7 @@ pub async fn copy_incoming(
         MergeMode::Patch => &["_deleted", "_present"],
         MergeMode::Append | MergeMode::InsertMissing => &[],
     };
-    copy_binary(conn, INCOMING, def, extra, rows).await
+    copy_binary(conn, &incoming, def, extra, rows).await
 }
 
 /// What the decoder learnt of the incoming rows.
@@ -144,7 +159,7 @@ pub async fn apply_incoming(
     rehash: Rehash<'_>,
 ) -> StoreResult<Merged> {
     let sql = MergeSql::new(def);
-    let duplicates = collapse_duplicates(conn, def, incoming).await?;
+    let duplicates = collapse_duplicates(conn, def, &sql, incoming).await?;
     let write = MergeWrite {
         def,
         sql: &sql,
@@ -152,27 +167,14 @@ pub async fn apply_incoming(
         load_id,
         incoming,
     };
-    let mut attempt = 0;
-    loop {
-        let mut savepoint = conn.begin().await?;
-        match write.apply(&mut savepoint, rehash).await {
-            Ok(mut merged) => {
-                savepoint.commit().await?;
-                merged.duplicates = duplicates;
-                merged.rows_after_dedup = incoming.rows - duplicates;
-                return Ok(merged);
-            }
-            Err(e) if e.is_deadlock() && attempt < DEADLOCK_RETRIES => {
-                attempt += 1;
-                tracing::info!(
-                    attempt,
-                    "a merge met a deadlock; retrying from its savepoint"
-                );
-                savepoint.rollback().await?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    let mut merged = if write.may_deadlock() {
+        write.apply_retrying(conn, rehash).await?
+    } else {
+        write.apply(conn, rehash).await?
+    };
+    merged.duplicates = duplicates;
+    merged.rows_after_dedup = incoming.rows - duplicates;
+    Ok(merged)
 }
 
 /// One merge's statements, run (again, after a deadlock) from a savepoint.
@@ -185,6 +187,40 @@ struct MergeWrite<'a> {
 }
 
 impl MergeWrite<'_> {
+    /// Rows upserted in key order lock keys in one order in every writer,
+    /// and cannot deadlock; a tombstone's DELETE locks in its own order.
+    fn may_deadlock(&self) -> bool {
+        self.incoming.tombstones > 0 && self.mode.replaces()
+    }
+
+    /// `apply` from a savepoint, again when Postgres broke a deadlock by
+    /// failing it.
+    async fn apply_retrying(
+        &self,
+        conn: &mut PgConnection,
+        rehash: Rehash<'_>,
+    ) -> StoreResult<Merged> {
+        let mut attempt = 0;
+        loop {
+            let mut savepoint = conn.begin().await?;
+            match self.apply(&mut savepoint, rehash).await {
+                Ok(merged) => {
+                    savepoint.commit().await?;
+                    return Ok(merged);
+                }
+                Err(e) if e.is_deadlock() && attempt < DEADLOCK_RETRIES => {
+                    attempt += 1;
+                    tracing::info!(
+                        attempt,
+                        "a merge met a deadlock; retrying from its savepoint"
+                    );
+                    savepoint.rollback().await?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     async fn apply(&self, conn: &mut PgConnection, rehash: Rehash<'_>) -> StoreResult<Merged> {
         let (def, sql, mode) = (self.def, self.sql, self.mode);
         let alone = mode == MergeMode::Patch;
@@ -232,10 +268,15 @@ async fn fill_in_patches(
         .map(|c| format!("s.{}::text", c.name.quoted()))
         .collect::<Vec<_>>()
         .join(", ");
-    let MergeSql { parent, join, .. } = sql;
+    let MergeSql {
+        parent,
+        join,
+        incoming,
+        ..
+    } = sql;
     // language=PostgreSQL
     let filled = format!(
-        "update {INCOMING} s set {fill}
+        "update {incoming} s set {fill}
            from {parent} t where {join} and not s.\"_deleted\"
       returning s.\"_row_id\", {as_text}"
     );
@@ -253,7 +294,7 @@ async fn fill_in_patches(
     }
     // language=PostgreSQL
     sqlx::query(&format!(
-        "update {INCOMING} s set \"_row_hash\" = v.hash
+        "update {incoming} s set \"_row_hash\" = v.hash
            from unnest($1::bytea[], $2::bytea[]) v(row_id, hash)
           where s.\"_row_id\" = v.row_id"
     ))
@@ -270,16 +311,17 @@ async fn fill_in_patches(
 async fn collapse_duplicates(
     conn: &mut PgConnection,
     def: &TableDef,
+    sql: &MergeSql,
     incoming: Incoming,
 ) -> StoreResult<u64> {
     if !incoming.maybe_repeated {
         return Ok(0);
     }
     if def.primary_key.is_empty() {
-        number_identical_rows(conn, INCOMING).await?;
+        number_identical_rows(conn, &sql.incoming).await?;
         return Ok(0);
     }
-    let dropped = drop_losing_versions(conn, def, INCOMING).await?;
+    let dropped = drop_losing_versions(conn, def, &sql.incoming).await?;
     Ok(u64::try_from(dropped.len()).expect("a count fits u64"))
 }
 
@@ -294,6 +336,8 @@ struct MergeSql {
     conflict: String,
     /// Incoming `s` and stored `t` rows of one key.
     join: String,
+    /// The session's table of incoming rows (see `incoming_table`).
+    incoming: String,
     /// `col = excluded.col` for every column (an upsert's update).
     excluded: String,
     /// Whether the incoming version (`excluded`, in an upsert) may replace
@@ -326,6 +370,7 @@ impl MergeSql {
             all_columns: columns.join(", "),
             conflict: key_index_columns(def),
             join,
+            incoming: incoming_table(def),
             excluded,
             newer: cursor.as_ref().map_or("true".into(), |c| {
                 format!("(t.{c} is null or (excluded.{c} is not null and excluded.{c} >= t.{c}))")
@@ -350,8 +395,8 @@ async fn lock_touched_partitions(
     alone: bool,
 ) -> StoreResult<Deltas> {
     let touched: Vec<String> = sqlx::query_scalar(&format!(
-        "select distinct {} from {INCOMING} t order by 1",
-        sql.label
+        "select distinct {} from {} t order by 1",
+        sql.label, sql.incoming
     ))
     .fetch_all(&mut *conn)
     .await?;
@@ -388,12 +433,13 @@ async fn delete_tombstoned(
         label,
         join,
         tombstone_newer,
+        incoming,
         ..
     } = sql;
     // DELETE answers the version it removed: the latest, locked one.
     // language=PostgreSQL
     let delete = format!(
-        "delete from {parent} t using {INCOMING} s
+        "delete from {parent} t using {incoming} s
           where s.\"_deleted\" and {join} and {tombstone_newer}
       returning {label}, t.\"_row_hash\""
     );
@@ -429,6 +475,7 @@ async fn upsert_rows(
         conflict,
         excluded,
         newer,
+        incoming,
         ..
     } = sql;
     let on_conflict = match mode {
@@ -442,7 +489,7 @@ async fn upsert_rows(
     // language=PostgreSQL
     let upsert = format!(
         "insert into {parent} as t ({all_columns})
-         select {all_columns} from {INCOMING} s where not s.\"_deleted\" order by {conflict}
+         select {all_columns} from {incoming} s where not s.\"_deleted\" order by {conflict}
          {on_conflict}
       returning {label}, t.\"_row_hash\", t.{PREV_HASH_COLUMN}"
     );
@@ -464,9 +511,7 @@ async fn upsert_rows(
     Ok(())
 }
 
-/// Each touched partition records what this write changed in it, and is
-/// read back as it stands with the change (and the changes committed
-/// before it).
+/// Each touched partition records what this write changed in it.
 async fn record_deltas(
     conn: &mut PgConnection,
     def: &TableDef,
@@ -478,15 +523,9 @@ async fn record_deltas(
         if !delta.is_empty() {
             contents::record_delta(&mut *conn, &def.name, ds, load_id, &delta).await?;
         }
-        let live = contents::live(&mut *conn, &def.name, ds)
-            .await?
-            .ok_or(StoreError::Corrupt(
-                "a locked partition has no registry row",
-            ))?;
         after.push(PartitionAfter {
             ds,
-            row_count: live.content.rows(),
-            content_sha256: live.content.hex(),
+            row_delta: delta.rows(),
         });
     }
     Ok(after)
