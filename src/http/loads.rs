@@ -48,7 +48,7 @@ async fn list_loads(
     let table = q.table.as_deref().map(TableName::parse).transpose()?;
     let ds = q.ds.as_deref().map(parse_label).transpose()?;
     let before = q.cursor.as_deref().map(parse_load_id).transpose()?;
-    let limit = page_limit(q.limit);
+    let limit = page_limit(q.limit)?;
     let loads = state.store.loads(table.as_ref(), ds, before, limit).await?;
     Ok(page(&uri, loads, limit, |load: &Load| {
         load.load_id.to_string()

@@ -302,7 +302,7 @@ async fn list_partitions(
         .as_deref()
         .map(|c| parse_period(c, def.grain))
         .transpose()?;
-    let limit = page_limit(q.limit);
+    let limit = page_limit(q.limit)?;
     let partitions = state.store.partitions(&table, after, limit).await?;
     let listed: Vec<Listed> = partitions
         .into_iter()
