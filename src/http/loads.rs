@@ -64,7 +64,7 @@ async fn list_loads(
         .as_deref()
         .map(|t| parse_id(t, "load id"))
         .transpose()?;
-    let limit = page_limit(q.limit);
+    let limit = page_limit(q.limit)?;
     let visible = caller.grants.readable_like();
     let filter = LoadFilter {
         table: table.as_ref(),

@@ -148,9 +148,17 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
 pub const MAX_PAGE: i64 = 1000;
 pub const DEFAULT_PAGE: i64 = 100;
 
-/// A list's page size: `limit` within 1 and `MAX_PAGE`.
-pub fn page_limit(limit: Option<i64>) -> i64 {
-    limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE)
+/// A list's page size: `DEFAULT_PAGE` when not asked; a `limit` outside 1 to
+/// `MAX_PAGE` is refused rather than bent, so a client never gets a page of
+/// another size than it asked for without being told.
+pub fn page_limit(limit: Option<i64>) -> ApiResult<i64> {
+    match limit {
+        None => Ok(DEFAULT_PAGE),
+        Some(limit) if (1..=MAX_PAGE).contains(&limit) => Ok(limit),
+        Some(limit) => Err(ApiError::InvalidRequest(format!(
+            "limit must be an integer from 1 to {MAX_PAGE}, not {limit}"
+        ))),
+    }
 }
 
 /// A page of a list: the items as a JSON array, and when the page is full,

@@ -26,7 +26,7 @@ use crate::pipeline::partition::PutPartition;
 use crate::pipeline::WriteError;
 use crate::schema::TableDef;
 use crate::store::partitions::{PartitionInfo, RowFormat};
-use crate::store::publish::Conditions;
+use crate::store::publish::{Conditions, EntityTags};
 
 /// The row count of a partition, on GET and HEAD.
 pub const ROW_COUNT_HEADER: &str = "idem-row-count";
@@ -43,27 +43,22 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-/// Entity tags of an `If-Match`/`If-None-Match` header: `Some(vec![])` for `*`.
-fn entity_tags(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
-    let values: Vec<&str> = headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    if values.is_empty() {
-        return None;
-    }
+/// The entity tags of an `If-Match`/`If-None-Match` header, `None` when it is
+/// absent. A value that is not visible ASCII names no tag idem ever gave.
+fn entity_tags(headers: &HeaderMap, name: header::HeaderName) -> Option<EntityTags> {
+    let mut values = headers.get_all(name).iter().peekable();
+    values.peek()?;
     let tags: Vec<String> = values
-        .iter()
+        .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(|t| t.trim())
         .filter(|t| !t.is_empty())
         .map(|t| t.trim_start_matches("W/").trim_matches('"').to_string())
         .collect();
     if tags.iter().any(|t| t == "*") {
-        Some(Vec::new())
+        Some(EntityTags::Any)
     } else {
-        Some(tags)
+        Some(EntityTags::Listed(tags))
     }
 }
 
@@ -72,8 +67,8 @@ fn conditions(headers: &HeaderMap) -> ApiResult<Conditions> {
     let if_none_match_any =
         match if_none_match {
             None => false,
-            Some(tags) if tags.is_empty() => true,
-            Some(_) => return Err(ApiError::InvalidRequest(
+            Some(EntityTags::Any) => true,
+            Some(EntityTags::Listed(_)) => return Err(ApiError::InvalidRequest(
                 "a PUT takes If-None-Match: * only (create if absent); use If-Match for a version"
                     .into(),
             )),
@@ -223,7 +218,7 @@ fn partition_headers(info: &PartitionInfo, format: RowFormat) -> HeaderMap {
 
 fn not_modified(headers: &HeaderMap, info: &PartitionInfo) -> bool {
     entity_tags(headers, header::IF_NONE_MATCH)
-        .is_some_and(|tags| tags.is_empty() || tags.contains(&info.content_sha256))
+        .is_some_and(|tags| tags.matches(&info.content_sha256))
 }
 
 async fn get_partition(
@@ -322,7 +317,7 @@ async fn list_partitions(
         .as_deref()
         .map(|c| parse_period(c, def.grain))
         .transpose()?;
-    let limit = page_limit(q.limit);
+    let limit = page_limit(q.limit)?;
     let partitions = state.store.partitions(&table, after, limit).await?;
     let listed: Vec<Listed> = partitions
         .into_iter()

@@ -41,7 +41,7 @@ async fn list_tables(
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Response> {
     let after = q.cursor.as_deref().map(TableName::parse).transpose()?;
-    let limit = page_limit(q.limit);
+    let limit = page_limit(q.limit)?;
     let visible = caller.grants.readable_like();
     let tables = state.store.tables(after.as_ref(), &visible, limit).await?;
     Ok(page(&uri, tables, limit, |t: &TableInfo| {

@@ -129,7 +129,7 @@ async fn list_tokens(
         .as_deref()
         .map(|t| parse_id(t, "token id"))
         .transpose()?;
-    let limit = page_limit(query.limit);
+    let limit = page_limit(query.limit)?;
     let tokens = state.store.tokens(after, limit).await?;
     Ok(page(&uri, tokens, limit, |t: &TokenInfo| t.id.to_string()))
 }

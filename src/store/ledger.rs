@@ -150,7 +150,7 @@ pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResu
     .bind(count(entry.rejected)?)
     .bind(entry.content_sha256)
     .bind(entry.changed)
-    .bind(&entry.error)
+    .bind(entry.error.as_ref().map(without_nul))
     .bind(entry.started_at)
     .bind(entry.idempotency_key)
     .bind(entry.actor.token_id)
@@ -158,6 +158,25 @@ pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResu
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// `value` with every NUL character of its strings (keys included) replaced
+/// by U+FFFD: a refusal may quote one from a hostile body (a field's name),
+/// and Postgres's `jsonb` cannot hold `\u0000`, so the entry would be lost.
+fn without_nul(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    let clean = |text: &str| text.replace('\0', "\u{FFFD}");
+    match value {
+        Value::String(text) => Value::String(clean(text)),
+        Value::Array(items) => Value::Array(items.iter().map(without_nul).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(name, field)| (clean(name), without_nul(field)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 impl Store {

@@ -23,11 +23,30 @@ use crate::names::{quote_ident, TableName};
 use crate::period::Period;
 use crate::schema::TableDef;
 
+/// The entity tags of an `If-Match` or `If-None-Match` header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntityTags {
+    /// `*`: any current version.
+    Any,
+    /// These tags, unquoted; none when the header named none (it was empty,
+    /// or not visible ASCII), which matches nothing.
+    Listed(Vec<String>),
+}
+
+impl EntityTags {
+    pub fn matches(&self, etag: &str) -> bool {
+        match self {
+            EntityTags::Any => true,
+            EntityTags::Listed(tags) => tags.iter().any(|t| t == etag),
+        }
+    }
+}
+
 /// `If-Match` / `If-None-Match: *` of a PUT.
 #[derive(Clone, Debug, Default)]
 pub struct Conditions {
-    /// `If-Match`: `None` when absent, `Some(vec![])` for `*`.
-    pub if_match: Option<Vec<String>>,
+    /// `If-Match`: `None` when absent.
+    pub if_match: Option<EntityTags>,
     /// `If-None-Match: *`: the partition must not exist yet.
     pub if_none_match_any: bool,
 }
@@ -42,11 +61,9 @@ impl Conditions {
         match (&self.if_match, current) {
             (None, _) => Ok(()),
             (Some(_), None) => failed("If-Match but the partition does not exist".into()),
-            (Some(tags), Some(etag)) if !tags.is_empty() && !tags.iter().any(|t| t == etag) => {
-                failed(format!(
-                    "If-Match does not match the partition's ETag \"{etag}\""
-                ))
-            }
+            (Some(tags), Some(etag)) if !tags.matches(etag) => failed(format!(
+                "If-Match does not match the partition's ETag \"{etag}\""
+            )),
             (Some(_), Some(_)) => Ok(()),
         }
     }

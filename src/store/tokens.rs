@@ -111,9 +111,11 @@ impl Store {
         })
     }
 
+    /// A live token (a revoked one is gone from the API; its row stays, for
+    /// the ledger's `token_id`).
     pub async fn token(&self, id: Uuid) -> StoreResult<Option<TokenInfo>> {
         let row = sqlx::query(&format!(
-            "select {TOKEN_COLUMNS} from idem.tokens where id = $1"
+            "select {TOKEN_COLUMNS} from idem.tokens where id = $1 and revoked_at is null"
         ))
         .bind(id)
         .fetch_optional(&mut *self.acquire().await?)
@@ -121,11 +123,11 @@ impl Store {
         row.as_ref().map(token_info).transpose()
     }
 
-    /// Tokens in the order they were made (ids are UUIDv7), after `after`.
+    /// Live tokens in the order they were made (ids are UUIDv7), after `after`.
     pub async fn tokens(&self, after: Option<Uuid>, limit: i64) -> StoreResult<Vec<TokenInfo>> {
         let rows = sqlx::query(&format!(
             "select {TOKEN_COLUMNS} from idem.tokens
-              where ($1::uuid is null or id > $1) order by id limit $2"
+              where ($1::uuid is null or id > $1) and revoked_at is null order by id limit $2"
         ))
         .bind(after)
         .bind(limit)

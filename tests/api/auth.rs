@@ -131,6 +131,13 @@ async fn admins_make_list_and_revoke_tokens_and_secrets_are_kept_only_as_hashes(
         204,
         "revoking twice is still revoked"
     );
+    let gone = app.client.get(app.url(&format!("/tokens/{id}")));
+    assert_eq!(
+        status_of(gone).await,
+        404,
+        "a revoked token is gone from the API"
+    );
+    assert_eq!(json_body(app.get("/tokens").await).await, json!([]));
     let unknown = app
         .client
         .delete(app.url(&format!("/tokens/{}", uuid::Uuid::nil())));

@@ -97,3 +97,28 @@ async fn a_refused_load_records_the_rows_it_received_and_the_rows_it_refused() {
     assert_eq!(entry["rows_received"], 3, "{entry}");
     assert_eq!(entry["rejected"], 2, "{entry}");
 }
+
+#[tokio::test]
+async fn a_refusal_that_quotes_a_nul_is_still_recorded() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let body = "{\"order_id\":1,\"bad\\u0000name\":2}\n";
+    let put = app
+        .put(
+            "/partitions/orders/2026-10-12",
+            "application/x-ndjson",
+            body,
+        )
+        .await;
+    assert_eq!(put.status(), 422);
+    let problem = json_body(put).await;
+    assert_eq!(problem["errors"][0]["column"], "bad\u{0}name", "{problem}");
+
+    let entry = ledger_entry(&app, &newest_load_id(&app).await).await;
+    assert_eq!(entry["status"], "rejected");
+    assert_eq!(entry["rejected"], 1, "{entry}");
+    assert_eq!(
+        entry["error"]["errors"][0]["column"], "bad\u{FFFD}name",
+        "{entry}"
+    );
+}

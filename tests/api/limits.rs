@@ -214,8 +214,14 @@ async fn lists_come_in_pages_linked_by_a_cursor() {
     app.declare("other", ORDERS).await;
     let pages = all_pages(&app, "/tables?limit=1").await;
     assert_eq!(pages.iter().flatten().count(), 2);
-    let r = app.get("/loads?limit=100000").await;
-    assert_eq!(r.status(), 200);
+    for limit in ["0", "-1", "1001", "100000"] {
+        let r = app.get(&format!("/loads?limit={limit}")).await;
+        assert_eq!(r.status(), 400, "limit={limit}");
+        let problem = json_body(r).await;
+        assert_eq!(problem["code"], "invalid_request");
+        assert!(problem["detail"].as_str().unwrap().contains("limit"));
+    }
+    assert_eq!(app.get("/loads?limit=1000").await.status(), 200);
     let r = app.get("/loads?cursor=not-a-uuid").await;
     assert_eq!(r.status(), 400);
 }

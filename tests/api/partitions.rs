@@ -372,6 +372,38 @@ async fn conditional_puts_answer_412_when_the_condition_fails() {
     );
 }
 
+/// An empty `If-Match` or `If-None-Match` names no entity tag: it is not
+/// `*`, so it neither makes a PUT create-only nor answers a GET with 304.
+#[tokio::test]
+async fn an_empty_condition_header_is_not_a_star() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let rows = [order(1, "paid", "2026-10-12T01:00:00Z")];
+    let put_with = |name: &'static str| {
+        app.client
+            .put(app.url(DAY))
+            .header("content-type", "application/x-ndjson")
+            .header(name, "")
+            .body(ndjson(&rows))
+    };
+    let r = put_with("if-match").send().await.unwrap();
+    assert_eq!(r.status(), 412, "an empty If-Match matches no partition");
+    assert_eq!(app.put_ndjson(DAY, &rows).await.status(), 200);
+    let r = put_with("if-none-match").send().await.unwrap();
+    assert_eq!(r.status(), 400, "a PUT takes If-None-Match: * only");
+    assert_eq!(json_body(r).await["code"], "invalid_request");
+    let r = put_with("if-match").send().await.unwrap();
+    assert_eq!(r.status(), 412, "an empty If-Match matches no ETag");
+    let r = app
+        .client
+        .get(app.url(DAY))
+        .header("if-none-match", "")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
 #[tokio::test]
 async fn reading_back_gives_etag_row_count_and_304() {
     let app = spawn_app().await;
