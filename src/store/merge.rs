@@ -322,7 +322,7 @@ async fn collapse_duplicates(
         return Ok(0);
     }
     let dropped = drop_losing_versions(conn, def, &sql.incoming).await?;
-    Ok(u64::try_from(dropped.len()).expect("a count fits u64"))
+    Ok(count_of(&dropped))
 }
 
 /// The pieces of SQL a merge is made of, written once per request from the
@@ -486,27 +486,36 @@ async fn upsert_rows(
               where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
         ),
     };
+    // The written rows come back as one row per partition (a count and two
+    // arrays), not a row each: a batch of 10,000 costs one message.
     // language=PostgreSQL
     let upsert = format!(
-        "insert into {parent} as t ({all_columns})
-         select {all_columns} from {incoming} s where not s.\"_deleted\" order by {conflict}
-         {on_conflict}
-      returning {label}, t.\"_row_hash\", t.{PREV_HASH_COLUMN}"
+        "with written as (
+           insert into {parent} as t ({all_columns})
+           select {all_columns} from {incoming} s where not s.\"_deleted\" order by {conflict}
+           {on_conflict}
+           returning {label} as label, t.\"_row_hash\" as hash, t.{PREV_HASH_COLUMN} as replaced)
+         select label, array_agg(hash),
+                coalesce(array_agg(replaced) filter (where replaced is not null), '{{}}')
+           from written group by label"
     );
     let written = sqlx::query(&upsert).fetch_all(&mut *conn).await?;
     for row in written {
-        let (ds, hash) = digest_of(&row, sql.grain)?;
+        let ds = period_of(&row.try_get::<String, _>(0)?, sql.grain)?;
         let Some(delta) = deltas.get_mut(&ds) else {
             continue;
         };
-        delta.add(&hash);
-        match row.try_get::<Option<Vec<u8>>, _>(2)? {
-            None => merged.inserted += 1,
-            Some(replaced) => {
-                delta.remove(&row_hash(replaced)?);
-                merged.updated += 1;
-            }
+        let hashes: Vec<Vec<u8>> = row.try_get(1)?;
+        let replaced: Vec<Vec<u8>> = row.try_get(2)?;
+        let (written, updated) = (count_of(&hashes), count_of(&replaced));
+        for hash in hashes {
+            delta.add(&row_hash(hash)?);
         }
+        for hash in replaced {
+            delta.remove(&row_hash(hash)?);
+        }
+        merged.inserted += written - updated;
+        merged.updated += updated;
     }
     Ok(())
 }
@@ -529,6 +538,10 @@ async fn record_deltas(
         });
     }
     Ok(after)
+}
+
+fn count_of<T>(items: &[T]) -> u64 {
+    u64::try_from(items.len()).expect("a count fits u64")
 }
 
 fn digest_of(row: &PgRow, grain: Grain) -> StoreResult<(Period, [u8; 32])> {
