@@ -90,6 +90,11 @@ impl Store {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
+            // No ping before each checkout: it doubled the round trips of a
+            // small request. A connection that died is found by its next
+            // statement, which fails as `Unavailable` (503, Retry-After), and
+            // is dropped from the pool.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             // No connection at all yet: the database is away, not busy.
