@@ -19,6 +19,8 @@ pub struct EncodedRow {
     pub row_id: [u8; 32],
     /// A tombstone (`"_deleted": true`).
     pub deleted: bool,
+    /// The partition the row belongs to.
+    pub period: Option<Period>,
 }
 
 /// Where rows are going, which decides how they are encoded.
@@ -116,6 +118,7 @@ impl<'d> RowEncoder<'d> {
             row_hash,
             row_id,
             deleted,
+            period: self.row_period,
         };
         self.write_tuple(record, &cells, &row, copy_out, errors)
             .then_some(row)

@@ -3,6 +3,7 @@
 //! through a small channel (so memory stays bounded), each bad row counted
 //! and, up to a limit, listed.
 
+use std::collections::BTreeSet;
 use std::io::{self, BufReader};
 use std::ops::ControlFlow;
 
@@ -21,6 +22,7 @@ use crate::ingest::{
     not_a_column, read_records, BadRow, BodyFormat, ContentHash, EncodeOptions, ErrorLog,
     RawRecord, RecordSink, RowEncoder, RowError,
 };
+use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::{StoreError, StoreResult};
 
@@ -39,6 +41,8 @@ pub struct Decoded {
     pub maybe_repeated: bool,
     /// The content hash of the rows as received (before duplicates collapse).
     pub input_hash: ContentHash,
+    /// The partitions the rows belong to, in order.
+    pub periods: BTreeSet<Period>,
     /// SHA-256 of `hash_prefix` and the body.
     pub body_sha256: String,
     pub errors: ErrorLog,
@@ -203,6 +207,7 @@ struct Encoding<'d> {
     errors: ErrorLog,
     header_refusal: Option<BadRow>,
     input_hash: ContentHash,
+    periods: BTreeSet<Period>,
     rows_received: u64,
     tombstones: u64,
     tombstones_allowed: bool,
@@ -274,6 +279,11 @@ impl Encoding<'_> {
     fn encode(&mut self, record: &RawRecord<'_>) {
         if let Some(row) = self.encoder.encode(record, &mut self.out, &mut self.errors) {
             self.input_hash.add(&row.row_hash);
+            // Most bodies hold one partition: no set insert for a row of the
+            // greatest one seen so far.
+            if row.period.is_some() && row.period != self.periods.last().copied() {
+                self.periods.extend(row.period);
+            }
             self.tombstones += u64::from(row.deleted);
             self.repeats.see(&row.row_id);
         }
@@ -306,6 +316,7 @@ fn decode<R: io::Read>(
         errors: ErrorLog::new(job.max_listed_errors),
         header_refusal: None,
         input_hash: ContentHash::default(),
+        periods: BTreeSet::new(),
         rows_received: 0,
         tombstones: 0,
         tombstones_allowed: job.options.tombstones,
@@ -321,6 +332,7 @@ fn decode<R: io::Read>(
         tombstones: sink.tombstones,
         maybe_repeated: sink.repeats.maybe_repeated(),
         input_hash: sink.input_hash,
+        periods: sink.periods,
         body_sha256: hex::encode(reader.into_inner().hash.finalize()),
         errors: sink.errors,
         read_error,

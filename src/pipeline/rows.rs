@@ -133,7 +133,16 @@ impl Pipeline {
             maybe_repeated: decoded.maybe_repeated,
         };
         let rehash = |values: &[Option<String>]| row_hash_of_text(&def, values);
-        let merged = apply_incoming(tx, &def, mode, ticket.load_id, incoming, &rehash).await?;
+        let merged = apply_incoming(
+            tx,
+            &def,
+            mode,
+            ticket.load_id,
+            incoming,
+            &decoded.periods,
+            &rehash,
+        )
+        .await?;
         let receipt = RowsReceipt::new(ticket, &def, mode, &decoded, merged);
         ledger::insert(tx, &receipt.entry(ticket)).await?;
         Ok(receipt)

@@ -8,7 +8,7 @@
 //! takes), one statement per kind of change writes them, and the registry's
 //! row count and content hash follow the change row by row.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use bytes::Bytes;
@@ -156,6 +156,7 @@ pub async fn apply_incoming(
     mode: MergeMode,
     load_id: Uuid,
     incoming: Incoming,
+    periods: &BTreeSet<Period>,
     rehash: Rehash<'_>,
 ) -> StoreResult<Merged> {
     let sql = MergeSql::new(def);
@@ -166,6 +167,7 @@ pub async fn apply_incoming(
         mode,
         load_id,
         incoming,
+        periods,
     };
     let mut merged = if write.may_deadlock() {
         write.apply_retrying(conn, rehash).await?
@@ -184,6 +186,8 @@ struct MergeWrite<'a> {
     mode: MergeMode,
     load_id: Uuid,
     incoming: Incoming,
+    /// The partitions the rows belong to (the decoder saw each row's).
+    periods: &'a BTreeSet<Period>,
 }
 
 impl MergeWrite<'_> {
@@ -224,7 +228,8 @@ impl MergeWrite<'_> {
     async fn apply(&self, conn: &mut PgConnection, rehash: Rehash<'_>) -> StoreResult<Merged> {
         let (def, sql, mode) = (self.def, self.sql, self.mode);
         let alone = mode == MergeMode::Patch;
-        let mut deltas = lock_touched_partitions(conn, def, sql, self.load_id, alone).await?;
+        let mut deltas =
+            lock_touched_partitions(conn, def, self.periods, self.load_id, alone).await?;
         let mut merged = Merged::default();
         if mode == MergeMode::Patch {
             fill_in_patches(conn, def, sql, rehash).await?;
@@ -390,19 +395,12 @@ impl MergeSql {
 async fn lock_touched_partitions(
     conn: &mut PgConnection,
     def: &TableDef,
-    sql: &MergeSql,
+    periods: &BTreeSet<Period>,
     load_id: Uuid,
     alone: bool,
 ) -> StoreResult<Deltas> {
-    let touched: Vec<String> = sqlx::query_scalar(&format!(
-        "select distinct {} from {} t order by 1",
-        sql.label, sql.incoming
-    ))
-    .fetch_all(&mut *conn)
-    .await?;
     let mut deltas = Deltas::new();
-    for label in touched {
-        let ds = period_of(&label, sql.grain)?;
+    for &ds in periods {
         // Existence is read before locking, so that the first writers of a
         // day go straight for the exclusive lock instead of two sharers
         // both upgrading (a deadlock).
