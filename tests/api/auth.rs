@@ -6,15 +6,15 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 use idem::config::Settings;
 
+/// `POST /tokens` with the admin client.
+async fn post_token(app: &TestApp, request: &Value) -> reqwest::Response {
+    let made = app.client.post(app.url("/tokens")).json(request);
+    made.send().await.unwrap()
+}
+
 /// Makes a token with the admin client; returns its id and its secret.
 async fn make_token(app: &TestApp, request: Value) -> (String, String) {
-    let r = app
-        .client
-        .post(app.url("/tokens"))
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let r = post_token(app, &request).await;
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
     let location = r.headers()["location"].to_str().unwrap().to_string();
     let made = json_body(r).await;
@@ -158,13 +158,7 @@ async fn token_requests_outside_the_contract_are_400() {
         json!({"name": "x", "scopes": ["read"], "owner": "me"}),
     ];
     for request in bad {
-        let r = app
-            .client
-            .post(app.url("/tokens"))
-            .json(&request)
-            .send()
-            .await
-            .unwrap();
+        let r = post_token(&app, &request).await;
         assert_eq!(r.status(), 400, "{request}");
         assert_eq!(
             json_body(r).await["code"],
