@@ -22,6 +22,7 @@ use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::config::{LogFormat, ServeArgs};
+use crate::http::token_cache::follow_revocations;
 pub use crate::http::AppState;
 use crate::http::{edge, observe};
 use crate::metrics::Metrics;
@@ -68,6 +69,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let maintenance = tokio::spawn(maintain(state.store.clone(), state.metrics.clone()));
     let folding = tokio::spawn(fold_deltas(state.store.clone()));
+    let revocations = (!state.settings.insecure_no_auth).then(|| {
+        let follow = follow_revocations(state.store.clone(), state.tokens.clone());
+        tokio::spawn(follow)
+    });
     let header_timeout = Duration::from_secs(state.settings.header_timeout_secs);
     let clients = ClientConnections::new(state.settings.max_connections_per_client);
     let router = app(state);
@@ -120,6 +125,9 @@ pub async fn serve(
     connections.shutdown().await;
     maintenance.abort();
     folding.abort();
+    if let Some(task) = revocations {
+        task.abort();
+    }
     Ok(())
 }
 

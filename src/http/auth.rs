@@ -151,8 +151,8 @@ async fn caller_of(state: &AppState, headers: &HeaderMap) -> ApiResult<Caller> {
         detail,
         token_sent: true,
     };
-    match state.store.token_by_secret(&digest).await? {
-        TokenLookup::Valid(token) => Ok(Caller {
+    match state.tokens.lookup(&state.store, &digest).await? {
+        TokenLookup::Valid { token, .. } => Ok(Caller {
             principal: token.id.to_string(),
             grants: token.grants(),
             actor: Actor {

@@ -9,6 +9,7 @@ pub mod ops;
 pub mod partitions;
 pub mod rows;
 pub mod tables;
+pub mod token_cache;
 pub mod tokens;
 
 pub use auth::Caller;
@@ -38,6 +39,7 @@ use crate::pipeline::keyed::{KeyedAnswer, KeyedRequest};
 use crate::pipeline::{Pipeline, WriteError, WriteResult};
 use crate::store::Store;
 use observe::RequestSpan;
+use token_cache::TokenCache;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -50,6 +52,8 @@ pub struct AppState {
     load_slots: Arc<Semaphore>,
     /// The SHA-256 of the bootstrap admin token, if there is one.
     admin_digest: Option<[u8; 32]>,
+    /// Valid tokens this process remembers (see `token_cache`).
+    pub tokens: Arc<TokenCache>,
 }
 
 impl AppState {
@@ -64,6 +68,7 @@ impl AppState {
                 .as_ref()
                 .map(|token| crate::access::secret_digest(token.expose())),
             settings: Arc::new(settings),
+            tokens: Arc::default(),
         }
     }
 

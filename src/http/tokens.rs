@@ -160,6 +160,8 @@ async fn revoke_token(
     if !state.store.revoke_token(id).await? {
         return Err(ApiError::NotFound(format!("no token {id}")));
     }
+    // This process forgets it now; the others when the notice reaches them.
+    state.tokens.forget(id);
     tracing::info!(token_id = %id, "token revoked");
     Ok(StatusCode::NO_CONTENT)
 }

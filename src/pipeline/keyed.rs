@@ -20,7 +20,7 @@ use super::partition::{PutConnections, PutPartition};
 use super::rows::PostRows;
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::metrics::RowCounts;
-use crate::store::idempotency::{complete_key, Claim, Completion, StoredKey};
+use crate::store::idempotency::{complete_key, unbound_lock_waits, Claim, Completion, StoredKey};
 
 /// What the fingerprint of a keyed request is made of.
 pub struct KeyedRequest {
@@ -106,7 +106,12 @@ impl Pipeline {
         };
         let wait = self.settings.idempotency_wait();
         let mut tx = match self.store.claim_key(&req.principal, &req.key, wait).await? {
-            Claim::Fresh(tx) => tx,
+            Claim::Fresh(mut tx) => {
+                if let Write::Partition(_) = write {
+                    unbound_lock_waits(&mut tx).await?;
+                }
+                tx
+            }
             Claim::Completed(stored) => {
                 drop(stage_conn);
                 return replay(&req, &mut write, &digest, stored).await;

@@ -1,13 +1,14 @@
 //! `POST /rows?table=`: rows appended or merged by key, in the transaction
 //! that also records the request's Idempotency-Key.
 
+use futures::StreamExt;
 use serde::Serialize;
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use super::body::BodySource;
-use super::decode::{self, Decoded, RepeatCheck};
+use super::decode::{self, Decoded, Decoding, RepeatCheck};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::encode::row_hash_of_text;
@@ -18,7 +19,8 @@ use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::merge::{
-    apply_incoming, copy_incoming, Incoming, MergeMode, Merged, PartitionAfter,
+    apply_incoming, copy_incoming, fits_arrays, small_body, Incoming, IncomingRows, MergeMode,
+    Merged, PartitionAfter,
 };
 
 /// The answer to an accepted POST.
@@ -123,14 +125,13 @@ impl Pipeline {
         };
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
         let decoding = decode::spawn_decoder(job, body);
-        let copied = copy_incoming(tx, &def, mode, ReceiverStream::new(decoding.chunks)).await;
-        let decoded = decode::finish(decoding.decoder).await?;
-        let rows = decode::copy_result(copied)?;
+        let (decoded, landed) = self.land_rows(tx, &def, mode, decoding).await?;
         let incoming = Incoming {
-            rows,
+            rows: landed.rows,
             content: decoded.input_hash,
             tombstones: decoded.tombstones,
             maybe_repeated: decoded.maybe_repeated,
+            periods: decoded.periods.clone(),
         };
         let rehash = |values: &[Option<String>]| row_hash_of_text(&def, values);
         let merged = apply_incoming(
@@ -139,13 +140,71 @@ impl Pipeline {
             mode,
             ticket.load_id,
             incoming,
-            &decoded.periods,
+            landed.source,
             &rehash,
         )
         .await?;
         let receipt = RowsReceipt::new(ticket, &def, mode, &decoded, merged);
         ledger::insert(tx, &receipt.entry(ticket)).await?;
         Ok(receipt)
+    }
+}
+
+/// Where the decoded rows wait for the merge, and how many there are.
+struct Landed {
+    source: IncomingRows,
+    rows: u64,
+}
+
+impl Pipeline {
+    /// Puts the decoded rows where the merge reads them: a small body (all
+    /// its COPY data in one chunk of at most `small_body_bytes`) stays in
+    /// memory, to be bound as arrays; any other is COPYed into the session's
+    /// table while it is decoded. Returns once the decoder has finished.
+    async fn land_rows(
+        &self,
+        tx: &mut PgConnection,
+        def: &TableDef,
+        mode: MergeMode,
+        decoding: Decoding,
+    ) -> WriteResult<(Decoded, Landed)> {
+        let mut chunks = decoding.chunks;
+        let first = chunks.recv().await;
+        let second = match first {
+            Some(Ok(_)) => chunks.recv().await,
+            _ => None,
+        };
+        if second.is_none() {
+            // The decoder has sent everything: a body of one chunk at most.
+            let decoded = decode::finish(decoding.decoder).await?;
+            if let Some(Ok(only)) = &first {
+                if only.len() <= self.settings.small_body_bytes()
+                    && fits_arrays(mode, decoded.maybe_repeated)
+                {
+                    let source = small_body(def, mode, only)?;
+                    let rows = source.rows();
+                    return Ok((decoded, Landed { source, rows }));
+                }
+            }
+            let copied = copy_incoming(tx, def, mode, futures::stream::iter(first)).await;
+            let rows = decode::copy_result(copied)?;
+            return Ok((decoded, Landed::session(rows)));
+        }
+        let head = futures::stream::iter(first.into_iter().chain(second));
+        let rest = ReceiverStream::new(chunks);
+        let copied = copy_incoming(tx, def, mode, head.chain(rest)).await;
+        let decoded = decode::finish(decoding.decoder).await?;
+        let rows = decode::copy_result(copied)?;
+        Ok((decoded, Landed::session(rows)))
+    }
+}
+
+impl Landed {
+    fn session(rows: u64) -> Self {
+        Landed {
+            source: IncomingRows::Session,
+            rows,
+        }
     }
 }
 

@@ -144,6 +144,8 @@ fn classify_sqlstate(state: &str) -> Option<Sorted> {
         "53300" | "53200" | "53100" => Sorted::Busy,
         // a deadlock or a serialization failure that retries did not settle
         "40P01" | "40001" => Sorted::Busy,
+        // a lock waited for longer than a write's bound (see `claim_key`)
+        "55P03" => Sorted::Busy,
         "54000" => Sorted::Limit("a row is larger than Postgres can store"),
         "54001" => Sorted::Limit("a statement is too complex for Postgres"),
         "54011" => Sorted::Limit("too many columns: a Postgres table holds at most 1600"),

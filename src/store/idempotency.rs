@@ -86,20 +86,17 @@ impl Store {
         key: &str,
         wait: Duration,
     ) -> StoreResult<Claim> {
-        let mut tx = self.begin().await?;
-        sqlx::query(&format!(
-            "set local lock_timeout = {}",
+        // One round trip: the transaction begins with its waits bounded. The
+        // bound stays for the write's other lock waits (its partitions, its
+        // rows), which past it answer `busy`; `unbound_lock_waits` lifts it.
+        let begin = format!(
+            "begin; set local lock_timeout = {}",
             wait.as_millis().max(1)
-        ))
-        .execute(&mut *tx)
-        .await?;
+        );
+        let conn = self.acquire().await?;
+        let mut tx = Transaction::begin(conn, Some(begin.into())).await?;
         match insert_placeholder(&mut tx, principal, key).await {
-            Ok(true) => {
-                sqlx::query("set local lock_timeout to default")
-                    .execute(&mut *tx)
-                    .await?;
-                Ok(Claim::Fresh(tx))
-            }
+            Ok(true) => Ok(Claim::Fresh(tx)),
             Ok(false) => {
                 let stored: StoredKey = sqlx::query_as(STORED_KEY_SQL)
                     .bind(principal)
@@ -182,6 +179,15 @@ pub struct Completion<'a> {
     pub body: &'a serde_json::Value,
     pub etag: Option<&'a str>,
     pub retention: Duration,
+}
+
+/// Lifts the bound `Store::claim_key` puts on lock waits, for a write that
+/// may wait as long as it must (a swap waits for readers of its partition).
+pub async fn unbound_lock_waits(conn: &mut PgConnection) -> StoreResult<()> {
+    sqlx::query("set local lock_timeout to default")
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// Records the completed request in the claiming transaction.

@@ -15,15 +15,17 @@ use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use sqlx::postgres::PgRow;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use sqlx::{Connection, PgConnection, Postgres, Row};
 use uuid::Uuid;
 
+use super::arrays::{split_tuples, ElementType, TupleArrays};
 use super::contents;
 use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, row_hash};
 use super::{
-    all_columns, key_index_columns, lock_partition, lock_partition_shared, parent_table,
-    partition_key, partition_table, period_literal, StoreError, StoreResult, PREV_HASH_COLUMN,
+    all_columns, key_index_columns, lock_partition, parent_table, partition_key,
+    partition_lock_key, partition_table, period_literal, StoreError, StoreResult, PREV_HASH_COLUMN,
 };
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
@@ -125,7 +127,7 @@ pub async fn copy_incoming(
 }
 
 /// What the decoder learnt of the incoming rows.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Incoming {
     pub rows: u64,
     /// The content hash of all incoming rows, as the decoder took it.
@@ -133,6 +135,8 @@ pub struct Incoming {
     pub tombstones: u64,
     /// Two rows may share a row id: duplicates must be resolved.
     pub maybe_repeated: bool,
+    /// The partitions the rows belong to (the decoder saw each row's).
+    pub periods: BTreeSet<Period>,
 }
 
 /// What this write changes in each partition it touches.
@@ -156,18 +160,22 @@ pub async fn apply_incoming(
     mode: MergeMode,
     load_id: Uuid,
     incoming: Incoming,
-    periods: &BTreeSet<Period>,
+    rows: IncomingRows,
     rehash: Rehash<'_>,
 ) -> StoreResult<Merged> {
-    let sql = MergeSql::new(def);
-    let duplicates = collapse_duplicates(conn, def, &sql, incoming).await?;
+    if matches!(rows, IncomingRows::Arrays(_)) && !fits_arrays(mode, incoming.maybe_repeated) {
+        return Err(StoreError::Corrupt(
+            "rows that need the session's table came as arrays",
+        ));
+    }
+    let sql = MergeSql::new(def, rows);
+    let duplicates = collapse_duplicates(conn, def, &sql, &incoming).await?;
     let write = MergeWrite {
         def,
         sql: &sql,
         mode,
         load_id,
-        incoming,
-        periods,
+        incoming: &incoming,
     };
     let mut merged = if write.may_deadlock() {
         write.apply_retrying(conn, rehash).await?
@@ -185,9 +193,7 @@ struct MergeWrite<'a> {
     sql: &'a MergeSql,
     mode: MergeMode,
     load_id: Uuid,
-    incoming: Incoming,
-    /// The partitions the rows belong to (the decoder saw each row's).
-    periods: &'a BTreeSet<Period>,
+    incoming: &'a Incoming,
 }
 
 impl MergeWrite<'_> {
@@ -229,7 +235,7 @@ impl MergeWrite<'_> {
         let (def, sql, mode) = (self.def, self.sql, self.mode);
         let alone = mode == MergeMode::Patch;
         let mut deltas =
-            lock_touched_partitions(conn, def, self.periods, self.load_id, alone).await?;
+            lock_touched_partitions(conn, def, &self.incoming.periods, self.load_id, alone).await?;
         let mut merged = Merged::default();
         if mode == MergeMode::Patch {
             fill_in_patches(conn, def, sql, rehash).await?;
@@ -317,7 +323,7 @@ async fn collapse_duplicates(
     conn: &mut PgConnection,
     def: &TableDef,
     sql: &MergeSql,
-    incoming: Incoming,
+    incoming: &Incoming,
 ) -> StoreResult<u64> {
     if !incoming.maybe_repeated {
         return Ok(0);
@@ -343,6 +349,11 @@ struct MergeSql {
     join: String,
     /// The session's table of incoming rows (see `incoming_table`).
     incoming: String,
+    /// Where statements read the incoming rows `s` from: that table, or
+    /// the arrays of a small body.
+    from_incoming: String,
+    /// The arrays `from_incoming` reads, bound to every statement.
+    arrays: Option<TupleArrays>,
     /// `col = excluded.col` for every column (an upsert's update).
     excluded: String,
     /// Whether the incoming version (`excluded`, in an upsert) may replace
@@ -355,7 +366,7 @@ struct MergeSql {
 }
 
 impl MergeSql {
-    fn new(def: &TableDef) -> Self {
+    fn new(def: &TableDef, rows: IncomingRows) -> Self {
         let join = std::iter::once(partition_key(def))
             .chain(def.primary_key.iter().map(|c| c.quoted()))
             .map(|c| format!("t.{c} = s.{c}"))
@@ -368,6 +379,11 @@ impl MergeSql {
             .collect::<Vec<_>>()
             .join(", ");
         let cursor = def.cursor.as_ref().map(|c| c.quoted());
+        let incoming = incoming_table(def);
+        let (from_incoming, arrays) = match rows {
+            IncomingRows::Session => (format!("{incoming} s"), None),
+            IncomingRows::Arrays(arrays) => (unnest_arrays(def, &arrays), Some(arrays)),
+        };
         MergeSql {
             parent: parent_table(&def.name),
             label: label_sql(def, "t"),
@@ -375,7 +391,9 @@ impl MergeSql {
             all_columns: columns.join(", "),
             conflict: key_index_columns(def),
             join,
-            incoming: incoming_table(def),
+            incoming,
+            from_incoming,
+            arrays,
             excluded,
             newer: cursor.as_ref().map_or("true".into(), |c| {
                 format!("(t.{c} is null or (excluded.{c} is not null and excluded.{c} >= t.{c}))")
@@ -385,6 +403,75 @@ impl MergeSql {
             }),
         }
     }
+
+    /// A statement that reads `from_incoming`, with its arrays bound.
+    fn query<'q>(&'q self, sql: &'q str) -> Query<'q, Postgres, PgArguments> {
+        let mut query = sqlx::query(sql);
+        for column in self.arrays.iter().flat_map(|a| &a.columns) {
+            query = query.bind(column);
+        }
+        query
+    }
+}
+
+/// `unnest($1, $2, …) s(…)`: the arrays as rows `s`, with the columns a COPY
+/// into the session's table would fill (see `small_body`).
+fn unnest_arrays(def: &TableDef, arrays: &TupleArrays) -> String {
+    let params = (1..=arrays.columns.len())
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let names = all_columns(def)
+        .into_iter()
+        .chain(["\"_deleted\"".to_string()])
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("unnest({params}) s({names})")
+}
+
+/// Where a merge reads the incoming rows from.
+pub enum IncomingRows {
+    /// The session's table, filled by `copy_incoming`.
+    Session,
+    /// A small body's arrays (see `small_body`).
+    Arrays(TupleArrays),
+}
+
+impl IncomingRows {
+    /// How many rows the arrays hold (0 for the session's table, whose
+    /// COPY counts them).
+    pub fn rows(&self) -> u64 {
+        match self {
+            IncomingRows::Session => 0,
+            IncomingRows::Arrays(arrays) => u64::try_from(arrays.rows).unwrap_or(0),
+        }
+    }
+}
+
+/// Whether a body may go as arrays: a merge, append or insert_missing of
+/// rows without repeated ids (a patch, and collapsing duplicates, work on
+/// the session's table).
+pub fn fits_arrays(mode: MergeMode, maybe_repeated: bool) -> bool {
+    mode != MergeMode::Patch && !maybe_repeated
+}
+
+/// A small body's binary COPY data as arrays, one per column of the
+/// session's table that its COPY would fill, plus `_deleted` (all false
+/// when the mode reads no tombstones). See `fits_arrays`.
+pub fn small_body(def: &TableDef, mode: MergeMode, copy: &[u8]) -> StoreResult<IncomingRows> {
+    let mut types: Vec<ElementType> = def.columns.iter().map(|c| ElementType::of(c.ty)).collect();
+    if def.keyed_by_part() {
+        types.push(ElementType::of(def.partition_type()));
+    }
+    types.extend([ElementType::UUID, ElementType::BYTEA, ElementType::BYTEA]);
+    if mode.replaces() {
+        types.push(ElementType::BOOLEAN);
+    }
+    let mut arrays = split_tuples(copy, &types)?;
+    if !mode.replaces() {
+        arrays.push_repeated(ElementType::BOOLEAN, &[0])?;
+    }
+    Ok(IncomingRows::Arrays(arrays))
 }
 
 /// Locks every partition the rows touch, in date order (two writers
@@ -401,23 +488,40 @@ async fn lock_touched_partitions(
 ) -> StoreResult<Deltas> {
     let mut deltas = Deltas::new();
     for &ds in periods {
-        // Existence is read before locking, so that the first writers of a
-        // day go straight for the exclusive lock instead of two sharers
-        // both upgrading (a deadlock).
-        let existed = partition_exists(conn, def, ds).await?;
-        if alone || !existed {
-            lock_partition(&mut *conn, &def.name, ds).await?;
-        } else {
-            lock_partition_shared(&mut *conn, &def.name, ds).await?;
+        deltas.insert(ds, ContentDelta::default());
+        // The first writers of a new day go straight for the exclusive
+        // lock, instead of two sharers both upgrading (a deadlock).
+        if !alone && lock_existing_shared(conn, def, ds).await? {
+            continue;
         }
+        lock_partition(&mut *conn, &def.name, ds).await?;
         if !partition_exists(conn, def, ds).await? {
-            // Dropped meanwhile (rare): creating it needs the lock alone.
-            lock_partition(&mut *conn, &def.name, ds).await?;
             create_partition(conn, def, ds, load_id).await?;
         }
-        deltas.insert(ds, ContentDelta::default());
     }
     Ok(deltas)
+}
+
+/// Takes partition `ds`'s lock shared if the partition exists; returns
+/// whether it did. (Existence is read as the statement began: a drop of the
+/// day that commits while this waits for the lock leaves no partition for
+/// the rows, and the upsert then fails as `busy`, to be retried.)
+async fn lock_existing_shared(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    ds: Period,
+) -> StoreResult<bool> {
+    // language=PostgreSQL
+    let locked = sqlx::query(
+        "select pg_advisory_xact_lock_shared($3)
+           from idem.partitions where table_name = $1 and ds = $2",
+    )
+    .bind(def.name.as_str())
+    .bind(ds.label())
+    .bind(partition_lock_key(&def.name, ds))
+    .fetch_optional(conn)
+    .await?;
+    Ok(locked.is_some())
 }
 
 async fn delete_tombstoned(
@@ -431,17 +535,17 @@ async fn delete_tombstoned(
         label,
         join,
         tombstone_newer,
-        incoming,
+        from_incoming,
         ..
     } = sql;
     // DELETE answers the version it removed: the latest, locked one.
     // language=PostgreSQL
     let delete = format!(
-        "delete from {parent} t using {incoming} s
+        "delete from {parent} t using {from_incoming}
           where s.\"_deleted\" and {join} and {tombstone_newer}
       returning {label}, t.\"_row_hash\""
     );
-    let mut gone = sqlx::query(&delete).fetch(&mut *conn);
+    let mut gone = sql.query(&delete).fetch(&mut *conn);
     while let Some(row) = gone.try_next().await? {
         let (ds, hash) = digest_of(&row, sql.grain)?;
         if let Some(delta) = deltas.get_mut(&ds) {
@@ -473,7 +577,7 @@ async fn upsert_rows(
         conflict,
         excluded,
         newer,
-        incoming,
+        from_incoming,
         ..
     } = sql;
     let on_conflict = match mode {
@@ -490,14 +594,18 @@ async fn upsert_rows(
     let upsert = format!(
         "with written as (
            insert into {parent} as t ({all_columns})
-           select {all_columns} from {incoming} s where not s.\"_deleted\" order by {conflict}
+           select {all_columns} from {from_incoming} where not s.\"_deleted\" order by {conflict}
            {on_conflict}
            returning {label} as label, t.\"_row_hash\" as hash, t.{PREV_HASH_COLUMN} as replaced)
          select label, array_agg(hash),
                 coalesce(array_agg(replaced) filter (where replaced is not null), '{{}}')
            from written group by label"
     );
-    let written = sqlx::query(&upsert).fetch_all(&mut *conn).await?;
+    let written = sql
+        .query(&upsert)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(partition_gone_is_busy)?;
     for row in written {
         let ds = period_of(&row.try_get::<String, _>(0)?, sql.grain)?;
         let Some(delta) = deltas.get_mut(&ds) else {
@@ -516,6 +624,15 @@ async fn upsert_rows(
         merged.updated += updated;
     }
     Ok(())
+}
+
+/// "No partition of the table for a row": its day was dropped while this
+/// write waited for its lock (see `lock_existing_shared`); a retry makes it.
+fn partition_gone_is_busy(err: sqlx::Error) -> StoreError {
+    match &err {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("23514") => StoreError::Busy(err),
+        _ => err.into(),
+    }
 }
 
 /// Each touched partition records what this write changed in it.

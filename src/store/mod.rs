@@ -5,6 +5,7 @@
 //! where they entered) and are written quoted; values travel as bind
 //! parameters or COPY data.
 
+pub mod arrays;
 pub mod catalog;
 pub mod contents;
 pub mod error;
@@ -181,6 +182,12 @@ pub fn lock_key(kind: &str, parts: &[&str]) -> i64 {
     i64::from_be_bytes(h.finalize()[..8].try_into().unwrap())
 }
 
+/// The advisory-lock key of partition `period` of `table`: writers take it
+/// shared, swaps and drops exclusively (see `merge`).
+pub fn partition_lock_key(table: &TableName, period: Period) -> i64 {
+    lock_key("partition", &[table, &period.label()])
+}
+
 /// Every writer takes its locks in one order: the table's (shared; a schema
 /// change takes it exclusively), then each partition's in date order. The
 /// locks last until the transaction ends.
@@ -208,22 +215,7 @@ pub async fn lock_partition(
     period: Period,
 ) -> StoreResult<()> {
     sqlx::query("select pg_advisory_xact_lock($1)")
-        .bind(lock_key("partition", &[table, &period.label()]))
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// Lets the writers of one partition run side by side while a swap, which
-/// takes the lock exclusively (`lock_partition`), waits for them and they
-/// for it (see `merge`).
-pub async fn lock_partition_shared(
-    conn: &mut PgConnection,
-    table: &TableName,
-    period: Period,
-) -> StoreResult<()> {
-    sqlx::query("select pg_advisory_xact_lock_shared($1)")
-        .bind(lock_key("partition", &[table, &period.label()]))
+        .bind(partition_lock_key(table, period))
         .execute(conn)
         .await?;
     Ok(())

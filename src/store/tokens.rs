@@ -1,7 +1,10 @@
 //! The tokens table: bearer tokens by the digest of their secret.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -39,7 +42,12 @@ pub struct NewToken<'a> {
 
 /// What a presented secret turned out to be.
 pub enum TokenLookup {
-    Valid(TokenInfo),
+    /// A token that may be used, for `expires_in` more (by the database's
+    /// clock) when it expires.
+    Valid {
+        token: TokenInfo,
+        expires_in: Option<Duration>,
+    },
     Revoked,
     Expired,
     Unknown,
@@ -92,7 +100,8 @@ impl Store {
     /// now (the database's clock decides expiry, the same for every process).
     pub async fn token_by_secret(&self, secret_sha256: &[u8; 32]) -> StoreResult<TokenLookup> {
         let row = sqlx::query(&format!(
-            "select {TOKEN_COLUMNS}, expires_at <= now() as expired
+            "select {TOKEN_COLUMNS}, expires_at <= now() as expired,
+                    extract(epoch from expires_at - now())::float8 as expires_in
                from idem.tokens where secret_sha256 = $1"
         ))
         .bind(&secret_sha256[..])
@@ -107,7 +116,11 @@ impl Store {
         } else if row.try_get::<Option<bool>, _>("expired")? == Some(true) {
             TokenLookup::Expired
         } else {
-            TokenLookup::Valid(info)
+            let seconds: Option<f64> = row.try_get("expires_in")?;
+            TokenLookup::Valid {
+                token: info,
+                expires_in: seconds.map(|s| Duration::try_from_secs_f64(s).unwrap_or_default()),
+            }
         })
     }
 
@@ -138,13 +151,52 @@ impl Store {
 
     /// Revokes a token (a second revocation keeps the first time); false
     /// when there is no such token.
+    ///
+    /// Every idem process hears of it when it commits (see `revocations`).
     pub async fn revoke_token(&self, id: Uuid) -> StoreResult<bool> {
+        // language=PostgreSQL
         let revoked = sqlx::query(
-            "update idem.tokens set revoked_at = coalesce(revoked_at, now()) where id = $1",
+            "with revoked as (
+               update idem.tokens set revoked_at = coalesce(revoked_at, now()) where id = $1
+               returning id)
+             select pg_notify($2, id::text) from revoked",
         )
         .bind(id)
-        .execute(&mut *self.acquire().await?)
+        .bind(REVOCATIONS_CHANNEL)
+        .fetch_optional(&mut *self.acquire().await?)
         .await?;
-        Ok(revoked.rows_affected() == 1)
+        Ok(revoked.is_some())
+    }
+
+    /// Listens for token revocations, on a connection of its own (outside
+    /// the pool, which it would otherwise hold one of for good).
+    pub async fn revocations(&self) -> StoreResult<Revocations> {
+        let options = self.pool.connect_options().as_ref().clone();
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.listen(REVOCATIONS_CHANNEL).await?;
+        Ok(Revocations { listener })
+    }
+}
+
+/// The channel `revoke_token` notifies, with the token's id.
+const REVOCATIONS_CHANNEL: &str = "idem_token_revoked";
+
+/// Token revocations as they commit, in any idem process.
+pub struct Revocations {
+    listener: PgListener,
+}
+
+impl Revocations {
+    /// The next revoked token's id; `None` for a notice that names none.
+    /// Fails when the connection is lost: revocations may have been missed.
+    pub async fn next(&mut self) -> StoreResult<Option<Uuid>> {
+        match self.listener.try_recv().await? {
+            Some(notice) => Ok(Uuid::parse_str(notice.payload()).ok()),
+            None => Err(StoreError::Unavailable(sqlx::Error::PoolClosed)),
+        }
     }
 }

@@ -363,14 +363,14 @@ async fn a_write_whose_connection_dies_leaves_no_rows_and_no_key_and_the_retry_s
         answer: pending,
     } = app.trickle(reqwest::Method::POST, "/rows?table=orders", Some("dies"));
     tx.send(Ok(first_half)).await.unwrap();
-    // The write's transaction is open (it holds the key, and its COPY waits
-    // for the rest of the body); kill its connection, not another's.
+    // The write's transaction is open (it holds the key, and waits for the
+    // rest of the body); kill its connection, not another's.
     let mut killed = 0;
     for _ in 0..100 {
         killed = sqlx::query_scalar::<_, i64>(
             "select count(pg_terminate_backend(pid)) from pg_stat_activity
-              where datname = current_database() and application_name = 'idem' and xact_start is not null
-                and query ilike '%idem_incoming%'",
+              where datname = current_database() and application_name = 'idem'
+                and state = 'idle in transaction'",
         )
         .fetch_one(&app.db)
         .await

@@ -1,0 +1,257 @@
+//! A small body's rows as one array parameter per column, for
+//! `INSERT … SELECT … FROM unnest($1, $2, …)`: no temporary table, no COPY,
+//! one statement.
+//!
+//! The rows arrive as binary COPY data (see `ingest::encode`). A binary COPY
+//! field (a length, -1 for NULL, then the type's binary form) is exactly an
+//! element of Postgres's binary array format, so each column's array is its
+//! fields copied in order behind an array header: Postgres reads every value
+//! with the same receive function a COPY would use, and stores the same.
+
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::types::Oid;
+use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo};
+use sqlx::{Encode, Postgres, Type};
+
+use super::{StoreError, StoreResult};
+use crate::schema::ColumnType;
+
+/// The Postgres type of one column of the tuples, as array parameters need
+/// it: the element's type and its array type (built-in, fixed OIDs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElementType {
+    element: u32,
+    array: u32,
+}
+
+impl ElementType {
+    pub const BOOLEAN: ElementType = ElementType::new(16, 1000);
+    pub const BYTEA: ElementType = ElementType::new(17, 1001);
+    pub const UUID: ElementType = ElementType::new(2950, 2951);
+
+    const fn new(element: u32, array: u32) -> Self {
+        ElementType { element, array }
+    }
+
+    pub fn of(ty: ColumnType) -> Self {
+        match ty {
+            ColumnType::Text => ElementType::new(25, 1009),
+            ColumnType::Bigint => ElementType::new(20, 1016),
+            ColumnType::Integer => ElementType::new(23, 1007),
+            ColumnType::DoublePrecision => ElementType::new(701, 1022),
+            ColumnType::Numeric => ElementType::new(1700, 1231),
+            ColumnType::Boolean => ElementType::BOOLEAN,
+            ColumnType::Date => ElementType::new(1082, 1182),
+            ColumnType::Timestamptz => ElementType::new(1184, 1185),
+            ColumnType::Jsonb => ElementType::new(3802, 3807),
+            ColumnType::Uuid => ElementType::UUID,
+        }
+    }
+}
+
+/// One column of the rows as a one-dimensional binary array.
+#[derive(Debug)]
+pub struct ColumnArray {
+    ty: ElementType,
+    has_null: bool,
+    count: i32,
+    /// The elements, each a length (-1 for NULL) and its bytes.
+    elements: Vec<u8>,
+}
+
+/// Binary COPY data split into one array per field, and how many rows.
+#[derive(Debug)]
+pub struct TupleArrays {
+    pub columns: Vec<ColumnArray>,
+    pub rows: i32,
+}
+
+/// Binary COPY starts with this signature, flags and extension length ...
+const COPY_HEADER_BYTES: usize = 19;
+/// ... and ends with a field count of -1.
+const COPY_TRAILER: i16 = -1;
+
+/// Splits binary COPY data (header, tuples, trailer) whose tuples have one
+/// field of each type in `types` into one array per field.
+pub fn split_tuples(copy: &[u8], types: &[ElementType]) -> StoreResult<TupleArrays> {
+    let mut columns: Vec<ColumnArray> = types
+        .iter()
+        .map(|&ty| ColumnArray {
+            ty,
+            has_null: false,
+            count: 0,
+            elements: Vec::new(),
+        })
+        .collect();
+    let mut input = Reader(copy.get(COPY_HEADER_BYTES..).ok_or(MALFORMED)?);
+    let mut rows: i32 = 0;
+    loop {
+        let fields = input.i16()?;
+        if fields == COPY_TRAILER {
+            break;
+        }
+        if usize::try_from(fields).ok() != Some(columns.len()) {
+            return Err(MALFORMED);
+        }
+        for column in &mut columns {
+            column.push(&mut input)?;
+        }
+        rows = rows.checked_add(1).ok_or(MALFORMED)?;
+    }
+    Ok(TupleArrays { columns, rows })
+}
+
+const MALFORMED: StoreError = StoreError::Corrupt("the encoder's COPY data does not parse");
+
+/// Reads COPY data front to back.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> StoreResult<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(MALFORMED);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn i16(&mut self) -> StoreResult<i16> {
+        let bytes = self.take(2)?;
+        Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
+    }
+}
+
+impl ColumnArray {
+    /// Moves one field, length and bytes, from `input` to the array.
+    fn push(&mut self, input: &mut Reader<'_>) -> StoreResult<()> {
+        let length = input.take(4)?;
+        self.elements.extend_from_slice(length);
+        let length = i32::from_be_bytes(length.try_into().expect("four bytes"));
+        match usize::try_from(length) {
+            Ok(n) => self.elements.extend_from_slice(input.take(n)?),
+            Err(_) if length == -1 => self.has_null = true,
+            Err(_) => return Err(MALFORMED),
+        }
+        self.count = self.count.checked_add(1).ok_or(MALFORMED)?;
+        Ok(())
+    }
+}
+
+/// An array of `rows` elements, each `element` (a fixed value: the same
+/// boolean, for rows that do not carry a field).
+pub fn repeated(ty: ElementType, element: &[u8], rows: i32) -> StoreResult<ColumnArray> {
+    let length = i32::try_from(element.len()).map_err(|_| MALFORMED)?;
+    let count = usize::try_from(rows).map_err(|_| MALFORMED)?;
+    let mut elements = Vec::with_capacity(count * (4 + element.len()));
+    for _ in 0..count {
+        elements.extend_from_slice(&length.to_be_bytes());
+        elements.extend_from_slice(element);
+    }
+    Ok(ColumnArray {
+        ty,
+        has_null: false,
+        count: rows,
+        elements,
+    })
+}
+
+impl TupleArrays {
+    /// Adds a column of `element` in every row.
+    pub fn push_repeated(&mut self, ty: ElementType, element: &[u8]) -> StoreResult<()> {
+        self.columns.push(repeated(ty, element, self.rows)?);
+        Ok(())
+    }
+}
+
+/// The array's type is its column's, known only at run time.
+impl Type<Postgres> for ColumnArray {
+    fn type_info() -> PgTypeInfo {
+        // Every value says its own type (`Encode::produces`).
+        PgTypeInfo::with_oid(Oid(ElementType::BYTEA.array))
+    }
+}
+
+impl Encode<'_, Postgres> for ColumnArray {
+    fn produces(&self) -> Option<PgTypeInfo> {
+        Some(PgTypeInfo::with_oid(Oid(self.ty.array)))
+    }
+
+    /// Postgres's binary array: dimensions, a has-NULLs flag, the element
+    /// type, the one dimension's length and lower bound, then the elements.
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        for word in [1, i32::from(self.has_null)] {
+            buf.extend_from_slice(&word.to_be_bytes());
+        }
+        buf.extend_from_slice(&self.ty.element.to_be_bytes());
+        for word in [self.count, 1] {
+            buf.extend_from_slice(&word.to_be_bytes());
+        }
+        buf.extend_from_slice(&self.elements);
+        Ok(IsNull::No)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy_data(tuples: &[&[Option<&[u8]>]]) -> Vec<u8> {
+        let mut out = crate::ingest::encode::COPY_BINARY_HEADER.to_vec();
+        for tuple in tuples {
+            let n = i16::try_from(tuple.len()).unwrap();
+            out.extend_from_slice(&n.to_be_bytes());
+            for field in *tuple {
+                match field {
+                    Some(bytes) => {
+                        out.extend_from_slice(&i32::try_from(bytes.len()).unwrap().to_be_bytes());
+                        out.extend_from_slice(bytes);
+                    }
+                    None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+                }
+            }
+        }
+        out.extend_from_slice(&(-1i16).to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn tuples_become_one_array_per_field() {
+        let one = 1i64.to_be_bytes();
+        let two = 2i64.to_be_bytes();
+        let data = copy_data(&[&[Some(&one), Some(b"a")], &[Some(&two), None]]);
+        let types = [
+            ElementType::of(ColumnType::Bigint),
+            ElementType::of(ColumnType::Text),
+        ];
+        let arrays = split_tuples(&data, &types).unwrap();
+        assert_eq!(arrays.rows, 2);
+        let [ids, texts] = &arrays.columns[..] else {
+            panic!("two columns")
+        };
+        assert!(!ids.has_null && texts.has_null);
+        assert_eq!(
+            ids.elements,
+            [&8i32.to_be_bytes()[..], &one, &8i32.to_be_bytes(), &two].concat()
+        );
+        assert_eq!(
+            texts.elements,
+            [&1i32.to_be_bytes()[..], b"a", &(-1i32).to_be_bytes()].concat()
+        );
+        assert_eq!((ids.count, texts.count), (2, 2));
+    }
+
+    #[test]
+    fn a_tuple_of_another_width_or_cut_short_is_refused() {
+        let one = 1i64.to_be_bytes();
+        let data = copy_data(&[&[Some(&one)]]);
+        let types = [
+            ElementType::of(ColumnType::Bigint),
+            ElementType::of(ColumnType::Text),
+        ];
+        assert!(split_tuples(&data, &types).is_err());
+        let cut = &data[..data.len() - 4];
+        assert!(split_tuples(cut, &types[..1]).is_err());
+    }
+}
