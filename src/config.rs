@@ -122,10 +122,11 @@ pub struct Settings {
     /// milliseconds.
     #[arg(long, env = "IDEM_IDEMPOTENCY_WAIT_MS", default_value_t = 10_000)]
     pub idempotency_wait_ms: u64,
-    /// A `POST /rows` body whose rows encode to at most this many bytes is
-    /// bound as array parameters of one statement; a larger one is COPYed
-    /// into a temporary table first. 0 sends every body through COPY.
-    #[arg(long, env = "IDEM_SMALL_BODY_BYTES", default_value_t = 256 * 1024)]
+    /// A `POST /rows` body of at most this many bytes (after gunzip) is
+    /// decoded whole and its rows bound as array parameters of one
+    /// statement; a larger one is decoded as it arrives and COPYed into a
+    /// temporary table first. 0 sends every body through COPY.
+    #[arg(long, env = "IDEM_SMALL_BODY_BYTES", default_value_t = 64 * 1024)]
     pub small_body_bytes: u64,
     /// How long a completed Idempotency-Key is kept (and replayed), in seconds.
     #[arg(long, env = "IDEM_IDEMPOTENCY_RETENTION_SECS", default_value_t = 72 * 3600)]
@@ -261,7 +262,7 @@ impl Default for Settings {
             auto_create_tables: true,
             spool_dir: None,
             idempotency_wait_ms: 10_000,
-            small_body_bytes: 256 * 1024,
+            small_body_bytes: 64 * 1024,
             idempotency_retention_secs: 72 * 3600,
             admin_token: None,
             insecure_no_auth: false,

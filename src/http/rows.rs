@@ -76,6 +76,7 @@ async fn post_rows(
         principal,
         idempotency_key: key,
         actor,
+        known_def: None,
     });
     let pipeline = state.pipeline();
     match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {

@@ -9,6 +9,7 @@ use std::ops::ControlFlow;
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::io::SyncIoBridge;
@@ -91,14 +92,61 @@ pub fn spawn_decoder(job: DecodeJob, body: BodyReader) -> Decoding {
         hash: job.hash_prefix.clone(),
     };
     let decoder = tokio::task::spawn_blocking(move || {
-        decode(&job, BufReader::with_capacity(CHUNK_BYTES, reader), tx)
+        decode(
+            &job,
+            BufReader::with_capacity(CHUNK_BYTES, reader),
+            Some(tx),
+        )
+        .0
     });
     Decoding { decoder, chunks }
 }
 
+/// A body decoded whole on the calling task, or being decoded on a
+/// blocking thread.
+pub enum Decode {
+    /// The whole body's verdict, and its COPY data if it was good.
+    Whole(Decoded, Option<Bytes>),
+    Streaming(Decoding),
+}
+
+/// Decodes a body of at most `whole_up_to` bytes (after gunzip) on this
+/// task, all at once: a few hundred rows take less than handing them to
+/// another thread would. A larger body goes to `spawn_decoder`, the bytes
+/// read so far first.
+pub async fn decode_small_or_spawn(
+    job: DecodeJob,
+    mut body: BodyReader,
+    whole_up_to: usize,
+) -> WriteResult<Decode> {
+    let mut head = Vec::new();
+    let limit = u64::try_from(whole_up_to)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    (&mut body)
+        .take(limit)
+        .read_to_end(&mut head)
+        .await
+        .map_err(|e| classify_read_error(&e))?;
+    if head.len() > whole_up_to {
+        let body: BodyReader = Box::new(std::io::Cursor::new(head).chain(body));
+        return Ok(Decode::Streaming(spawn_decoder(job, body)));
+    }
+    let reader = HashingReader {
+        inner: head.as_slice(),
+        hash: job.hash_prefix.clone(),
+    };
+    let (decoded, copy) = decode(&job, BufReader::new(reader), None);
+    Ok(Decode::Whole(decoded, copy))
+}
+
 /// Waits for the decoder and turns what it refused into the answer.
 pub async fn finish(decoder: JoinHandle<Decoded>) -> WriteResult<Decoded> {
-    let decoded = decoder.await?;
+    verdict(decoder.await?)
+}
+
+/// The decoder's verdict: the body's refusal, if it was refused.
+pub fn verdict(decoded: Decoded) -> WriteResult<Decoded> {
     let rows_received = decoded.rows_received;
     match &decoded.read_error {
         Some(ReadError::Io(e)) => return Err(classify_read_error(e).into()),
@@ -212,7 +260,9 @@ struct Encoding<'d> {
     tombstones: u64,
     tombstones_allowed: bool,
     repeats: RepeatWatch,
-    chunks: mpsc::Sender<io::Result<Bytes>>,
+    /// Where full chunks go; `None` keeps everything in `out` (a small
+    /// body, decoded whole).
+    chunks: Option<mpsc::Sender<io::Result<Bytes>>>,
     receiver_gone: bool,
 }
 
@@ -263,9 +313,12 @@ impl RecordSink for Encoding<'_> {
             self.out.clear();
             return ControlFlow::Continue(());
         }
+        let Some(chunks) = &self.chunks else {
+            return ControlFlow::Continue(());
+        };
         if self.out.len() >= CHUNK_BYTES {
             let chunk = std::mem::replace(&mut self.out, Vec::with_capacity(CHUNK_BYTES + 4096));
-            if self.chunks.blocking_send(Ok(Bytes::from(chunk))).is_err() {
+            if chunks.blocking_send(Ok(Bytes::from(chunk))).is_err() {
                 // COPY has failed; its error is the one to report.
                 self.receiver_gone = true;
                 return ControlFlow::Break(());
@@ -291,24 +344,32 @@ impl Encoding<'_> {
 
     /// Ends the COPY data: its trailer when the body was good, otherwise an
     /// error item, which makes the COPY abort instead of committing a
-    /// partial stage.
-    fn close(&mut self, read_error: Option<&ReadError>) {
+    /// partial stage. Returns the data when it was kept whole (and good).
+    fn close(&mut self, read_error: Option<&ReadError>) -> Option<Bytes> {
         let end = if read_error.is_none() && self.errors.is_empty() && !self.receiver_gone {
             self.out.extend_from_slice(COPY_BINARY_TRAILER);
             Ok(Bytes::from(std::mem::take(&mut self.out)))
         } else {
             Err(io::Error::other("the body was refused"))
         };
-        let _ = self.chunks.blocking_send(end);
+        match &self.chunks {
+            Some(chunks) => {
+                let _ = chunks.blocking_send(end);
+                None
+            }
+            None => end.ok(),
+        }
     }
 }
 
-/// The blocking half: reads every record through an `Encoding` sink.
+/// The blocking half: reads every record through an `Encoding` sink, which
+/// sends the COPY data to `chunks` or, without, keeps it whole (returned
+/// when the body was good).
 fn decode<R: io::Read>(
     job: &DecodeJob,
     mut reader: BufReader<HashingReader<R>>,
-    chunks: mpsc::Sender<io::Result<Bytes>>,
-) -> Decoded {
+    chunks: Option<mpsc::Sender<io::Result<Bytes>>>,
+) -> (Decoded, Option<Bytes>) {
     let mut sink = Encoding {
         encoder: RowEncoder::new(&job.def, job.options.clone(), job.load_id),
         def: &job.def,
@@ -326,8 +387,8 @@ fn decode<R: io::Read>(
     };
     sink.out.extend_from_slice(COPY_BINARY_HEADER);
     let read_error = read_records(job.format, &mut reader, &mut sink, job.max_record_bytes).err();
-    sink.close(read_error.as_ref());
-    Decoded {
+    let whole = sink.close(read_error.as_ref());
+    let decoded = Decoded {
         rows_received: sink.rows_received,
         tombstones: sink.tombstones,
         maybe_repeated: sink.repeats.maybe_repeated(),
@@ -337,5 +398,6 @@ fn decode<R: io::Read>(
         errors: sink.errors,
         read_error,
         header_refusal: sink.header_refusal,
-    }
+    };
+    (decoded, whole)
 }

@@ -17,9 +17,10 @@ use sqlx::PgConnection;
 
 use super::body::{classify_read_error, BodyDigest, BodySource};
 use super::partition::{PutConnections, PutPartition};
-use super::rows::PostRows;
+use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::metrics::RowCounts;
+use crate::store::closing::{close_rows_write, RowsClosing};
 use crate::store::idempotency::{complete_key, unbound_lock_waits, Claim, Completion, StoredKey};
 
 /// What the fingerprint of a keyed request is made of.
@@ -105,10 +106,16 @@ impl Pipeline {
             Write::Rows(_) => None,
         };
         let wait = self.settings.idempotency_wait();
-        let mut tx = match self.store.claim_key(&req.principal, &req.key, wait).await? {
-            Claim::Fresh(mut tx) => {
-                if let Write::Partition(_) = write {
-                    unbound_lock_waits(&mut tx).await?;
+        let table = match &write {
+            Write::Rows(rows) => Some(&rows.table),
+            Write::Partition(_) => None,
+        };
+        let claim = self.store.claim_key(&req.principal, &req.key, wait, table);
+        let mut tx = match claim.await? {
+            Claim::Fresh(mut tx, def) => {
+                match &mut write {
+                    Write::Rows(rows) => rows.known_def = def,
+                    Write::Partition(_) => unbound_lock_waits(&mut tx).await?,
                 }
                 tx
             }
@@ -121,8 +128,8 @@ impl Pipeline {
         let written = self
             .write_claimed(write, &ticket, &mut tx, stage_conn.as_deref_mut())
             .await;
-        let answer = match written {
-            Ok(answer) => answer,
+        let (answer, rows) = match written {
+            Ok(written) => written,
             Err(e) => {
                 // The key goes with the write, so that the fixed request can use it.
                 let _ = tx.rollback().await;
@@ -131,33 +138,39 @@ impl Pipeline {
                 return Err(e);
             }
         };
+        let fingerprint = fingerprint(&req, &digest.hex());
         let completion = Completion {
             principal: &req.principal,
             key: &req.key,
-            fingerprint: &fingerprint(&req, &digest.hex()),
+            fingerprint: &fingerprint,
             load_id: Some(ticket.load_id),
             status: answer.status,
             body: &answer.body,
             etag: answer.etag.as_deref(),
             retention: self.settings.idempotency_retention(),
         };
-        complete_key(&mut tx, &completion).await?;
+        complete(&mut tx, &ticket, &completion, rows.as_ref()).await?;
         tx.commit().await.map_err(crate::store::StoreError::from)?;
         Ok(answer)
     }
 
-    /// The write itself, in the transaction that holds its key.
+    /// The write itself, in the transaction that holds its key; a POST's
+    /// rows also say what is left to record before the commit.
     async fn write_claimed(
         &self,
         write: Write,
         ticket: &LoadTicket,
         tx: &mut PgConnection,
         stage_conn: Option<&mut PgConnection>,
-    ) -> WriteResult<KeyedAnswer> {
+    ) -> WriteResult<(KeyedAnswer, Option<RowsWritten>)> {
+        let mut rows_written = None;
         let (body, etag, counts) = match write {
             Write::Rows(rows) => {
-                let receipt = self.write_rows(rows, ticket, tx).await?;
-                (json(&receipt), None, receipt.counts())
+                let written = self.write_rows(rows, ticket, tx).await?;
+                let receipt = &written.receipt;
+                let answer = (json(receipt), None, receipt.counts());
+                rows_written = Some(written);
+                answer
             }
             Write::Partition(put) => {
                 let conns = PutConnections {
@@ -169,14 +182,38 @@ impl Pipeline {
                 (json(&receipt), etag, receipt.counts())
             }
         };
-        Ok(KeyedAnswer {
+        let answer = KeyedAnswer {
             status: COMPLETED_STATUS,
             body,
             etag,
             replayed: false,
             counts: Some(counts),
-        })
+        };
+        Ok((answer, rows_written))
     }
+}
+
+/// Stores the key's answer, and a POST's deltas and ledger row with it.
+async fn complete(
+    tx: &mut PgConnection,
+    ticket: &LoadTicket,
+    completion: &Completion<'_>,
+    rows: Option<&RowsWritten>,
+) -> WriteResult<()> {
+    match rows {
+        Some(rows) => {
+            let closing = RowsClosing {
+                table: &ticket.table,
+                load_id: ticket.load_id,
+                deltas: &rows.deltas,
+                entry: &rows.receipt.entry(ticket),
+                key: completion,
+            };
+            close_rows_write(tx, &closing).await?;
+        }
+        None => complete_key(tx, completion).await?,
+    }
+    Ok(())
 }
 
 /// The stored answer of a completed key, if this is the same request. The

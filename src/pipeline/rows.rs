@@ -1,23 +1,23 @@
 //! `POST /rows?table=`: rows appended or merged by key, in the transaction
 //! that also records the request's Idempotency-Key.
 
-use futures::StreamExt;
 use serde::Serialize;
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use super::body::BodySource;
-use super::decode::{self, Decoded, Decoding, RepeatCheck};
+use super::decode::{self, Decode, Decoded, RepeatCheck};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::encode::row_hash_of_text;
+use crate::ingest::ContentDelta;
 use crate::ingest::EncodeOptions;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::TableDef;
-use crate::store::ledger::{self, LoadEntry, LoadStatus};
+use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::merge::{
     apply_incoming, copy_incoming, fits_arrays, small_body, Incoming, IncomingRows, MergeMode,
     Merged, PartitionAfter,
@@ -58,6 +58,8 @@ pub struct PostRows {
     pub idempotency_key: String,
     /// Who sent it, for the ledger.
     pub actor: Actor,
+    /// The table's definition, when the key's claim read it already.
+    pub known_def: Option<TableDef>,
 }
 
 impl PostRows {
@@ -98,19 +100,25 @@ fn choose_mode(def: &TableDef, asked: Option<MergeMode>) -> WriteResult<MergeMod
 
 impl Pipeline {
     /// Writes the body's rows in `tx`, and nothing else: every statement of
-    /// the write runs in that transaction (the caller commits, and records a
-    /// refusal after rolling back).
+    /// the write runs in that transaction. The caller records what it
+    /// returns (the partitions' deltas and the ledger row; see
+    /// `store::closing`) in it and commits, or records a refusal after
+    /// rolling back.
     #[tracing::instrument(skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
     pub async fn write_rows(
         &self,
         req: PostRows,
         ticket: &LoadTicket,
         tx: &mut PgConnection,
-    ) -> WriteResult<RowsReceipt> {
+    ) -> WriteResult<RowsWritten> {
         let format = req.body.format;
-        let (def, body) = self
-            .resolve_table_in(&mut *tx, &req.table, format, req.body.reader)
-            .await?;
+        let (def, body) = match req.known_def {
+            Some(def) => (def, req.body.reader),
+            None => {
+                self.resolve_table_in(&mut *tx, &req.table, format, req.body.reader)
+                    .await?
+            }
+        };
         let mode = choose_mode(&def, req.mode)?;
         let options = EncodeOptions {
             ds: None,
@@ -124,7 +132,8 @@ impl Pipeline {
             presence: mode == MergeMode::Patch,
         };
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
-        let decoding = decode::spawn_decoder(job, body);
+        let small = self.settings.small_body_bytes();
+        let decoding = decode::decode_small_or_spawn(job, body, small).await?;
         let (decoded, landed) = self.land_rows(tx, &def, mode, decoding).await?;
         let incoming = Incoming {
             rows: landed.rows,
@@ -134,7 +143,7 @@ impl Pipeline {
             periods: decoded.periods.clone(),
         };
         let rehash = |values: &[Option<String>]| row_hash_of_text(&def, values);
-        let merged = apply_incoming(
+        let mut merged = apply_incoming(
             tx,
             &def,
             mode,
@@ -144,10 +153,17 @@ impl Pipeline {
             &rehash,
         )
         .await?;
+        let deltas = std::mem::take(&mut merged.deltas);
         let receipt = RowsReceipt::new(ticket, &def, mode, &decoded, merged);
-        ledger::insert(tx, &receipt.entry(ticket)).await?;
-        Ok(receipt)
+        Ok(RowsWritten { receipt, deltas })
     }
+}
+
+/// A POST's rows as written, and what is left to record before the commit.
+pub struct RowsWritten {
+    pub receipt: RowsReceipt,
+    /// What the write changed in each partition it touched.
+    pub deltas: Vec<(Period, ContentDelta)>,
 }
 
 /// Where the decoded rows wait for the merge, and how many there are.
@@ -157,45 +173,40 @@ struct Landed {
 }
 
 impl Pipeline {
-    /// Puts the decoded rows where the merge reads them: a small body (all
-    /// its COPY data in one chunk of at most `small_body_bytes`) stays in
-    /// memory, to be bound as arrays; any other is COPYed into the session's
-    /// table while it is decoded. Returns once the decoder has finished.
+    /// Puts the decoded rows where the merge reads them: a small body's
+    /// (decoded whole) stay in memory, to be bound as arrays, when the merge
+    /// can read them so; any other's are COPYed into the session's table
+    /// (as they are decoded, for a large body). Returns the decoder's
+    /// verdict once it has finished.
     async fn land_rows(
         &self,
         tx: &mut PgConnection,
         def: &TableDef,
         mode: MergeMode,
-        decoding: Decoding,
+        decoding: Decode,
     ) -> WriteResult<(Decoded, Landed)> {
-        let mut chunks = decoding.chunks;
-        let first = chunks.recv().await;
-        let second = match first {
-            Some(Ok(_)) => chunks.recv().await,
-            _ => None,
-        };
-        if second.is_none() {
-            // The decoder has sent everything: a body of one chunk at most.
-            let decoded = decode::finish(decoding.decoder).await?;
-            if let Some(Ok(only)) = &first {
-                if only.len() <= self.settings.small_body_bytes()
-                    && fits_arrays(mode, decoded.maybe_repeated)
-                {
-                    let source = small_body(def, mode, only)?;
+        match decoding {
+            Decode::Whole(decoded, copy) => {
+                let decoded = decode::verdict(decoded)?;
+                let copy = copy.ok_or_else(|| {
+                    WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
+                })?;
+                if fits_arrays(mode, decoded.maybe_repeated) {
+                    let source = small_body(def, mode, &copy)?;
                     let rows = source.rows();
                     return Ok((decoded, Landed { source, rows }));
                 }
+                let rows = futures::stream::iter([Ok(copy)]);
+                let copied = copy_incoming(tx, def, mode, rows).await;
+                Ok((decoded, Landed::session(decode::copy_result(copied)?)))
             }
-            let copied = copy_incoming(tx, def, mode, futures::stream::iter(first)).await;
-            let rows = decode::copy_result(copied)?;
-            return Ok((decoded, Landed::session(rows)));
+            Decode::Streaming(decoding) => {
+                let rows = ReceiverStream::new(decoding.chunks);
+                let copied = copy_incoming(tx, def, mode, rows).await;
+                let decoded = decode::finish(decoding.decoder).await?;
+                Ok((decoded, Landed::session(decode::copy_result(copied)?)))
+            }
         }
-        let head = futures::stream::iter(first.into_iter().chain(second));
-        let rest = ReceiverStream::new(chunks);
-        let copied = copy_incoming(tx, def, mode, head.chain(rest)).await;
-        let decoded = decode::finish(decoding.decoder).await?;
-        let rows = decode::copy_result(copied)?;
-        Ok((decoded, Landed::session(rows)))
     }
 }
 
@@ -249,7 +260,8 @@ impl RowsReceipt {
         }
     }
 
-    fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
+    /// The ledger's row for this write.
+    pub fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
         LoadEntry {
             status: if self.changed {
                 LoadStatus::Published

@@ -11,8 +11,9 @@
 //! deltas at once.
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgRow;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use sqlx::{Connection, PgConnection, Postgres, Row};
 use uuid::Uuid;
 
 use super::stage::row_hash;
@@ -103,28 +104,45 @@ pub async fn live(
     row.as_ref().map(Live::from_row).transpose()
 }
 
-/// Records what one write changed in partition `ds`, in the write's
-/// transaction.
-pub async fn record_delta(
-    conn: &mut PgConnection,
-    table: &TableName,
-    ds: Period,
-    load_id: Uuid,
-    delta: &ContentDelta,
-) -> StoreResult<()> {
+/// The INSERT of what one write changed in each partition it touched (in
+/// the write's transaction), its parameters numbered from `first`: table,
+/// load id, then arrays of partition labels, row deltas and sum deltas (see
+/// `store::closing`).
+pub(super) fn deltas_sql(first: usize) -> String {
+    let p = |i: usize| format!("${}", first + i);
     // language=PostgreSQL
-    sqlx::query(
+    format!(
         "insert into idem.partition_deltas (table_name, ds, load_id, row_delta, sum_delta)
-         values ($1, $2, $3, $4, $5)",
+         select {}, d.ds, {}, d.row_delta, d.sum_delta
+           from unnest({}::text[], {}::bigint[], {}::bytea[]) d(ds, row_delta, sum_delta)",
+        p(0),
+        p(1),
+        p(2),
+        p(3),
+        p(4)
     )
-    .bind(table.as_str())
-    .bind(ds.label())
-    .bind(load_id)
-    .bind(delta.rows())
-    .bind(&delta.sum_bytes()[..])
-    .execute(conn)
-    .await?;
-    Ok(())
+}
+
+/// Binds the deltas to the parameters of `deltas_sql`, in order; an empty
+/// delta (a write that changed nothing in a partition) is left out.
+pub(super) fn bind_deltas<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    table: &TableName,
+    load_id: Uuid,
+    deltas: &[(Period, ContentDelta)],
+) -> Query<'q, Postgres, PgArguments> {
+    let changed = || deltas.iter().filter(|(_, delta)| !delta.is_empty());
+    let labels: Vec<String> = changed().map(|(ds, _)| ds.label()).collect();
+    let rows: Vec<i64> = changed().map(|(_, delta)| delta.rows()).collect();
+    let sums: Vec<Vec<u8>> = changed()
+        .map(|(_, delta)| delta.sum_bytes().to_vec())
+        .collect();
+    query
+        .bind(table.as_str().to_string())
+        .bind(load_id)
+        .bind(labels)
+        .bind(rows)
+        .bind(sums)
 }
 
 /// Forgets the deltas of partition `ds`: its registry row is being replaced

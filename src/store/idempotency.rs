@@ -8,10 +8,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
 use super::{Store, StoreError, StoreResult};
+use crate::names::TableName;
+use crate::schema::TableDef;
 
 /// A completed key, as stored.
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
@@ -29,8 +34,9 @@ pub struct StoredKey {
 }
 
 pub enum Claim {
-    /// The key is ours: write in this transaction, then `complete` and commit.
-    Fresh(Transaction<'static, Postgres>),
+    /// The key is ours: write in this transaction, then `complete` and
+    /// commit. With the definition of the table asked for, if declared.
+    Fresh(Transaction<'static, Postgres>, Option<TableDef>),
     /// The key was used by a completed request.
     Completed(StoredKey),
 }
@@ -52,28 +58,35 @@ const STORED_KEY_SQL: &str =
    from idem.idempotency_keys where principal = $1 and key = $2";
 
 /// Inserts the key's placeholder row; an expired row is taken over. Returns
-/// whether the key is ours.
+/// whether the key is ours, and the definition of `table` (when asked for
+/// and declared), read by the same statement to spare the write a round
+/// trip.
 async fn insert_placeholder(
     conn: &mut PgConnection,
     principal: &str,
     key: &str,
-) -> Result<bool, sqlx::Error> {
+    table: Option<&TableName>,
+) -> Result<(bool, Option<TableDef>), sqlx::Error> {
     // language=PostgreSQL
-    let inserted = sqlx::query(
-        "insert into idem.idempotency_keys as k
-                (principal, key, fingerprint, response_status, response_body, expires_at)
-         values ($1, $2, '', 0, 'null', now())
-         on conflict (principal, key) do update
-            set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
-                created_at = now(), expires_at = now()
-          where k.expires_at < now()",
+    let (fresh, def): (bool, Option<Json<TableDef>>) = sqlx::query_as(
+        "with claimed as (
+           insert into idem.idempotency_keys as k
+                  (principal, key, fingerprint, response_status, response_body, expires_at)
+           values ($1, $2, '', 0, 'null', now())
+           on conflict (principal, key) do update
+              set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
+                  created_at = now(), expires_at = now()
+            where k.expires_at < now()
+           returning 1)
+         select exists (select from claimed),
+                (select definition from idem.tables where name = $3)",
     )
     .bind(principal)
     .bind(key)
-    .execute(conn)
-    .await?
-    .rows_affected();
-    Ok(inserted == 1)
+    .bind(table.map(TableName::as_str))
+    .fetch_one(conn)
+    .await?;
+    Ok((fresh, def.map(|d| d.0)))
 }
 
 impl Store {
@@ -85,6 +98,7 @@ impl Store {
         principal: &str,
         key: &str,
         wait: Duration,
+        table: Option<&TableName>,
     ) -> StoreResult<Claim> {
         // One round trip: the transaction begins with its waits bounded. The
         // bound stays for the write's other lock waits (its partitions, its
@@ -95,9 +109,9 @@ impl Store {
         );
         let conn = self.acquire().await?;
         let mut tx = Transaction::begin(conn, Some(begin.into())).await?;
-        match insert_placeholder(&mut tx, principal, key).await {
-            Ok(true) => Ok(Claim::Fresh(tx)),
-            Ok(false) => {
+        match insert_placeholder(&mut tx, principal, key, table).await {
+            Ok((true, def)) => Ok(Claim::Fresh(tx, def)),
+            Ok((false, _)) => {
                 let stored: StoredKey = sqlx::query_as(STORED_KEY_SQL)
                     .bind(principal)
                     .bind(key)
@@ -138,7 +152,7 @@ impl Store {
         sqlx::query("set local lock_timeout = 50")
             .execute(&mut *tx)
             .await?;
-        let state = match insert_placeholder(&mut tx, principal, key).await {
+        let state = match insert_placeholder(&mut tx, principal, key, None).await {
             Ok(_) => KeyState::Absent,
             Err(e) if is_lock_timeout(&e) => KeyState::InFlight,
             Err(e) => return Err(e.into()),
@@ -192,23 +206,46 @@ pub async fn unbound_lock_waits(conn: &mut PgConnection) -> StoreResult<()> {
 
 /// Records the completed request in the claiming transaction.
 pub async fn complete_key(conn: &mut PgConnection, done: &Completion<'_>) -> StoreResult<()> {
-    // language=PostgreSQL
-    sqlx::query(
-        "update idem.idempotency_keys
-            set fingerprint = $3, load_id = $4, response_status = $5, response_body = $6,
-                response_etag = $7, created_at = now(),
-                expires_at = now() + make_interval(secs => $8)
-          where principal = $1 and key = $2",
-    )
-    .bind(done.principal)
-    .bind(done.key)
-    .bind(done.fingerprint)
-    .bind(done.load_id)
-    .bind(i32::from(done.status))
-    .bind(done.body)
-    .bind(done.etag)
-    .bind(done.retention.as_secs_f64())
-    .execute(conn)
-    .await?;
+    bind_completion(sqlx::query(&complete_sql(1)), done)
+        .execute(conn)
+        .await?;
     Ok(())
+}
+
+/// The key's completing UPDATE, its parameters numbered from `first` (see
+/// `store::closing`).
+pub(super) fn complete_sql(first: usize) -> String {
+    let p = |i: usize| format!("${}", first + i);
+    // language=PostgreSQL
+    format!(
+        "update idem.idempotency_keys
+            set fingerprint = {}, load_id = {}, response_status = {}, response_body = {},
+                response_etag = {}, created_at = now(),
+                expires_at = now() + make_interval(secs => {})
+          where principal = {} and key = {}",
+        p(2),
+        p(3),
+        p(4),
+        p(5),
+        p(6),
+        p(7),
+        p(0),
+        p(1)
+    )
+}
+
+/// Binds `done` to the parameters of `complete_sql`, in order.
+pub(super) fn bind_completion<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    done: &Completion<'_>,
+) -> Query<'q, Postgres, PgArguments> {
+    query
+        .bind(done.principal.to_string())
+        .bind(done.key.to_string())
+        .bind(done.fingerprint.to_string())
+        .bind(done.load_id)
+        .bind(i32::from(done.status))
+        .bind(done.body.clone())
+        .bind(done.etag.map(str::to_string))
+        .bind(done.retention.as_secs_f64())
 }

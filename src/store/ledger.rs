@@ -2,7 +2,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::PgConnection;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{PgConnection, Postgres};
 use uuid::Uuid;
 
 use super::{count, Store, StoreResult};
@@ -127,37 +129,53 @@ impl<'a> LoadEntry<'a> {
 /// Writes `entry` in the caller's transaction, so a load is recorded exactly
 /// when its rows are.
 pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResult<()> {
+    bind_entry(sqlx::query(&insert_sql(1)), entry)?
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The ledger row's INSERT, its parameters numbered from `first` (so that
+/// it can be part of a larger statement; see `store::closing`).
+pub(super) fn insert_sql(first: usize) -> String {
+    let p = |i: usize| format!("${}", first + i);
+    let values = (0..16).map(p).collect::<Vec<_>>().join(", ");
     // The finish is the clock at this statement, not now() (the start of
     // the transaction, which may precede the load's own start). The start is
     // idem's clock and the finish the database's: `greatest` keeps a skew
     // between the two from recording a load that ends before it began.
     // language=PostgreSQL
-    sqlx::query(
+    format!(
         "insert into idem.loads (load_id, table_name, ds, mode, status, rows_received, rows_written,
                                  duplicates, rejected, content_sha256, changed, error, started_at,
                                  idempotency_key, token_id, token_name, finished_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                 greatest(clock_timestamp(), $13))",
+         values ({values}, greatest(clock_timestamp(), {}))",
+        p(12)
     )
-    .bind(entry.load_id)
-    .bind(entry.table.as_str())
-    .bind(entry.ds.map(|p| p.label()))
-    .bind(entry.mode)
-    .bind(entry.status.as_str())
-    .bind(count(entry.rows_received)?)
-    .bind(count(entry.rows_written)?)
-    .bind(count(entry.duplicates)?)
-    .bind(count(entry.rejected)?)
-    .bind(entry.content_sha256)
-    .bind(entry.changed)
-    .bind(entry.error.as_ref().map(without_nul))
-    .bind(entry.started_at)
-    .bind(entry.idempotency_key)
-    .bind(entry.actor.token_id)
-    .bind(&entry.actor.token_name)
-    .execute(conn)
-    .await?;
-    Ok(())
+}
+
+/// Binds `entry` to the parameters of `insert_sql`, in order.
+pub(super) fn bind_entry<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    entry: &LoadEntry<'_>,
+) -> StoreResult<Query<'q, Postgres, PgArguments>> {
+    Ok(query
+        .bind(entry.load_id)
+        .bind(entry.table.as_str().to_string())
+        .bind(entry.ds.map(|p| p.label()))
+        .bind(entry.mode.to_string())
+        .bind(entry.status.as_str())
+        .bind(count(entry.rows_received)?)
+        .bind(count(entry.rows_written)?)
+        .bind(count(entry.duplicates)?)
+        .bind(count(entry.rejected)?)
+        .bind(entry.content_sha256.map(str::to_string))
+        .bind(entry.changed)
+        .bind(entry.error.as_ref().map(without_nul))
+        .bind(entry.started_at)
+        .bind(entry.idempotency_key.map(str::to_string))
+        .bind(entry.actor.token_id)
+        .bind(entry.actor.token_name.clone()))
 }
 
 /// `value` with every NUL character of its strings (keys included) replaced

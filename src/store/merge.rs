@@ -21,7 +21,6 @@ use sqlx::{Connection, PgConnection, Postgres, Row};
 use uuid::Uuid;
 
 use super::arrays::{split_tuples, ElementType, TupleArrays};
-use super::contents;
 use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, row_hash};
 use super::{
     all_columns, key_index_columns, lock_partition, parent_table, partition_key,
@@ -83,6 +82,10 @@ pub struct Merged {
     pub rows_after_dedup: u64,
     pub duplicates: u64,
     pub partitions: Vec<PartitionAfter>,
+    /// What the write changed in each partition, not recorded yet: the
+    /// caller records them before it commits (`closing::close_rows_write`),
+    /// under the partitions' locks, which the transaction holds.
+    pub deltas: Vec<(Period, ContentDelta)>,
 }
 
 /// The temporary table a POST's rows land in first: one per session and
@@ -244,7 +247,14 @@ impl MergeWrite<'_> {
             delete_tombstoned(conn, sql, &mut deltas, &mut merged).await?;
         }
         upsert_rows(conn, sql, mode, &mut deltas, &mut merged).await?;
-        merged.partitions = record_deltas(conn, def, self.load_id, deltas).await?;
+        merged.partitions = deltas
+            .iter()
+            .map(|(&ds, delta)| PartitionAfter {
+                ds,
+                row_delta: delta.rows(),
+            })
+            .collect();
+        merged.deltas = deltas.into_iter().collect();
         Ok(merged)
     }
 }
@@ -633,26 +643,6 @@ fn partition_gone_is_busy(err: sqlx::Error) -> StoreError {
         sqlx::Error::Database(db) if db.code().as_deref() == Some("23514") => StoreError::Busy(err),
         _ => err.into(),
     }
-}
-
-/// Each touched partition records what this write changed in it.
-async fn record_deltas(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    load_id: Uuid,
-    deltas: Deltas,
-) -> StoreResult<Vec<PartitionAfter>> {
-    let mut after = Vec::with_capacity(deltas.len());
-    for (ds, delta) in deltas {
-        if !delta.is_empty() {
-            contents::record_delta(&mut *conn, &def.name, ds, load_id, &delta).await?;
-        }
-        after.push(PartitionAfter {
-            ds,
-            row_delta: delta.rows(),
-        });
-    }
-    Ok(after)
 }
 
 fn count_of<T>(items: &[T]) -> u64 {

@@ -7,6 +7,7 @@
 
 pub mod arrays;
 pub mod catalog;
+pub mod closing;
 pub mod contents;
 pub mod error;
 pub mod idempotency;
