@@ -12,6 +12,7 @@
 //! rolls the key back with the write, so the client can fix the request and
 //! retry under the same key.
 
+use chrono::Utc;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
@@ -97,6 +98,8 @@ impl Pipeline {
         if let Some(stored) = self.store.completed_key(&req.principal, &req.key).await? {
             return replay(&req, &mut write, &digest, stored).await;
         }
+        // No later than the database's clock will start the key's retention.
+        let claimed_at = Utc::now();
         let _slot = self.load_slot().await?;
         // Every connection the write needs is taken before the key is claimed:
         // requests waiting for the key hold connections while they wait, and
@@ -151,6 +154,8 @@ impl Pipeline {
         };
         complete(&mut tx, &ticket, &completion, rows.as_ref()).await?;
         tx.commit().await.map_err(crate::store::StoreError::from)?;
+        self.store
+            .remember_completed(&completion.stored(claimed_at));
         Ok(answer)
     }
 

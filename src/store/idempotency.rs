@@ -128,18 +128,31 @@ impl Store {
     }
 
     /// The key's completed request, if there is one and it has not expired:
-    /// one read, the whole cost of a replay.
+    /// from memory when this process has seen it completed, else one read,
+    /// the whole cost of a replay.
     pub async fn completed_key(
         &self,
         principal: &str,
         key: &str,
     ) -> StoreResult<Option<StoredKey>> {
+        if let Some(stored) = self.completed.get(principal, key) {
+            return Ok(Some(stored));
+        }
         let stored: Option<StoredKey> = sqlx::query_as(STORED_KEY_SQL)
             .bind(principal)
             .bind(key)
             .fetch_optional(&mut *self.acquire().await?)
             .await?;
-        Ok(stored.filter(|s| s.expires_at > Utc::now()))
+        let stored = stored.filter(|s| s.expires_at > Utc::now() && !s.fingerprint.is_empty());
+        if let Some(stored) = &stored {
+            self.completed.remember(stored);
+        }
+        Ok(stored)
+    }
+
+    /// Remembers a key whose completion has committed.
+    pub fn remember_completed(&self, stored: &StoredKey) {
+        self.completed.remember(stored);
     }
 
     pub async fn key_state(&self, principal: &str, key: &str) -> StoreResult<KeyState> {
@@ -193,6 +206,26 @@ pub struct Completion<'a> {
     pub body: &'a serde_json::Value,
     pub etag: Option<&'a str>,
     pub retention: Duration,
+}
+
+impl Completion<'_> {
+    /// The key as stored once completed, its retention counted from
+    /// `claimed_at` (taken before the claim: no later than the database's
+    /// clock counts it, so the copy never outlives the row).
+    pub fn stored(&self, claimed_at: DateTime<Utc>) -> StoredKey {
+        StoredKey {
+            principal: self.principal.to_string(),
+            key: self.key.to_string(),
+            fingerprint: self.fingerprint.to_string(),
+            load_id: self.load_id,
+            response_status: i32::from(self.status),
+            response_body: self.body.clone(),
+            response_etag: self.etag.map(str::to_string),
+            created_at: claimed_at,
+            expires_at: claimed_at
+                + chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::zero()),
+        }
+    }
 }
 
 /// Lifts the bound `Store::claim_key` puts on lock waits, for a write that

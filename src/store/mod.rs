@@ -8,6 +8,7 @@
 pub mod arrays;
 pub mod catalog;
 pub mod closing;
+pub mod completed_keys;
 pub mod contents;
 pub mod error;
 pub mod idempotency;
@@ -46,6 +47,8 @@ pub struct Store {
     pool: PgPool,
     /// Calls of `acquire` waiting for a connection now (sqlx does not say).
     waiting: Arc<AtomicU64>,
+    /// Completed keys remembered (see `completed_keys`).
+    completed: Arc<completed_keys::CompletedKeys>,
 }
 
 /// The pool as it is now.
@@ -111,6 +114,7 @@ impl Store {
         Store {
             pool,
             waiting: Arc::default(),
+            completed: Arc::default(),
         }
     }
 

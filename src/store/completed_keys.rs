@@ -1,0 +1,107 @@
+//! Completed Idempotency-Keys this process has read or written, so that a
+//! replay pays no read of `idem.idempotency_keys`.
+//!
+//! A completed key's row never changes until it expires (only an expired
+//! row is taken over or reaped), so a copy is exact until `expires_at`, in
+//! any process. Nothing is served past it. The copies are bounded in bytes;
+//! past the bound the process starts over.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use chrono::Utc;
+
+use super::idempotency::StoredKey;
+
+/// Bytes of keys and answers remembered at most.
+const MAX_BYTES: usize = 32 * 1024 * 1024;
+/// An answer larger than this is not remembered (a PUT's receipt is small;
+/// nothing large is expected, and one must not fill the cache).
+const MAX_ANSWER_BYTES: usize = 16 * 1024;
+
+#[derive(Default)]
+pub struct CompletedKeys {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    keys: HashMap<(String, String), StoredKey>,
+    bytes: usize,
+}
+
+/// What an entry costs, roughly: its strings and its answer's JSON.
+fn size_of(stored: &StoredKey) -> usize {
+    stored.principal.len()
+        + stored.key.len()
+        + stored.fingerprint.len()
+        + stored.response_body.to_string().len()
+        + 256
+}
+
+impl CompletedKeys {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The completed key, if remembered and not expired.
+    pub fn get(&self, principal: &str, key: &str) -> Option<StoredKey> {
+        let inner = self.lock();
+        let id = (principal.to_string(), key.to_string());
+        inner
+            .keys
+            .get(&id)
+            .filter(|stored| stored.expires_at > Utc::now())
+            .cloned()
+    }
+
+    /// Remembers a key that is completed (committed).
+    pub fn remember(&self, stored: &StoredKey) {
+        let size = size_of(stored);
+        if size > MAX_ANSWER_BYTES || stored.expires_at <= Utc::now() {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.bytes + size > MAX_BYTES {
+            inner.keys.clear();
+            inner.bytes = 0;
+        }
+        let id = (stored.principal.clone(), stored.key.clone());
+        if let Some(old) = inner.keys.insert(id, stored.clone()) {
+            inner.bytes -= size_of(&old);
+        }
+        inner.bytes += size;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(key: &str, expires_in_secs: i64) -> StoredKey {
+        StoredKey {
+            principal: "p".into(),
+            key: key.into(),
+            fingerprint: "f".into(),
+            load_id: None,
+            response_status: 200,
+            response_body: serde_json::json!({"rows_written": 1}),
+            response_etag: None,
+            created_at: Utc::now(),
+            expires_at: Utc::now() + chrono::Duration::seconds(expires_in_secs),
+        }
+    }
+
+    #[test]
+    fn a_remembered_key_is_served_until_it_expires() {
+        let cache = CompletedKeys::default();
+        cache.remember(&stored("live", 60));
+        cache.remember(&stored("expired", -1));
+        assert_eq!(cache.get("p", "live").unwrap().fingerprint, "f");
+        assert!(cache.get("p", "expired").is_none());
+        assert!(
+            cache.get("q", "live").is_none(),
+            "keys belong to a principal"
+        );
+    }
+}
