@@ -429,8 +429,11 @@ async fn expired_keys_are_reaped_and_then_count_as_new() {
     app.declare_orders().await;
     let rows = [order(1, "paid", "2026-10-12T01:00:00Z")];
     let first = json_body(app.post_rows("table=orders", Some("short"), &rows).await).await;
+    let replay = app.post_rows("table=orders", Some("short"), &rows).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    // Expired: no longer replayed, even before the reaper passes.
+    // Expired: no longer replayed (the server's remembered copy neither),
+    // even before the reaper passes.
     let again = app.post_rows("table=orders", Some("short"), &rows).await;
     assert_eq!(again.headers()["idempotent-replayed"], "false");
     assert_ne!(json_body(again).await["load_id"], first["load_id"]);
