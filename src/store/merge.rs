@@ -145,6 +145,25 @@ pub struct Incoming {
 /// What this write changes in each partition it touches.
 type Deltas = BTreeMap<Period, ContentDelta>;
 
+/// One load's share of the incoming rows: a POST's, or one of a batch of
+/// POSTs written together (see `apply_batch`).
+#[derive(Clone, Debug)]
+pub struct LoadRows {
+    pub load_id: Uuid,
+    pub rows: u64,
+    /// The partitions its rows belong to.
+    pub periods: BTreeSet<Period>,
+}
+
+/// What the statements did for one load, as they run.
+#[derive(Default)]
+struct Tally {
+    merged: Merged,
+    deltas: Deltas,
+}
+
+type Tallies = BTreeMap<Uuid, Tally>;
+
 /// Deadlocks a merge retries (from its savepoint) before it gives up.
 const DEADLOCK_RETRIES: usize = 3;
 
@@ -173,21 +192,56 @@ pub async fn apply_incoming(
     }
     let sql = MergeSql::new(def, rows);
     let duplicates = collapse_duplicates(conn, def, &sql, &incoming).await?;
+    let load = LoadRows {
+        load_id,
+        rows: incoming.rows - duplicates,
+        periods: incoming.periods.clone(),
+    };
     let write = MergeWrite {
         def,
         sql: &sql,
         mode,
-        load_id,
+        loads: std::slice::from_ref(&load),
         incoming: &incoming,
     };
-    let mut merged = if write.may_deadlock() {
-        write.apply_retrying(conn, rehash).await?
-    } else {
-        write.apply(conn, rehash).await?
-    };
+    let mut merged = write.run(conn, rehash).await?.remove(&load_id).unwrap_or_default();
     merged.duplicates = duplicates;
-    merged.rows_after_dedup = incoming.rows - duplicates;
     Ok(merged)
+}
+
+/// Writes several POSTs' rows (`arrays`, each row carrying its load's id)
+/// by the same statements as one POST's, and tells each load what it did.
+/// The rows must not repeat a row id, within a load or across them (see
+/// `fits_arrays`; `RowIds` finds repeats across loads).
+#[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str(), loads = loads.len()))]
+pub async fn apply_batch(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    mode: MergeMode,
+    loads: &[LoadRows],
+    arrays: TupleArrays,
+    tombstones: u64,
+) -> StoreResult<BTreeMap<Uuid, Merged>> {
+    if mode == MergeMode::Patch {
+        return Err(StoreError::Corrupt("a patch came in a batch"));
+    }
+    let incoming = Incoming {
+        rows: loads.iter().map(|l| l.rows).sum(),
+        content: ContentHash::default(),
+        tombstones,
+        maybe_repeated: false,
+        periods: loads.iter().flat_map(|l| l.periods.iter().copied()).collect(),
+    };
+    let sql = MergeSql::new(def, IncomingRows::Arrays(arrays));
+    let write = MergeWrite {
+        def,
+        sql: &sql,
+        mode,
+        loads,
+        incoming: &incoming,
+    };
+    let no_patch = |_: &[Option<String>]| None;
+    write.run(conn, &no_patch).await
 }
 
 /// One merge's statements, run (again, after a deadlock) from a savepoint.
@@ -195,7 +249,7 @@ struct MergeWrite<'a> {
     def: &'a TableDef,
     sql: &'a MergeSql,
     mode: MergeMode,
-    load_id: Uuid,
+    loads: &'a [LoadRows],
     incoming: &'a Incoming,
 }
 
@@ -206,13 +260,25 @@ impl MergeWrite<'_> {
         self.incoming.tombstones > 0 && self.mode.replaces()
     }
 
+    async fn run(
+        &self,
+        conn: &mut PgConnection,
+        rehash: Rehash<'_>,
+    ) -> StoreResult<BTreeMap<Uuid, Merged>> {
+        if self.may_deadlock() {
+            self.apply_retrying(conn, rehash).await
+        } else {
+            self.apply(conn, rehash).await
+        }
+    }
+
     /// `apply` from a savepoint, again when Postgres broke a deadlock by
     /// failing it.
     async fn apply_retrying(
         &self,
         conn: &mut PgConnection,
         rehash: Rehash<'_>,
-    ) -> StoreResult<Merged> {
+    ) -> StoreResult<BTreeMap<Uuid, Merged>> {
         let mut attempt = 0;
         loop {
             let mut savepoint = conn.begin().await?;
@@ -234,28 +300,56 @@ impl MergeWrite<'_> {
         }
     }
 
-    async fn apply(&self, conn: &mut PgConnection, rehash: Rehash<'_>) -> StoreResult<Merged> {
+    async fn apply(
+        &self,
+        conn: &mut PgConnection,
+        rehash: Rehash<'_>,
+    ) -> StoreResult<BTreeMap<Uuid, Merged>> {
         let (def, sql, mode) = (self.def, self.sql, self.mode);
         let alone = mode == MergeMode::Patch;
-        let mut deltas =
-            lock_touched_partitions(conn, def, &self.incoming.periods, self.load_id, alone).await?;
-        let mut merged = Merged::default();
+        let creator = self.loads.first().map_or(Uuid::nil(), |l| l.load_id);
+        lock_touched_partitions(conn, def, &self.incoming.periods, creator, alone).await?;
+        let mut tallies: Tallies = self.loads.iter().map(Tally::of).collect();
         if mode == MergeMode::Patch {
             fill_in_patches(conn, def, sql, rehash).await?;
         }
         if mode.replaces() && self.incoming.tombstones > 0 {
-            delete_tombstoned(conn, sql, &mut deltas, &mut merged).await?;
+            delete_tombstoned(conn, sql, &mut tallies).await?;
         }
-        upsert_rows(conn, sql, mode, &mut deltas, &mut merged).await?;
-        merged.partitions = deltas
+        upsert_rows(conn, sql, mode, &mut tallies).await?;
+        Ok(tallies
+            .into_iter()
+            .map(|(load_id, tally)| (load_id, tally.into_merged()))
+            .collect())
+    }
+}
+
+impl Tally {
+    /// A load's tally before any statement: each of its partitions changed
+    /// by nothing yet.
+    fn of(load: &LoadRows) -> (Uuid, Tally) {
+        let tally = Tally {
+            merged: Merged {
+                rows_after_dedup: load.rows,
+                ..Merged::default()
+            },
+            deltas: load.periods.iter().map(|&ds| (ds, ContentDelta::default())).collect(),
+        };
+        (load.load_id, tally)
+    }
+
+    fn into_merged(self) -> Merged {
+        let mut merged = self.merged;
+        merged.partitions = self
+            .deltas
             .iter()
             .map(|(&ds, delta)| PartitionAfter {
                 ds,
                 row_delta: delta.rows(),
             })
             .collect();
-        merged.deltas = deltas.into_iter().collect();
-        Ok(merged)
+        merged.deltas = self.deltas.into_iter().collect();
+        merged
     }
 }
 
@@ -495,10 +589,8 @@ async fn lock_touched_partitions(
     periods: &BTreeSet<Period>,
     load_id: Uuid,
     alone: bool,
-) -> StoreResult<Deltas> {
-    let mut deltas = Deltas::new();
+) -> StoreResult<()> {
     for &ds in periods {
-        deltas.insert(ds, ContentDelta::default());
         // The first writers of a new day go straight for the exclusive
         // lock, instead of two sharers both upgrading (a deadlock).
         if !alone && lock_existing_shared(conn, def, ds).await? {
@@ -509,7 +601,7 @@ async fn lock_touched_partitions(
             create_partition(conn, def, ds, load_id).await?;
         }
     }
-    Ok(deltas)
+    Ok(())
 }
 
 /// Takes partition `ds`'s lock shared if the partition exists; returns
@@ -537,8 +629,7 @@ async fn lock_existing_shared(
 async fn delete_tombstoned(
     conn: &mut PgConnection,
     sql: &MergeSql,
-    deltas: &mut Deltas,
-    merged: &mut Merged,
+    tallies: &mut Tallies,
 ) -> StoreResult<()> {
     let MergeSql {
         parent,
@@ -548,20 +639,24 @@ async fn delete_tombstoned(
         from_incoming,
         ..
     } = sql;
-    // DELETE answers the version it removed: the latest, locked one.
+    // DELETE answers the version it removed (the latest, locked one) and
+    // the load whose tombstone removed it.
     // language=PostgreSQL
     let delete = format!(
         "delete from {parent} t using {from_incoming}
           where s.\"_deleted\" and {join} and {tombstone_newer}
-      returning {label}, t.\"_row_hash\""
+      returning {label}, t.\"_row_hash\", s.\"_load_id\""
     );
     let mut gone = sql.query(&delete).fetch(&mut *conn);
     while let Some(row) = gone.try_next().await? {
         let (ds, hash) = digest_of(&row, sql.grain)?;
-        if let Some(delta) = deltas.get_mut(&ds) {
+        let Some(tally) = tallies.get_mut(&row.try_get::<Uuid, _>(2)?) else {
+            continue;
+        };
+        if let Some(delta) = tally.deltas.get_mut(&ds) {
             delta.remove(&hash);
         }
-        merged.deleted += 1;
+        tally.merged.deleted += 1;
     }
     Ok(())
 }
@@ -577,8 +672,7 @@ async fn upsert_rows(
     conn: &mut PgConnection,
     sql: &MergeSql,
     mode: MergeMode,
-    deltas: &mut Deltas,
-    merged: &mut Merged,
+    tallies: &mut Tallies,
 ) -> StoreResult<()> {
     let MergeSql {
         parent,
@@ -598,18 +692,20 @@ async fn upsert_rows(
               where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
         ),
     };
-    // The written rows come back as one row per partition (a count and two
-    // arrays), not a row each: a batch of 10,000 costs one message.
+    // The written rows come back as one row per partition and load (a
+    // count and two arrays), not a row each: a batch of 10,000 costs one
+    // message.
     // language=PostgreSQL
     let upsert = format!(
         "with written as (
            insert into {parent} as t ({all_columns})
            select {all_columns} from {from_incoming} where not s.\"_deleted\" order by {conflict}
            {on_conflict}
-           returning {label} as label, t.\"_row_hash\" as hash, t.{PREV_HASH_COLUMN} as replaced)
-         select label, array_agg(hash),
+           returning {label} as label, t.\"_load_id\" as load_id, t.\"_row_hash\" as hash,
+                     t.{PREV_HASH_COLUMN} as replaced)
+         select label, load_id, array_agg(hash),
                 coalesce(array_agg(replaced) filter (where replaced is not null), '{{}}')
-           from written group by label"
+           from written group by label, load_id"
     );
     let written = sql
         .query(&upsert)
@@ -618,11 +714,14 @@ async fn upsert_rows(
         .map_err(partition_gone_is_busy)?;
     for row in written {
         let ds = period_of(&row.try_get::<String, _>(0)?, sql.grain)?;
-        let Some(delta) = deltas.get_mut(&ds) else {
+        let Some(tally) = tallies.get_mut(&row.try_get::<Uuid, _>(1)?) else {
             continue;
         };
-        let hashes: Vec<Vec<u8>> = row.try_get(1)?;
-        let replaced: Vec<Vec<u8>> = row.try_get(2)?;
+        let Some(delta) = tally.deltas.get_mut(&ds) else {
+            continue;
+        };
+        let hashes: Vec<Vec<u8>> = row.try_get(2)?;
+        let replaced: Vec<Vec<u8>> = row.try_get(3)?;
         let (written, updated) = (count_of(&hashes), count_of(&replaced));
         for hash in hashes {
             delta.add(&row_hash(hash)?);
@@ -630,8 +729,8 @@ async fn upsert_rows(
         for hash in replaced {
             delta.remove(&row_hash(hash)?);
         }
-        merged.inserted += written - updated;
-        merged.updated += updated;
+        tally.merged.inserted += written - updated;
+        tally.merged.updated += updated;
     }
     Ok(())
 }
