@@ -21,7 +21,7 @@ use super::partition::{PutConnections, PutPartition};
 use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::metrics::RowCounts;
-use crate::store::closing::{close_rows_write, RowsClosing};
+use crate::store::closing::{close_rows_writes, RowsClosing};
 use crate::store::idempotency::{complete_key, unbound_lock_waits, Claim, Completion, StoredKey};
 
 /// What the fingerprint of a keyed request is made of.
@@ -208,13 +208,12 @@ async fn complete(
     match rows {
         Some(rows) => {
             let closing = RowsClosing {
-                table: &ticket.table,
                 load_id: ticket.load_id,
                 deltas: &rows.deltas,
-                entry: &rows.receipt.entry(ticket),
-                key: completion,
+                entry: rows.receipt.entry(ticket),
+                key: completion.clone(),
             };
-            close_rows_write(tx, &closing).await?;
+            close_rows_writes(tx, &ticket.table, &[closing]).await?;
         }
         None => complete_key(tx, completion).await?,
     }

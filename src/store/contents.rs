@@ -104,17 +104,18 @@ pub async fn live(
     row.as_ref().map(Live::from_row).transpose()
 }
 
-/// The INSERT of what one write changed in each partition it touched (in
-/// the write's transaction), its parameters numbered from `first`: table,
-/// load id, then arrays of partition labels, row deltas and sum deltas (see
-/// `store::closing`).
+/// The INSERT of what writes changed in each partition they touched (in
+/// their transaction), its parameters numbered from `first`: the table,
+/// then arrays of partition labels, load ids, row deltas and sum deltas
+/// (see `store::closing`).
 pub(super) fn deltas_sql(first: usize) -> String {
     let p = |i: usize| format!("${}", first + i);
     // language=PostgreSQL
     format!(
         "insert into idem.partition_deltas (table_name, ds, load_id, row_delta, sum_delta)
-         select {}, d.ds, {}, d.row_delta, d.sum_delta
-           from unnest({}::text[], {}::bigint[], {}::bytea[]) d(ds, row_delta, sum_delta)",
+         select {}, d.ds, d.load_id, d.row_delta, d.sum_delta
+           from unnest({}::text[], {}::uuid[], {}::bigint[], {}::bytea[])
+                d(ds, load_id, row_delta, sum_delta)",
         p(0),
         p(1),
         p(2),
@@ -123,24 +124,29 @@ pub(super) fn deltas_sql(first: usize) -> String {
     )
 }
 
-/// Binds the deltas to the parameters of `deltas_sql`, in order; an empty
-/// delta (a write that changed nothing in a partition) is left out.
+/// One load's change to one partition.
+pub struct PartitionDelta<'a> {
+    pub ds: Period,
+    pub load_id: Uuid,
+    pub delta: &'a ContentDelta,
+}
+
+/// Binds the deltas to the parameters of `deltas_sql`; an empty delta (a
+/// write that changed nothing in a partition) is left out.
 pub(super) fn bind_deltas<'q>(
     query: Query<'q, Postgres, PgArguments>,
     table: &TableName,
-    load_id: Uuid,
-    deltas: &[(Period, ContentDelta)],
+    deltas: &[PartitionDelta<'_>],
 ) -> Query<'q, Postgres, PgArguments> {
-    let changed = || deltas.iter().filter(|(_, delta)| !delta.is_empty());
-    let labels: Vec<String> = changed().map(|(ds, _)| ds.label()).collect();
-    let rows: Vec<i64> = changed().map(|(_, delta)| delta.rows()).collect();
-    let sums: Vec<Vec<u8>> = changed()
-        .map(|(_, delta)| delta.sum_bytes().to_vec())
-        .collect();
+    let changed = || deltas.iter().filter(|d| !d.delta.is_empty());
+    let labels: Vec<String> = changed().map(|d| d.ds.label()).collect();
+    let loads: Vec<Uuid> = changed().map(|d| d.load_id).collect();
+    let rows: Vec<i64> = changed().map(|d| d.delta.rows()).collect();
+    let sums: Vec<Vec<u8>> = changed().map(|d| d.delta.sum_bytes().to_vec()).collect();
     query
         .bind(table.as_str().to_string())
-        .bind(load_id)
         .bind(labels)
+        .bind(loads)
         .bind(rows)
         .bind(sums)
 }

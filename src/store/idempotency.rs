@@ -197,6 +197,7 @@ impl Store {
 }
 
 /// A completed request, as its key keeps it.
+#[derive(Clone, Debug)]
 pub struct Completion<'a> {
     pub principal: &'a str,
     pub key: &'a str,
@@ -239,46 +240,50 @@ pub async fn unbound_lock_waits(conn: &mut PgConnection) -> StoreResult<()> {
 
 /// Records the completed request in the claiming transaction.
 pub async fn complete_key(conn: &mut PgConnection, done: &Completion<'_>) -> StoreResult<()> {
-    bind_completion(sqlx::query(&complete_sql(1)), done)
+    bind_completions(sqlx::query(&complete_sql(1)), std::slice::from_ref(done))
         .execute(conn)
         .await?;
     Ok(())
 }
 
-/// The key's completing UPDATE, its parameters numbered from `first` (see
-/// `store::closing`).
+/// The UPDATE completing keys (one per element of its array parameters),
+/// its parameters numbered from `first` (see `store::closing`).
 pub(super) fn complete_sql(first: usize) -> String {
-    let p = |i: usize| format!("${}", first + i);
+    let types = [
+        "text", "text", "text", "uuid", "integer", "jsonb", "text", "float8",
+    ];
+    let arrays = types
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| format!("${}::{ty}[]", first + i))
+        .collect::<Vec<_>>()
+        .join(", ");
     // language=PostgreSQL
     format!(
-        "update idem.idempotency_keys
-            set fingerprint = {}, load_id = {}, response_status = {}, response_body = {},
-                response_etag = {}, created_at = now(),
-                expires_at = now() + make_interval(secs => {})
-          where principal = {} and key = {}",
-        p(2),
-        p(3),
-        p(4),
-        p(5),
-        p(6),
-        p(7),
-        p(0),
-        p(1)
+        "update idem.idempotency_keys k
+            set fingerprint = v.fingerprint, load_id = v.load_id, response_status = v.status,
+                response_body = v.body, response_etag = v.etag, created_at = now(),
+                expires_at = now() + make_interval(secs => v.retention)
+           from unnest({arrays}) v(principal, key, fingerprint, load_id, status, body, etag, retention)
+          where k.principal = v.principal and k.key = v.key"
     )
 }
 
-/// Binds `done` to the parameters of `complete_sql`, in order.
-pub(super) fn bind_completion<'q>(
+/// Binds `done` to the parameters of `complete_sql`, a column at a time.
+pub(super) fn bind_completions<'q>(
     query: Query<'q, Postgres, PgArguments>,
-    done: &Completion<'_>,
+    done: &[Completion<'_>],
 ) -> Query<'q, Postgres, PgArguments> {
+    let text = |f: &dyn Fn(&Completion<'_>) -> Option<String>| -> Vec<Option<String>> {
+        done.iter().map(f).collect()
+    };
     query
-        .bind(done.principal.to_string())
-        .bind(done.key.to_string())
-        .bind(done.fingerprint.to_string())
-        .bind(done.load_id)
-        .bind(i32::from(done.status))
-        .bind(done.body.clone())
-        .bind(done.etag.map(str::to_string))
-        .bind(done.retention.as_secs_f64())
+        .bind(text(&|d| Some(d.principal.to_string())))
+        .bind(text(&|d| Some(d.key.to_string())))
+        .bind(text(&|d| Some(d.fingerprint.to_string())))
+        .bind(done.iter().map(|d| d.load_id).collect::<Vec<_>>())
+        .bind(done.iter().map(|d| i32::from(d.status)).collect::<Vec<_>>())
+        .bind(done.iter().map(|d| d.body.clone()).collect::<Vec<_>>())
+        .bind(text(&|d| d.etag.map(str::to_string)))
+        .bind(done.iter().map(|d| d.retention.as_secs_f64()).collect::<Vec<_>>())
 }

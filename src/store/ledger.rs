@@ -129,17 +129,26 @@ impl<'a> LoadEntry<'a> {
 /// Writes `entry` in the caller's transaction, so a load is recorded exactly
 /// when its rows are.
 pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResult<()> {
-    bind_entry(sqlx::query(&insert_sql(1)), entry)?
+    bind_entries(sqlx::query(&insert_sql(1)), std::slice::from_ref(entry))?
         .execute(conn)
         .await?;
     Ok(())
 }
 
-/// The ledger row's INSERT, its parameters numbered from `first` (so that
-/// it can be part of a larger statement; see `store::closing`).
+/// The INSERT of ledger rows (one per element of its array parameters),
+/// its parameters numbered from `first` (so that it can be part of a
+/// larger statement; see `store::closing`).
 pub(super) fn insert_sql(first: usize) -> String {
-    let p = |i: usize| format!("${}", first + i);
-    let values = (0..16).map(p).collect::<Vec<_>>().join(", ");
+    let types = [
+        "uuid", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "text",
+        "boolean", "jsonb", "timestamptz", "text", "uuid", "text",
+    ];
+    let arrays = types
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| format!("${}::{ty}[]", first + i))
+        .collect::<Vec<_>>()
+        .join(", ");
     // The finish is the clock at this statement, not now() (the start of
     // the transaction, which may precede the load's own start). The start is
     // idem's clock and the finish the database's: `greatest` keeps a skew
@@ -149,33 +158,47 @@ pub(super) fn insert_sql(first: usize) -> String {
         "insert into idem.loads (load_id, table_name, ds, mode, status, rows_received, rows_written,
                                  duplicates, rejected, content_sha256, changed, error, started_at,
                                  idempotency_key, token_id, token_name, finished_at)
-         values ({values}, greatest(clock_timestamp(), {}))",
-        p(12)
+         select *, greatest(clock_timestamp(), l.started_at)
+           from unnest({arrays})
+                l(load_id, table_name, ds, mode, status, rows_received, rows_written, duplicates,
+                  rejected, content_sha256, changed, error, started_at, idempotency_key, token_id,
+                  token_name)"
     )
 }
 
-/// Binds `entry` to the parameters of `insert_sql`, in order.
-pub(super) fn bind_entry<'q>(
+/// Binds `entries` to the parameters of `insert_sql`, a column at a time.
+pub(super) fn bind_entries<'q>(
     query: Query<'q, Postgres, PgArguments>,
-    entry: &LoadEntry<'_>,
+    entries: &[LoadEntry<'_>],
 ) -> StoreResult<Query<'q, Postgres, PgArguments>> {
+    let column = |f: &dyn Fn(&LoadEntry<'_>) -> Option<String>| -> Vec<Option<String>> {
+        entries.iter().map(f).collect()
+    };
+    let counts = |f: &dyn Fn(&LoadEntry<'_>) -> u64| -> StoreResult<Vec<i64>> {
+        entries.iter().map(|e| count(f(e))).collect()
+    };
     Ok(query
-        .bind(entry.load_id)
-        .bind(entry.table.as_str().to_string())
-        .bind(entry.ds.map(|p| p.label()))
-        .bind(entry.mode.to_string())
-        .bind(entry.status.as_str())
-        .bind(count(entry.rows_received)?)
-        .bind(count(entry.rows_written)?)
-        .bind(count(entry.duplicates)?)
-        .bind(count(entry.rejected)?)
-        .bind(entry.content_sha256.map(str::to_string))
-        .bind(entry.changed)
-        .bind(entry.error.as_ref().map(without_nul))
-        .bind(entry.started_at)
-        .bind(entry.idempotency_key.map(str::to_string))
-        .bind(entry.actor.token_id)
-        .bind(entry.actor.token_name.clone()))
+        .bind(entries.iter().map(|e| e.load_id).collect::<Vec<_>>())
+        .bind(column(&|e| Some(e.table.as_str().to_string())))
+        .bind(column(&|e| e.ds.map(|p| p.label())))
+        .bind(column(&|e| Some(e.mode.to_string())))
+        .bind(column(&|e| Some(e.status.as_str().to_string())))
+        .bind(counts(&|e| e.rows_received)?)
+        .bind(counts(&|e| e.rows_written)?)
+        .bind(counts(&|e| e.duplicates)?)
+        .bind(counts(&|e| e.rejected)?)
+        .bind(column(&|e| e.content_sha256.map(str::to_string)))
+        .bind(entries.iter().map(|e| e.changed).collect::<Vec<_>>())
+        .bind(
+            entries
+                .iter()
+                .map(|e| e.error.as_ref().map(without_nul))
+                .collect::<Vec<_>>(),
+        )
+        .bind(entries.iter().map(|e| e.started_at).collect::<Vec<_>>())
+        .bind(column(&|e| e.idempotency_key.map(str::to_string)))
+        .bind(entries.iter().map(|e| e.actor.token_id).collect::<Vec<_>>())
+        .bind(column(&|e| Some(e.actor.token_name.clone()))))
 }
 
 /// `value` with every NUL character of its strings (keys included) replaced
