@@ -116,9 +116,27 @@ pub enum Decode {
 /// read so far first.
 pub async fn decode_small_or_spawn(
     job: DecodeJob,
-    mut body: BodyReader,
+    body: BodyReader,
     whole_up_to: usize,
 ) -> WriteResult<Decode> {
+    Ok(match read_small(body, whole_up_to).await? {
+        BodyRead::Whole(body) => {
+            let (decoded, copy) = decode_whole(&job, &body);
+            Decode::Whole(decoded, copy)
+        }
+        BodyRead::Large(body) => Decode::Streaming(spawn_decoder(job, body)),
+    })
+}
+
+/// A body read whole, or too large for that.
+pub enum BodyRead {
+    Whole(Vec<u8>),
+    /// The body still to read (the bytes read so far first).
+    Large(BodyReader),
+}
+
+/// Reads `body` whole when it is at most `whole_up_to` bytes.
+pub async fn read_small(mut body: BodyReader, whole_up_to: usize) -> WriteResult<BodyRead> {
     let mut head = Vec::new();
     let limit = u64::try_from(whole_up_to)
         .unwrap_or(u64::MAX)
@@ -129,15 +147,19 @@ pub async fn decode_small_or_spawn(
         .await
         .map_err(|e| classify_read_error(&e))?;
     if head.len() > whole_up_to {
-        let body: BodyReader = Box::new(std::io::Cursor::new(head).chain(body));
-        return Ok(Decode::Streaming(spawn_decoder(job, body)));
+        return Ok(BodyRead::Large(Box::new(std::io::Cursor::new(head).chain(body))));
     }
+    Ok(BodyRead::Whole(head))
+}
+
+/// Decodes a whole (small) body on this task: its verdict, and its COPY
+/// data if it was good.
+pub fn decode_whole(job: &DecodeJob, body: &[u8]) -> (Decoded, Option<Bytes>) {
     let reader = HashingReader {
-        inner: head.as_slice(),
+        inner: body,
         hash: job.hash_prefix.clone(),
     };
-    let (decoded, copy) = decode(&job, BufReader::new(reader), None);
-    Ok(Decode::Whole(decoded, copy))
+    decode(job, BufReader::new(reader), None)
 }
 
 /// Waits for the decoder and turns what it refused into the answer.

@@ -158,6 +158,42 @@ pub fn repeated(ty: ElementType, element: &[u8], rows: i32) -> StoreResult<Colum
 }
 
 impl TupleArrays {
+    /// Appends `other`'s rows (arrays of the same columns).
+    pub fn append(&mut self, other: TupleArrays) -> StoreResult<()> {
+        if other.columns.len() != self.columns.len() {
+            return Err(MALFORMED);
+        }
+        for (column, more) in self.columns.iter_mut().zip(other.columns) {
+            if column.ty != more.ty {
+                return Err(MALFORMED);
+            }
+            column.has_null |= more.has_null;
+            column.count = column.count.checked_add(more.count).ok_or(MALFORMED)?;
+            column.elements.extend_from_slice(&more.elements);
+        }
+        self.rows = self.rows.checked_add(other.rows).ok_or(MALFORMED)?;
+        Ok(())
+    }
+
+    /// The values of column `i`, in row order (`None` for NULL).
+    pub fn values(&self, i: usize) -> impl Iterator<Item = Option<&[u8]>> {
+        let mut rest: &[u8] = self.columns.get(i).map_or(&[], |c| &c.elements);
+        std::iter::from_fn(move || {
+            let (length, tail) = rest.split_first_chunk::<4>()?;
+            match usize::try_from(i32::from_be_bytes(*length)) {
+                Ok(n) => {
+                    let (value, tail) = tail.split_at_checked(n)?;
+                    rest = tail;
+                    Some(Some(value))
+                }
+                Err(_) => {
+                    rest = tail;
+                    Some(None)
+                }
+            }
+        })
+    }
+
     /// Adds a column of `element` in every row.
     pub fn push_repeated(&mut self, ty: ElementType, element: &[u8]) -> StoreResult<()> {
         self.columns.push(repeated(ty, element, self.rows)?);
@@ -240,6 +276,12 @@ mod tests {
             [&1i32.to_be_bytes()[..], b"a", &(-1i32).to_be_bytes()].concat()
         );
         assert_eq!((ids.count, texts.count), (2, 2));
+        let read: Vec<_> = arrays.values(1).collect();
+        assert_eq!(read, [Some(&b"a"[..]), None]);
+        let mut both = split_tuples(&data, &types).unwrap();
+        both.append(arrays).unwrap();
+        assert_eq!((both.rows, both.columns[0].count), (4, 4));
+        assert_eq!(both.values(0).count(), 4);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! row (bounded by `lock_timeout`) and then sees it completed, or takes the
 //! key over if the first one rolled back.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -11,7 +12,7 @@ use serde::Serialize;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::types::Json;
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::{FromRow, PgConnection, Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::{Store, StoreError, StoreResult};
@@ -57,10 +58,18 @@ const STORED_KEY_SQL: &str =
         response_etag, created_at, expires_at
    from idem.idempotency_keys where principal = $1 and key = $2";
 
-/// Inserts the key's placeholder row; an expired row is taken over. Returns
-/// whether the key is ours, and the definition of `table` (when asked for
-/// and declared), read by the same statement to spare the write a round
-/// trip.
+/// The advisory lock every claimer of a key takes before it inserts the
+/// key's row: so that no insert of a key row ever waits for another's, and
+/// a batch can skip the keys in flight (`claim_keys`) instead of waiting.
+pub fn key_lock(principal: &str, key: &str) -> i64 {
+    super::lock_key("idempotency-key", &[principal, key])
+}
+
+/// Takes the key's lock (waiting, within the transaction's `lock_timeout`,
+/// for a request in flight with it), then inserts the key's placeholder
+/// row; an expired row is taken over. Returns whether the key is ours, and
+/// the definition of `table` (when asked for and declared), read by the
+/// same statement to spare the write a round trip.
 async fn insert_placeholder(
     conn: &mut PgConnection,
     principal: &str,
@@ -72,7 +81,7 @@ async fn insert_placeholder(
         "with claimed as (
            insert into idem.idempotency_keys as k
                   (principal, key, fingerprint, response_status, response_body, expires_at)
-           values ($1, $2, '', 0, 'null', now())
+           select $1, $2, '', 0, 'null', now() from (select pg_advisory_xact_lock($4)) locked
            on conflict (principal, key) do update
               set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
                   created_at = now(), expires_at = now()
@@ -84,9 +93,44 @@ async fn insert_placeholder(
     .bind(principal)
     .bind(key)
     .bind(table.map(TableName::as_str))
+    .bind(key_lock(principal, key))
     .fetch_one(conn)
     .await?;
     Ok((fresh, def.map(|d| d.0)))
+}
+
+/// Claims, in the caller's transaction, every key of `keys` that is neither
+/// in flight elsewhere (its lock taken: skipped, not waited for) nor
+/// completed (its row live: skipped); returns the claimed ones. The keys
+/// must differ (a transaction holds a lock it took twice).
+pub async fn claim_keys(
+    conn: &mut PgConnection,
+    keys: &[(&str, &str)],
+) -> StoreResult<HashSet<(String, String)>> {
+    let principals: Vec<&str> = keys.iter().map(|(p, _)| *p).collect();
+    let names: Vec<&str> = keys.iter().map(|(_, k)| *k).collect();
+    let locks: Vec<i64> = keys.iter().map(|(p, k)| key_lock(p, k)).collect();
+    // language=PostgreSQL
+    let claimed: Vec<(String, String)> = sqlx::query_as(
+        "with free as (
+           select v.principal, v.key
+             from unnest($1::text[], $2::text[], $3::bigint[]) v(principal, key, lock)
+            where pg_try_advisory_xact_lock(v.lock))
+         insert into idem.idempotency_keys as k
+                (principal, key, fingerprint, response_status, response_body, expires_at)
+         select principal, key, '', 0, 'null', now() from free
+         on conflict (principal, key) do update
+            set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
+                created_at = now(), expires_at = now()
+          where k.expires_at < now()
+         returning k.principal, k.key",
+    )
+    .bind(principals)
+    .bind(names)
+    .bind(locks)
+    .fetch_all(conn)
+    .await?;
+    Ok(claimed.into_iter().collect())
 }
 
 impl Store {
@@ -100,15 +144,7 @@ impl Store {
         wait: Duration,
         table: Option<&TableName>,
     ) -> StoreResult<Claim> {
-        // One round trip: the transaction begins with its waits bounded. The
-        // bound stays for the write's other lock waits (its partitions, its
-        // rows), which past it answer `busy`; `unbound_lock_waits` lifts it.
-        let begin = format!(
-            "begin; set local lock_timeout = {}",
-            wait.as_millis().max(1)
-        );
-        let conn = self.acquire().await?;
-        let mut tx = Transaction::begin(conn, Some(begin.into())).await?;
+        let mut tx = self.begin_bounded(wait).await?;
         match insert_placeholder(&mut tx, principal, key, table).await {
             Ok((true, def)) => Ok(Claim::Fresh(tx, def)),
             Ok((false, _)) => {
@@ -127,6 +163,57 @@ impl Store {
         }
     }
 
+    /// A transaction whose lock waits end after `wait` (then `busy`, or
+    /// `KeyInFlight` for a key's), begun in one round trip. The bound covers
+    /// the write's every wait (its key, its partitions, its rows);
+    /// `unbound_lock_waits` lifts it.
+    pub async fn begin_bounded(&self, wait: Duration) -> StoreResult<Transaction<'static, Postgres>> {
+        let begin = format!(
+            "begin; set local lock_timeout = {}",
+            wait.as_millis().max(1)
+        );
+        let conn = self.acquire().await?;
+        Ok(Transaction::begin(conn, Some(begin.into())).await?)
+    }
+
+    /// `completed_key`, and the definition of `table` read by the same
+    /// statement (a write needs it next).
+    pub async fn completed_key_and_table(
+        &self,
+        principal: &str,
+        key: &str,
+        table: &TableName,
+    ) -> StoreResult<(Option<StoredKey>, Option<TableDef>)> {
+        if let Some(stored) = self.completed.get(principal, key) {
+            return Ok((Some(stored), None));
+        }
+        // language=PostgreSQL
+        let row = sqlx::query(&format!(
+            "select k.*, (select definition from idem.tables where name = $3) as definition
+               from (select 1) one left join ({STORED_KEY_SQL}) k on true"
+        ))
+        .bind(principal)
+        .bind(key)
+        .bind(table.as_str())
+        .fetch_one(&mut *self.acquire().await?)
+        .await?;
+        let def: Option<Json<TableDef>> = row.try_get("definition")?;
+        let stored = match row.try_get::<Option<String>, _>("principal")? {
+            Some(_) => Some(StoredKey::from_row(&row)?),
+            None => None,
+        };
+        Ok((self.live_completed(stored), def.map(|d| d.0)))
+    }
+
+    /// A completed key read from the table, if live (and then remembered).
+    fn live_completed(&self, stored: Option<StoredKey>) -> Option<StoredKey> {
+        let stored = stored.filter(|s| s.expires_at > Utc::now() && !s.fingerprint.is_empty());
+        if let Some(stored) = &stored {
+            self.completed.remember(stored);
+        }
+        stored
+    }
+
     /// The key's completed request, if there is one and it has not expired:
     /// from memory when this process has seen it completed, else one read,
     /// the whole cost of a replay.
@@ -143,11 +230,7 @@ impl Store {
             .bind(key)
             .fetch_optional(&mut *self.acquire().await?)
             .await?;
-        let stored = stored.filter(|s| s.expires_at > Utc::now() && !s.fingerprint.is_empty());
-        if let Some(stored) = &stored {
-            self.completed.remember(stored);
-        }
-        Ok(stored)
+        Ok(self.live_completed(stored))
     }
 
     /// Remembers a key whose completion has committed.
