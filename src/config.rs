@@ -128,6 +128,10 @@ pub struct Settings {
     /// temporary table first. 0 sends every body through COPY.
     #[arg(long, env = "IDEM_SMALL_BODY_BYTES", default_value_t = 64 * 1024)]
     pub small_body_bytes: u64,
+    /// Write small `POST /rows` bodies to one table together, several in one
+    /// transaction (each POST keeps its own receipt, key and ledger row).
+    #[arg(long, env = "IDEM_BATCH_WRITES", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub batch_writes: bool,
     /// How long a completed Idempotency-Key is kept (and replayed), in seconds.
     #[arg(long, env = "IDEM_IDEMPOTENCY_RETENTION_SECS", default_value_t = 72 * 3600)]
     pub idempotency_retention_secs: u64,
@@ -263,6 +267,7 @@ impl Default for Settings {
             spool_dir: None,
             idempotency_wait_ms: 10_000,
             small_body_bytes: 64 * 1024,
+            batch_writes: true,
             idempotency_retention_secs: 72 * 3600,
             admin_token: None,
             insecure_no_auth: false,

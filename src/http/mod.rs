@@ -54,6 +54,8 @@ pub struct AppState {
     admin_digest: Option<[u8; 32]>,
     /// Valid tokens this process remembers (see `token_cache`).
     pub tokens: Arc<TokenCache>,
+    /// Small POSTs waiting to be written together.
+    batches: Arc<crate::pipeline::batch::Batches>,
 }
 
 impl AppState {
@@ -69,6 +71,7 @@ impl AppState {
                 .map(|token| crate::access::secret_digest(token.expose())),
             settings: Arc::new(settings),
             tokens: Arc::default(),
+            batches: Arc::default(),
         }
     }
 
@@ -79,6 +82,7 @@ impl AppState {
             settings: self.settings.clone(),
             load_slots: self.load_slots.clone(),
             metrics: self.metrics.clone(),
+            batches: self.batches.clone(),
         }
     }
 

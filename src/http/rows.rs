@@ -77,6 +77,7 @@ async fn post_rows(
         idempotency_key: key,
         actor,
         known_def: None,
+        predecoded: None,
     });
     let pipeline = state.pipeline();
     match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {

@@ -106,7 +106,7 @@ pub fn spawn_decoder(job: DecodeJob, body: BodyReader) -> Decoding {
 /// blocking thread.
 pub enum Decode {
     /// The whole body's verdict, and its COPY data if it was good.
-    Whole(Decoded, Option<Bytes>),
+    Whole(Box<Decoded>, Option<Bytes>),
     Streaming(Decoding),
 }
 
@@ -122,7 +122,7 @@ pub async fn decode_small_or_spawn(
     Ok(match read_small(body, whole_up_to).await? {
         BodyRead::Whole(body) => {
             let (decoded, copy) = decode_whole(&job, &body);
-            Decode::Whole(decoded, copy)
+            Decode::Whole(Box::new(decoded), copy)
         }
         BodyRead::Large(body) => Decode::Streaming(spawn_decoder(job, body)),
     })
@@ -147,7 +147,9 @@ pub async fn read_small(mut body: BodyReader, whole_up_to: usize) -> WriteResult
         .await
         .map_err(|e| classify_read_error(&e))?;
     if head.len() > whole_up_to {
-        return Ok(BodyRead::Large(Box::new(std::io::Cursor::new(head).chain(body))));
+        return Ok(BodyRead::Large(Box::new(
+            std::io::Cursor::new(head).chain(body),
+        )));
     }
     Ok(BodyRead::Whole(head))
 }

@@ -16,6 +16,7 @@ use chrono::Utc;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
+use super::batch::Batched;
 use super::body::{classify_read_error, BodyDigest, BodySource};
 use super::partition::{PutConnections, PutPartition};
 use super::rows::{PostRows, RowsWritten};
@@ -70,7 +71,7 @@ impl Write {
 }
 
 /// SHA-256 of method, path and query, content type and the body's SHA-256.
-fn fingerprint(req: &KeyedRequest, body_sha256: &str) -> String {
+pub(super) fn fingerprint(req: &KeyedRequest, body_sha256: &str) -> String {
     let mut h = Sha256::new();
     for part in [
         req.method,
@@ -94,10 +95,40 @@ impl Pipeline {
             .digest
             .clone()
             .expect("a keyed body is digested");
-        // Most repeats find their key completed: answer them without a transaction.
-        if let Some(stored) = self.store.completed_key(&req.principal, &req.key).await? {
+        // Most repeats find their key completed: answer them without a
+        // transaction. A POST's look-up also brings its table's definition.
+        let stored = match &mut write {
+            Write::Rows(rows) => {
+                let (principal, key) = (&req.principal, &req.key);
+                let (stored, def) = self
+                    .store
+                    .completed_key_and_table(principal, key, &rows.table)
+                    .await?;
+                rows.known_def = def;
+                stored
+            }
+            Write::Partition(_) => self.store.completed_key(&req.principal, &req.key).await?,
+        };
+        if let Some(stored) = stored {
             return replay(&req, &mut write, &digest, stored).await;
         }
+        let write = match write {
+            Write::Rows(rows) => match self.try_batch(&req, Box::new(rows), &digest).await? {
+                Batched::Written(answer) => return Ok(answer),
+                Batched::Alone(rows) => Write::Rows(*rows),
+            },
+            put => put,
+        };
+        self.write_alone(req, write, digest).await
+    }
+
+    /// The write in a transaction of its own, which claims its key.
+    async fn write_alone(
+        &self,
+        req: KeyedRequest,
+        mut write: Write,
+        digest: BodyDigest,
+    ) -> WriteResult<KeyedAnswer> {
         // No later than the database's clock will start the key's retention.
         let claimed_at = Utc::now();
         let _slot = self.load_slot().await?;

@@ -6,6 +6,7 @@
 //! share. Nothing here knows HTTP: it takes a body stream and the store, and
 //! answers receipts or a `WriteError`.
 
+pub mod batch;
 pub mod body;
 pub mod decode;
 pub mod error;
@@ -56,6 +57,8 @@ pub struct Pipeline {
     /// writes never take the whole pool.
     pub load_slots: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
+    /// Small POSTs waiting to be written together (see `batch`).
+    pub batches: Arc<batch::Batches>,
 }
 
 impl Pipeline {
@@ -162,6 +165,7 @@ impl Pipeline {
 /// A load as the ledger will know it: its id and start, what it writes to.
 /// Kept outside the write's transaction, so that a refusal or failure can
 /// be recorded after that transaction is gone.
+#[derive(Clone)]
 pub struct LoadTicket {
     pub load_id: Uuid,
     pub table: TableName,

@@ -1,6 +1,7 @@
 //! `POST /rows?table=`: rows appended or merged by key, in the transaction
 //! that also records the request's Idempotency-Key.
 
+use bytes::Bytes;
 use serde::Serialize;
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
@@ -60,12 +61,29 @@ pub struct PostRows {
     pub actor: Actor,
     /// The table's definition, when the key's claim read it already.
     pub known_def: Option<TableDef>,
+    /// The body, decoded already (it went to a batch, which could not
+    /// write it; see `batch`).
+    pub predecoded: Option<Box<Predecoded>>,
+}
+
+/// A small body decoded before its write's transaction: for that table
+/// definition and mode, under that ticket (its load id is in the rows).
+pub struct Predecoded {
+    pub def: TableDef,
+    pub mode: MergeMode,
+    pub ticket: LoadTicket,
+    pub decoded: Decoded,
+    /// The rows as binary COPY data.
+    pub copy: Bytes,
 }
 
 impl PostRows {
     /// The ledger's ticket for this load; its mode is the one asked for, if
     /// any (the table's default is known only later).
     pub fn ticket(&self) -> LoadTicket {
+        if let Some(predecoded) = &self.predecoded {
+            return predecoded.ticket.clone();
+        }
         let mode = self.mode.map(MergeMode::as_str).unwrap_or("default");
         LoadTicket::new(
             &self.table,
@@ -77,8 +95,28 @@ impl PostRows {
     }
 }
 
+/// How a POST's rows are encoded for `mode`.
+pub fn encode_options(
+    def: &TableDef,
+    mode: MergeMode,
+    principal: &str,
+    key: &str,
+) -> EncodeOptions {
+    EncodeOptions {
+        ds: None,
+        // Without a key, a row's id is its content and its occurrence in
+        // this request; the request's key keeps other requests' rows apart.
+        row_id_scope: def
+            .primary_key
+            .is_empty()
+            .then(|| format!("{principal}\0{key}").into_bytes()),
+        tombstones: mode.replaces(),
+        presence: mode == MergeMode::Patch,
+    }
+}
+
 /// The mode asked for, or the table's default: merge with a key, append without.
-fn choose_mode(def: &TableDef, asked: Option<MergeMode>) -> WriteResult<MergeMode> {
+pub fn choose_mode(def: &TableDef, asked: Option<MergeMode>) -> WriteResult<MergeMode> {
     let keyed = !def.primary_key.is_empty();
     match asked {
         None if keyed => Ok(MergeMode::Merge),
@@ -111,29 +149,34 @@ impl Pipeline {
         ticket: &LoadTicket,
         tx: &mut PgConnection,
     ) -> WriteResult<RowsWritten> {
-        let format = req.body.format;
-        let (def, body) = match req.known_def {
-            Some(def) => (def, req.body.reader),
+        let (def, mode, decoding) = match req.predecoded {
+            Some(pre) => {
+                let Predecoded {
+                    def,
+                    mode,
+                    decoded,
+                    copy,
+                    ..
+                } = *pre;
+                (def, mode, Decode::Whole(Box::new(decoded), Some(copy)))
+            }
             None => {
-                self.resolve_table_in(&mut *tx, &req.table, format, req.body.reader)
-                    .await?
+                let format = req.body.format;
+                let (def, body) = match req.known_def {
+                    Some(def) => (def, req.body.reader),
+                    None => {
+                        self.resolve_table_in(&mut *tx, &req.table, format, req.body.reader)
+                            .await?
+                    }
+                };
+                let mode = choose_mode(&def, req.mode)?;
+                let options = encode_options(&def, mode, &req.principal, &req.idempotency_key);
+                let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
+                let small = self.settings.small_body_bytes();
+                let decoding = decode::decode_small_or_spawn(job, body, small).await?;
+                (def, mode, decoding)
             }
         };
-        let mode = choose_mode(&def, req.mode)?;
-        let options = EncodeOptions {
-            ds: None,
-            // Without a key, a row's id is its content and its occurrence in
-            // this request; the request's key keeps other requests' rows apart.
-            row_id_scope: def
-                .primary_key
-                .is_empty()
-                .then(|| format!("{}\0{}", req.principal, req.idempotency_key).into_bytes()),
-            tombstones: mode.replaces(),
-            presence: mode == MergeMode::Patch,
-        };
-        let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
-        let small = self.settings.small_body_bytes();
-        let decoding = decode::decode_small_or_spawn(job, body, small).await?;
         let (decoded, landed) = self.land_rows(tx, &def, mode, decoding).await?;
         let incoming = Incoming {
             rows: landed.rows,
@@ -187,7 +230,7 @@ impl Pipeline {
     ) -> WriteResult<(Decoded, Landed)> {
         match decoding {
             Decode::Whole(decoded, copy) => {
-                let decoded = decode::verdict(decoded)?;
+                let decoded = decode::verdict(*decoded)?;
                 let copy = copy.ok_or_else(|| {
                     WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
                 })?;
@@ -220,7 +263,7 @@ impl Landed {
 }
 
 impl RowsReceipt {
-    fn new(
+    pub fn new(
         ticket: &LoadTicket,
         def: &TableDef,
         mode: MergeMode,

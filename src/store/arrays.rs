@@ -51,7 +51,7 @@ impl ElementType {
 }
 
 /// One column of the rows as a one-dimensional binary array.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ColumnArray {
     ty: ElementType,
     has_null: bool,
@@ -61,7 +61,7 @@ pub struct ColumnArray {
 }
 
 /// Binary COPY data split into one array per field, and how many rows.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct TupleArrays {
     pub columns: Vec<ColumnArray>,
     pub rows: i32,

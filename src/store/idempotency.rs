@@ -167,7 +167,10 @@ impl Store {
     /// `KeyInFlight` for a key's), begun in one round trip. The bound covers
     /// the write's every wait (its key, its partitions, its rows);
     /// `unbound_lock_waits` lifts it.
-    pub async fn begin_bounded(&self, wait: Duration) -> StoreResult<Transaction<'static, Postgres>> {
+    pub async fn begin_bounded(
+        &self,
+        wait: Duration,
+    ) -> StoreResult<Transaction<'static, Postgres>> {
         let begin = format!(
             "begin; set local lock_timeout = {}",
             wait.as_millis().max(1)
@@ -368,5 +371,9 @@ pub(super) fn bind_completions<'q>(
         .bind(done.iter().map(|d| i32::from(d.status)).collect::<Vec<_>>())
         .bind(done.iter().map(|d| d.body.clone()).collect::<Vec<_>>())
         .bind(text(&|d| d.etag.map(str::to_string)))
-        .bind(done.iter().map(|d| d.retention.as_secs_f64()).collect::<Vec<_>>())
+        .bind(
+            done.iter()
+                .map(|d| d.retention.as_secs_f64())
+                .collect::<Vec<_>>(),
+        )
 }

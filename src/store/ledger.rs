@@ -140,8 +140,22 @@ pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResu
 /// larger statement; see `store::closing`).
 pub(super) fn insert_sql(first: usize) -> String {
     let types = [
-        "uuid", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "text",
-        "boolean", "jsonb", "timestamptz", "text", "uuid", "text",
+        "uuid",
+        "text",
+        "text",
+        "text",
+        "text",
+        "bigint",
+        "bigint",
+        "bigint",
+        "bigint",
+        "text",
+        "boolean",
+        "jsonb",
+        "timestamptz",
+        "text",
+        "uuid",
+        "text",
     ];
     let arrays = types
         .iter()

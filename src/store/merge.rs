@@ -204,7 +204,11 @@ pub async fn apply_incoming(
         loads: std::slice::from_ref(&load),
         incoming: &incoming,
     };
-    let mut merged = write.run(conn, rehash).await?.remove(&load_id).unwrap_or_default();
+    let mut merged = write
+        .run(conn, rehash)
+        .await?
+        .remove(&load_id)
+        .unwrap_or_default();
     merged.duplicates = duplicates;
     Ok(merged)
 }
@@ -230,7 +234,10 @@ pub async fn apply_batch(
         content: ContentHash::default(),
         tombstones,
         maybe_repeated: false,
-        periods: loads.iter().flat_map(|l| l.periods.iter().copied()).collect(),
+        periods: loads
+            .iter()
+            .flat_map(|l| l.periods.iter().copied())
+            .collect(),
     };
     let sql = MergeSql::new(def, IncomingRows::Arrays(arrays));
     let write = MergeWrite {
@@ -333,7 +340,11 @@ impl Tally {
                 rows_after_dedup: load.rows,
                 ..Merged::default()
             },
-            deltas: load.periods.iter().map(|&ds| (ds, ContentDelta::default())).collect(),
+            deltas: load
+                .periods
+                .iter()
+                .map(|&ds| (ds, ContentDelta::default()))
+                .collect(),
         };
         (load.load_id, tally)
     }
@@ -550,6 +561,12 @@ impl IncomingRows {
             IncomingRows::Arrays(arrays) => u64::try_from(arrays.rows).unwrap_or(0),
         }
     }
+}
+
+/// Where `_row_id` is among a body's arrays (see `small_body`): after the
+/// user columns, `_part` if any, and `_load_id`.
+pub fn row_id_index(def: &TableDef) -> usize {
+    def.columns.len() + usize::from(def.keyed_by_part()) + 1
 }
 
 /// Whether a body may go as arrays: a merge, append or insert_missing of

@@ -350,9 +350,18 @@ async fn a_keyed_put_is_replayed_and_its_key_is_visible() {
     assert_eq!(key["load_id"], first["load_id"]);
 }
 
+/// A large body streams into its write's transaction (a small one is read
+/// whole before any): every body is large here.
+fn streaming_bodies() -> idem::config::Settings {
+    idem::config::Settings {
+        small_body_bytes: 0,
+        ..Default::default()
+    }
+}
+
 #[tokio::test]
 async fn a_write_whose_connection_dies_leaves_no_rows_and_no_key_and_the_retry_succeeds_once() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(streaming_bodies()).await;
     app.declare_orders().await;
     let rows: Vec<Value> = (1..=200)
         .map(|i| order(i, "paid", "2026-10-12T01:00:00Z"))
@@ -447,11 +456,11 @@ async fn expired_keys_are_reaped_and_then_count_as_new() {
 async fn a_request_that_waits_too_long_for_its_key_gets_409_with_retry_after() {
     let settings = idem::config::Settings {
         idempotency_wait_ms: 300,
-        ..Default::default()
+        ..streaming_bodies()
     };
     let app = spawn_app_with(settings).await;
     app.declare_orders().await;
-    // The first request holds the key while its body trickles in.
+    // The first request holds the key while its (large) body trickles in.
     let Trickle {
         body: tx,
         answer: first,

@@ -1,0 +1,454 @@
+//! Small POSTs to one table, written together: many producers sending a few
+//! rows each would otherwise each pay a transaction (its round trips and its
+//! commit) for the work of one statement.
+//!
+//! A small body, decoded before any transaction, waits in its table's queue
+//! (one per table definition and mode). A few workers per queue take what
+//! waits, as much as fits in a batch, and write it in one transaction by the
+//! statements of one POST: the keys claimed (a key in flight elsewhere or
+//! completed meanwhile is skipped, not waited for), the rows merged (each
+//! row carries its load's id, which tells each POST its share), then every
+//! POST's deltas, ledger row and key completion, and one commit. Each POST
+//! gets the receipt it would have had alone. A POST the batch could not take
+//! (its key skipped, or the whole batch failed) is written alone, as it
+//! would have been without batching: nothing of it was committed.
+//!
+//! Two POSTs that touch one row, or share a key, never go in one batch. The
+//! queues coordinate nothing: keys and partitions are locked in Postgres
+//! as for a POST alone, so processes batching side by side stay correct.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use chrono::Utc;
+use tokio::sync::{oneshot, Notify};
+use uuid::Uuid;
+
+use super::body::BodyDigest;
+use super::decode::{decode_whole, read_small, verdict, BodyRead, RepeatCheck};
+use super::keyed::{fingerprint, KeyedAnswer, KeyedRequest, COMPLETED_STATUS};
+use super::rows::{choose_mode, encode_options, PostRows, Predecoded, RowsReceipt, RowsWritten};
+use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::schema::TableDef;
+use crate::store::arrays::TupleArrays;
+use crate::store::closing::{close_rows_writes, RowsClosing};
+use crate::store::idempotency::{claim_keys, Completion};
+use crate::store::merge::{
+    apply_batch, fits_arrays, row_id_index, small_body, IncomingRows, LoadRows, MergeMode,
+};
+use crate::store::Store;
+
+/// Most POSTs in one batch.
+const MAX_POSTS: usize = 64;
+/// Most rows in one batch (a single POST may bring more, and goes alone in
+/// its batch).
+const MAX_ROWS: u64 = 10_000;
+/// Batches of one queue written at once: while one commits, the next is
+/// written.
+const WORKERS_PER_QUEUE: usize = 2;
+
+/// A POST ready for a batch.
+pub struct BatchItem {
+    /// The request (its body read already), to be written alone if the
+    /// batch cannot take it.
+    rows: Box<PostRows>,
+    data: BatchData,
+}
+
+/// What a batch needs of a POST.
+struct BatchData {
+    principal: String,
+    key: String,
+    /// Its Idempotency-Key's fingerprint.
+    fingerprint: String,
+    pre: Predecoded,
+    arrays: TupleArrays,
+    /// The first 16 bytes of each row's id: two POSTs sharing one are not
+    /// batched together.
+    row_ids: Vec<u128>,
+}
+
+/// What became of a POST offered to a batch.
+pub enum Batched {
+    Written(KeyedAnswer),
+    /// To be written alone (its body perhaps decoded already).
+    Alone(Box<PostRows>),
+}
+
+pub enum Outcome {
+    Written(RowsReceipt),
+    /// Not written; nothing of it was committed.
+    Alone(Box<BatchItem>),
+}
+
+impl BatchItem {
+    /// `rows` and its body decoded already, as a batch takes them; or `rows`
+    /// back (with the decoded body) when its rows cannot go in a batch.
+    pub fn new(
+        mut rows: Box<PostRows>,
+        pre: Predecoded,
+        fingerprint: String,
+    ) -> Result<Self, Box<PostRows>> {
+        let Ok(IncomingRows::Arrays(arrays)) = small_body(&pre.def, pre.mode, &pre.copy) else {
+            rows.predecoded = Some(Box::new(pre));
+            return Err(rows);
+        };
+        let row_ids = arrays
+            .values(row_id_index(&pre.def))
+            .map(|id| {
+                id.and_then(|id| id.first_chunk::<16>())
+                    .map_or(0, |id| u128::from_be_bytes(*id))
+            })
+            .collect();
+        let data = BatchData {
+            principal: rows.principal.clone(),
+            key: rows.idempotency_key.clone(),
+            fingerprint,
+            pre,
+            arrays,
+            row_ids,
+        };
+        Ok(BatchItem { rows, data })
+    }
+
+    /// The request, to be written alone.
+    pub fn alone(self) -> Box<PostRows> {
+        let mut rows = self.rows;
+        rows.predecoded = Some(Box::new(self.data.pre));
+        rows
+    }
+}
+
+impl BatchData {
+    fn key(&self) -> (&str, &str) {
+        (&self.principal, &self.key)
+    }
+
+    fn row_count(&self) -> u64 {
+        u64::try_from(self.arrays.rows).unwrap_or(0)
+    }
+}
+
+struct Waiting {
+    item: BatchItem,
+    reply: oneshot::Sender<Outcome>,
+}
+
+/// One table definition's (and mode's) POSTs waiting for a batch.
+#[derive(Default)]
+struct Queue {
+    waiting: Mutex<VecDeque<Waiting>>,
+    wake: Notify,
+}
+
+/// Every queue of this process.
+#[derive(Default)]
+pub struct Batches {
+    queues: Mutex<HashMap<String, Arc<Queue>>>,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Waiting>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What waits, as much as fits in one batch, in arrival order; a POST
+    /// that shares a key or a row with one taken waits for the next.
+    fn take(&self) -> Vec<Waiting> {
+        let mut waiting = self.lock();
+        let mut taken: Vec<Waiting> = Vec::new();
+        let mut left = VecDeque::new();
+        let mut keys: HashSet<(String, String)> = HashSet::new();
+        let mut row_ids: HashSet<u128> = HashSet::new();
+        let mut rows = 0;
+        while let Some(next) = waiting.pop_front() {
+            let item = &next.item.data;
+            let (principal, key) = item.key();
+            let full = taken.len() >= MAX_POSTS
+                || (!taken.is_empty() && rows + item.row_count() > MAX_ROWS);
+            let clash = keys.contains(&(principal.to_string(), key.to_string()))
+                || item.row_ids.iter().any(|id| row_ids.contains(id));
+            if full || clash {
+                left.push_back(next);
+                continue;
+            }
+            keys.insert((principal.to_string(), key.to_string()));
+            row_ids.extend(item.row_ids.iter().copied());
+            rows += item.row_count();
+            taken.push(next);
+        }
+        *waiting = left;
+        taken
+    }
+}
+
+impl Pipeline {
+    /// Writes a small POST to a declared table in a batch; hands back any
+    /// other (and a small one the batch could not take) to be written alone.
+    /// A small body is read and decoded here, before any transaction: a
+    /// refusal is answered (and recorded) without one.
+    pub async fn try_batch(
+        &self,
+        req: &KeyedRequest,
+        mut rows: Box<PostRows>,
+        digest: &BodyDigest,
+    ) -> WriteResult<Batched> {
+        let Some(def) = rows
+            .known_def
+            .clone()
+            .filter(|_| self.settings.batch_writes)
+        else {
+            return Ok(Batched::Alone(rows));
+        };
+        let mode = match choose_mode(&def, rows.mode) {
+            Ok(mode) if mode != MergeMode::Patch => mode,
+            _ => return Ok(Batched::Alone(rows)),
+        };
+        let ticket = rows.ticket();
+        let body = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));
+        let body = match refused_or(
+            &ticket,
+            &self.store,
+            read_small(body, self.settings.small_body_bytes()).await,
+        )
+        .await?
+        {
+            BodyRead::Whole(body) => body,
+            BodyRead::Large(reader) => {
+                rows.body.reader = reader;
+                return Ok(Batched::Alone(rows));
+            }
+        };
+        let options = encode_options(&def, mode, &rows.principal, &rows.idempotency_key);
+        let job = self.decode_job(
+            def.clone(),
+            options,
+            RepeatCheck::Watch,
+            &ticket,
+            rows.body.format,
+        );
+        let (decoded, copy) = decode_whole(&job, &body);
+        let decoded = refused_or(&ticket, &self.store, verdict(decoded)).await?;
+        let copy = copy.ok_or_else(|| {
+            WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
+        })?;
+        let pre = Predecoded {
+            def,
+            mode,
+            ticket,
+            decoded,
+            copy,
+        };
+        if !fits_arrays(mode, pre.decoded.maybe_repeated) {
+            rows.predecoded = Some(Box::new(pre));
+            return Ok(Batched::Alone(rows));
+        }
+        let item = match BatchItem::new(rows, pre, fingerprint(req, &digest.hex())) {
+            Ok(item) => item,
+            Err(rows) => return Ok(Batched::Alone(rows)),
+        };
+        Ok(match self.write_in_batch(item).await {
+            Outcome::Written(receipt) => Batched::Written(KeyedAnswer {
+                status: COMPLETED_STATUS,
+                body: serde_json::to_value(&receipt).expect("a receipt serializes"),
+                etag: None,
+                replayed: false,
+                counts: Some(receipt.counts()),
+            }),
+            Outcome::Alone(item) => Batched::Alone(item.alone()),
+        })
+    }
+
+    /// Writes `item` in a batch of its table's, or hands it back to be
+    /// written alone.
+    pub async fn write_in_batch(&self, item: BatchItem) -> Outcome {
+        let queue = self.queue_for(&item.data.pre);
+        let (reply, answer) = oneshot::channel();
+        queue.lock().push_back(Waiting { item, reply });
+        queue.wake.notify_one();
+        answer
+            .await
+            .expect("a batch worker answers every POST it takes")
+    }
+
+    /// The queue of this definition and mode, with its workers started.
+    fn queue_for(&self, pre: &Predecoded) -> Arc<Queue> {
+        let id = format!(
+            "{}\0{}",
+            pre.mode.as_str(),
+            serde_json::to_string(&pre.def).expect("a definition serializes")
+        );
+        let mut queues = self
+            .batches
+            .queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(queue) = queues.get(&id) {
+            return queue.clone();
+        }
+        let queue = Arc::new(Queue::default());
+        for _ in 0..WORKERS_PER_QUEUE {
+            let worker = self.clone().drain(queue.clone(), pre.def.clone(), pre.mode);
+            tokio::spawn(worker);
+        }
+        queues.insert(id, queue.clone());
+        queue
+    }
+
+    /// A queue's worker: writes what waits, batch after batch.
+    async fn drain(self, queue: Arc<Queue>, def: TableDef, mode: MergeMode) {
+        loop {
+            queue.wake.notified().await;
+            loop {
+                let batch = queue.take();
+                if batch.is_empty() {
+                    break;
+                }
+                // Another worker may find more waiting meanwhile.
+                queue.wake.notify_one();
+                self.run_batch(&def, mode, batch).await;
+            }
+        }
+    }
+
+    /// Writes one batch and answers each of its POSTs.
+    async fn run_batch(&self, def: &TableDef, mode: MergeMode, batch: Vec<Waiting>) {
+        let items: Vec<&BatchData> = batch.iter().map(|w| &w.item.data).collect();
+        let receipts = match self.write_batch(def, mode, &items).await {
+            Ok(receipts) => receipts,
+            Err(e) => {
+                tracing::info!(error = %e, posts = batch.len(), "a batch failed; its POSTs go alone");
+                vec![None; batch.len()]
+            }
+        };
+        for (waiting, receipt) in batch.into_iter().zip(receipts) {
+            let outcome = match receipt {
+                Some(receipt) => Outcome::Written(receipt),
+                None => Outcome::Alone(Box::new(waiting.item)),
+            };
+            let _ = waiting.reply.send(outcome);
+        }
+    }
+
+    /// The batch's transaction; a receipt for each POST it wrote.
+    async fn write_batch(
+        &self,
+        def: &TableDef,
+        mode: MergeMode,
+        items: &[&BatchData],
+    ) -> WriteResult<Vec<Option<RowsReceipt>>> {
+        let claimed_at = Utc::now();
+        let _slot = self.load_slot().await?;
+        let mut tx = self
+            .store
+            .begin_bounded(self.settings.idempotency_wait())
+            .await?;
+        let keys: Vec<(&str, &str)> = items.iter().map(|item| item.key()).collect();
+        let claimed = claim_keys(&mut tx, &keys).await?;
+        let taken: Vec<&BatchData> = items
+            .iter()
+            .copied()
+            .filter(|item| {
+                let (principal, key) = item.key();
+                claimed.contains(&(principal.to_string(), key.to_string()))
+            })
+            .collect();
+        if taken.is_empty() {
+            return Ok(vec![None; items.len()]);
+        }
+        let (loads, arrays, tombstones) = gather(&taken)?;
+        let mut merged = apply_batch(&mut tx, def, mode, &loads, arrays, tombstones).await?;
+        let mut written: HashMap<Uuid, RowsWritten> = HashMap::new();
+        for item in &taken {
+            let pre = &item.pre;
+            let mut one = merged.remove(&pre.ticket.load_id).unwrap_or_default();
+            let deltas = std::mem::take(&mut one.deltas);
+            let receipt = RowsReceipt::new(&pre.ticket, def, mode, &pre.decoded, one);
+            written.insert(pre.ticket.load_id, RowsWritten { receipt, deltas });
+        }
+        let bodies: HashMap<Uuid, serde_json::Value> = written
+            .iter()
+            .map(|(id, w)| {
+                let body = serde_json::to_value(&w.receipt).expect("a receipt serializes");
+                (*id, body)
+            })
+            .collect();
+        let closings = self.closings(&taken, &written, &bodies);
+        close_rows_writes(&mut tx, &def.name, &closings).await?;
+        tx.commit().await.map_err(crate::store::StoreError::from)?;
+        for closing in &closings {
+            self.store
+                .remember_completed(&closing.key.stored(claimed_at));
+        }
+        Ok(items
+            .iter()
+            .map(|item| written.remove(&item.pre.ticket.load_id).map(|w| w.receipt))
+            .collect())
+    }
+
+    /// Each written POST's deltas, ledger row and key completion.
+    fn closings<'a>(
+        &self,
+        taken: &[&'a BatchData],
+        written: &'a HashMap<Uuid, RowsWritten>,
+        bodies: &'a HashMap<Uuid, serde_json::Value>,
+    ) -> Vec<RowsClosing<'a>> {
+        taken
+            .iter()
+            .map(|item| {
+                let pre = &item.pre;
+                let load_id = pre.ticket.load_id;
+                let RowsWritten { receipt, deltas } = &written[&load_id];
+                RowsClosing {
+                    load_id,
+                    deltas,
+                    entry: receipt.entry(&pre.ticket),
+                    key: Completion {
+                        principal: &item.principal,
+                        key: &item.key,
+                        fingerprint: &item.fingerprint,
+                        load_id: Some(load_id),
+                        status: super::keyed::COMPLETED_STATUS,
+                        body: &bodies[&load_id],
+                        etag: None,
+                        retention: self.settings.idempotency_retention(),
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+/// `result`, or its error recorded in the ledger as the load's refusal.
+async fn refused_or<T>(
+    ticket: &LoadTicket,
+    store: &Store,
+    result: WriteResult<T>,
+) -> WriteResult<T> {
+    if let Err(e) = &result {
+        ticket.record_refusal(store, e).await;
+    }
+    result
+}
+
+/// The taken POSTs' rows as one set of arrays, and each one's share.
+fn gather(taken: &[&BatchData]) -> WriteResult<(Vec<LoadRows>, TupleArrays, u64)> {
+    let mut loads = Vec::with_capacity(taken.len());
+    let mut all: Option<TupleArrays> = None;
+    let mut tombstones = 0;
+    for item in taken {
+        let pre = &item.pre;
+        loads.push(LoadRows {
+            load_id: pre.ticket.load_id,
+            rows: item.row_count(),
+            periods: pre.decoded.periods.clone(),
+        });
+        tombstones += pre.decoded.tombstones;
+        match &mut all {
+            Some(all) => all.append(item.arrays.clone())?,
+            None => all = Some(item.arrays.clone()),
+        }
+    }
+    let arrays = all.expect("a batch takes one POST at least");
+    Ok((loads, arrays, tombstones))
+}
