@@ -332,7 +332,7 @@ pub async fn complete_key(conn: &mut PgConnection, done: &Completion<'_>) -> Sto
     Ok(())
 }
 
-/// The UPDATE completing keys (one per element of its array parameters),
+/// The statement completing keys (one per element of its array parameters),
 /// its parameters numbered from `first` (see `store::closing`).
 pub(super) fn complete_sql(first: usize) -> String {
     let types = [
@@ -344,14 +344,22 @@ pub(super) fn complete_sql(first: usize) -> String {
         .map(|(i, ty)| format!("${}::{ty}[]", first + i))
         .collect::<Vec<_>>()
         .join(", ");
+    // An upsert, not an UPDATE … FROM: each key finds its (placeholder)
+    // row by the primary key, however many keys there are, where a join
+    // against the arrays may be planned as a scan of every key.
     // language=PostgreSQL
     format!(
-        "update idem.idempotency_keys k
-            set fingerprint = v.fingerprint, load_id = v.load_id, response_status = v.status,
-                response_body = v.body, response_etag = v.etag, created_at = now(),
-                expires_at = now() + make_interval(secs => v.retention)
+        "insert into idem.idempotency_keys as k
+                (principal, key, fingerprint, load_id, response_status, response_body,
+                 response_etag, created_at, expires_at)
+         select v.principal, v.key, v.fingerprint, v.load_id, v.status, v.body, v.etag, now(),
+                now() + make_interval(secs => v.retention)
            from unnest({arrays}) v(principal, key, fingerprint, load_id, status, body, etag, retention)
-          where k.principal = v.principal and k.key = v.key"
+         on conflict (principal, key) do update
+            set fingerprint = excluded.fingerprint, load_id = excluded.load_id,
+                response_status = excluded.response_status, response_body = excluded.response_body,
+                response_etag = excluded.response_etag, created_at = excluded.created_at,
+                expires_at = excluded.expires_at"
     )
 }
 
