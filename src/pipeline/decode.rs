@@ -397,7 +397,11 @@ fn decode<R: io::Read>(
     let mut sink = Encoding {
         encoder: RowEncoder::new(&job.def, job.options.clone(), job.load_id),
         def: &job.def,
-        out: Vec::with_capacity(CHUNK_BYTES + 4096),
+        // A whole (small) body's data is about its size; a chunk fills up.
+        out: Vec::with_capacity(match &chunks {
+            Some(_) => CHUNK_BYTES + 4096,
+            None => 4096,
+        }),
         errors: ErrorLog::new(job.max_listed_errors),
         header_refusal: None,
         input_hash: ContentHash::default(),

@@ -379,7 +379,8 @@ async fn a_write_whose_connection_dies_leaves_no_rows_and_no_key_and_the_retry_s
         killed = sqlx::query_scalar::<_, i64>(
             "select count(pg_terminate_backend(pid)) from pg_stat_activity
               where datname = current_database() and application_name = 'idem'
-                and state = 'idle in transaction'",
+                and xact_start is not null
+                and (state = 'idle in transaction' or query ilike '%idem_incoming%')",
         )
         .fetch_one(&app.db)
         .await
