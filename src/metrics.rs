@@ -40,6 +40,8 @@ pub struct Metrics {
     rows_rejected: IntCounterVec,
     replays: IntCounterVec,
     swaps: IntCounterVec,
+    batches: IntCounterVec,
+    batched_posts: IntCounterVec,
     swap_seconds: Histogram,
     stages_swept: IntCounter,
     keys_reaped: IntCounter,
@@ -143,6 +145,10 @@ impl Metrics {
             swaps: by_table(&r, "idem_partition_swaps_total",
                 "Partitions swapped in by a PUT, by table."),
             swap_seconds: registered(&r, swap_seconds),
+            batches: by_table(&r, "idem_post_batches_total",
+                "Transactions that wrote small POSTs together, by table."),
+            batched_posts: by_table(&r, "idem_post_batches_posts_total",
+                "POSTs written in those transactions, by table (divided by the batches: POSTs per batch)."),
             stages_swept: counter(&r, "idem_stages_swept_total",
                 "Stages left behind by crashed loads that the janitor dropped."),
             keys_reaped: counter(&r, "idem_idempotency_keys_reaped_total",
@@ -214,6 +220,14 @@ impl Metrics {
         if swapped {
             self.swaps.with_label_values(&[table]).inc();
         }
+    }
+
+    /// A batch that wrote `posts` POSTs together.
+    pub fn batch(&self, table: &str, posts: usize) {
+        self.batches.with_label_values(&[table]).inc();
+        self.batched_posts
+            .with_label_values(&[table])
+            .inc_by(u64::try_from(posts).unwrap_or(u64::MAX));
     }
 
     pub fn stages_swept(&self, n: usize) {

@@ -376,6 +376,7 @@ impl Pipeline {
         let closings = self.closings(&taken, &written, &bodies);
         close_rows_writes(&mut tx, &def.name, &closings).await?;
         tx.commit().await.map_err(crate::store::StoreError::from)?;
+        self.metrics.batch(def.name.as_str(), closings.len());
         for closing in &closings {
             self.store
                 .remember_completed(&closing.key.stored(claimed_at));

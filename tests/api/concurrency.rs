@@ -330,3 +330,93 @@ async fn a_put_racing_the_writers_keeps_its_body_and_the_writes_after_it() {
         "no row of the day before the PUT survives it"
     );
 }
+
+/// Small POSTs sent at once are written together (several per
+/// transaction), yet each is answered and recorded as if alone: its own
+/// counts, its own ledger row and key, a replay of its own answer; and with
+/// batching off, the same requests leave the same day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn posts_written_together_are_each_answered_and_recorded_alone() {
+    let batched = spawn_app().await;
+    let alone = spawn_app_with(idem::config::Settings {
+        batch_writes: false,
+        ..Default::default()
+    })
+    .await;
+    let mut days = Vec::new();
+    for (app, batching) in [(batched, true), (alone, false)] {
+        let app = Arc::new(app);
+        app.declare_orders().await;
+        // Request i inserts order 1000 + i and, from the second on, updates
+        // order 1000 + i - 1 (a newer version): 40 requests at once.
+        let sends = (0..40i64).map(|i| {
+            let app = app.clone();
+            async move {
+                let mut rows = vec![version(1000 + i, 10, 0)];
+                if i > 0 {
+                    rows.push(version(1000 + i - 1, 20, 1));
+                }
+                let key = format!("together-{i}");
+                let receipt = post(&app, "table=orders&mode=merge", &key, &rows).await;
+                (i, key, rows, receipt)
+            }
+        });
+        let answers = futures::future::join_all(sends).await;
+        for (i, key, rows, receipt) in &answers {
+            assert_eq!(receipt["rows_received"], json!(rows.len()), "request {i}");
+            let written =
+                receipt["inserted"].as_u64().unwrap() + receipt["updated"].as_u64().unwrap();
+            assert_eq!(receipt["rows_written"], json!(written), "request {i}");
+            let load = json_body(
+                app.get(&format!("/loads/{}", receipt["load_id"].as_str().unwrap()))
+                    .await,
+            )
+            .await;
+            assert_eq!(
+                load["rows_written"], receipt["rows_written"],
+                "request {i}'s ledger row"
+            );
+            assert_eq!(load["idempotency_key"], json!(key));
+            let replay = app
+                .post_rows("table=orders&mode=merge", Some(key), rows)
+                .await;
+            assert_eq!(replay.headers()["idempotent-replayed"], "true");
+            let mut replayed = json_body(replay).await;
+            replayed["replayed"] = json!(false);
+            assert_eq!(&replayed, receipt, "request {i}'s replay is its own answer");
+        }
+        // Every order ends at its newest version, and the day is exact.
+        let inserted: u64 = answers
+            .iter()
+            .map(|a| a.3["inserted"].as_u64().unwrap())
+            .sum();
+        let deltas: i64 = answers
+            .iter()
+            .map(|a| a.3["partitions"][0]["row_delta"].as_i64().unwrap())
+            .sum();
+        assert_eq!(inserted, 40);
+        assert_eq!(deltas, 40);
+        days.push(assert_settled(&app, "orders").await);
+        let metrics = app.get("/metrics").await.text().await.unwrap();
+        let figure = |name: &str| -> u64 {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(&format!("{name}{{table=\"orders\"}}")))
+                .map_or(0, |l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        };
+        let (batches, posts) = (
+            figure("idem_post_batches_total"),
+            figure("idem_post_batches_posts_total"),
+        );
+        if batching {
+            assert!(
+                posts > batches,
+                "some batch wrote several POSTs ({posts} in {batches})"
+            );
+        } else {
+            assert_eq!(posts, 0, "no batches when batching is off");
+        }
+    }
+    assert_eq!(days[0].etag, days[1].etag, "batched or not, the same day");
+    assert_eq!(days[0].row_count, 40);
+}
