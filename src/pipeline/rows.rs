@@ -142,7 +142,7 @@ impl Pipeline {
     /// returns (the partitions' deltas and the ledger row; see
     /// `store::closing`) in it and commits, or records a refusal after
     /// rolling back.
-    #[tracing::instrument(skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
     pub async fn write_rows(
         &self,
         req: PostRows,

@@ -136,7 +136,7 @@ pub async fn claim_keys(
 impl Store {
     /// Claims `key` for `principal`, waiting up to `wait` for a request in
     /// flight with the same key (then 409).
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn claim_key(
         &self,
         principal: &str,

@@ -105,7 +105,7 @@ fn incoming_ddl(def: &TableDef) -> String {
 }
 
 /// COPYs the body's rows into the session's temporary table.
-#[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str()))]
+#[tracing::instrument(level = "debug", skip_all, fields(table = %def.name, mode = mode.as_str()))]
 pub async fn copy_incoming(
     conn: &mut PgConnection,
     def: &TableDef,
@@ -175,7 +175,7 @@ const DEADLOCK_RETRIES: usize = 3;
 /// key meet in Postgres's row locks, where the cursor rule is checked against
 /// the latest version; each writer's delta is its own row. A patch reads
 /// stored rows to fill in fields, so it holds its partitions alone.
-#[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str(), %load_id))]
+#[tracing::instrument(level = "debug", skip_all, fields(table = %def.name, mode = mode.as_str(), %load_id))]
 pub async fn apply_incoming(
     conn: &mut PgConnection,
     def: &TableDef,
@@ -217,7 +217,7 @@ pub async fn apply_incoming(
 /// by the same statements as one POST's, and tells each load what it did.
 /// The rows must not repeat a row id, within a load or across them (see
 /// `fits_arrays`; `RowIds` finds repeats across loads).
-#[tracing::instrument(skip_all, fields(table = %def.name, mode = mode.as_str(), loads = loads.len()))]
+#[tracing::instrument(level = "debug", skip_all, fields(table = %def.name, mode = mode.as_str(), loads = loads.len()))]
 pub async fn apply_batch(
     conn: &mut PgConnection,
     def: &TableDef,
