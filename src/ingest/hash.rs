@@ -134,6 +134,14 @@ impl ContentDelta {
         Some(())
     }
 
+    /// Adds another delta (two writes' changes as one); `None` when the
+    /// row count overflows.
+    pub fn merge(&mut self, other: &ContentDelta) -> Option<()> {
+        add_limbs(&mut self.sum, &other.sum);
+        self.rows = self.rows.checked_add(other.rows)?;
+        Some(())
+    }
+
     /// Adds another delta's sum (its rows are counted apart).
     pub fn add_sum(&mut self, sum: &[u8; 32]) {
         add_limbs(&mut self.sum, &limbs(sum));
@@ -162,6 +170,25 @@ impl ContentDelta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_deltas_merged_change_a_content_as_both_do() {
+        let (a, b, c) = ([1u8; 32], [2u8; 32], [3u8; 32]);
+        let mut first = ContentDelta::default();
+        first.add(&a);
+        first.add(&b);
+        let mut second = ContentDelta::default();
+        second.remove(&a);
+        second.add(&c);
+        let mut merged = first;
+        merged.merge(&second).unwrap();
+        let (mut one, mut both) = (ContentHash::default(), ContentHash::default());
+        one.apply(&merged).unwrap();
+        both.apply(&first).unwrap();
+        both.apply(&second).unwrap();
+        assert_eq!(one.hex(), both.hex());
+        assert_eq!(merged.rows(), 2);
+    }
 
     fn digest(s: &str) -> [u8; 32] {
         Sha256::digest(s.as_bytes()).into()

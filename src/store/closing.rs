@@ -3,13 +3,15 @@
 //! its key's completion, written by one statement (one round trip, not
 //! three) just before the commit.
 
+use std::collections::BTreeMap;
+
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::contents::{bind_deltas, deltas_sql, PartitionDelta};
 use super::idempotency::{bind_completions, complete_sql, Completion};
 use super::ledger::{bind_entries, insert_sql, LoadEntry};
-use super::StoreResult;
+use super::{StoreError, StoreResult};
 use crate::ingest::ContentDelta;
 use crate::names::TableName;
 use crate::period::Period;
@@ -21,6 +23,26 @@ pub struct RowsClosing<'a> {
     pub deltas: &'a [(Period, ContentDelta)],
     pub entry: LoadEntry<'a>,
     pub key: Completion<'a>,
+}
+
+/// The writes' changes to each partition, as one delta row a partition
+/// (under the first write's load id): folding adds them all the same, and a
+/// batch then inserts, and the folder removes, one row a day, not one a POST.
+fn per_partition(writes: &[RowsClosing<'_>]) -> StoreResult<Vec<PartitionDelta>> {
+    let mut days: BTreeMap<Period, PartitionDelta> = BTreeMap::new();
+    for write in writes {
+        for (ds, delta) in write.deltas {
+            let day = days.entry(*ds).or_insert(PartitionDelta {
+                ds: *ds,
+                load_id: write.load_id,
+                delta: ContentDelta::default(),
+            });
+            day.delta
+                .merge(delta)
+                .ok_or(StoreError::Corrupt("a partition's row count overflows"))?;
+        }
+    }
+    Ok(days.into_values().collect())
 }
 
 /// Parameters of each part: deltas, ledger rows (then the keys').
@@ -44,16 +66,7 @@ pub async fn close_rows_writes(
         insert_sql(entry_from),
         complete_sql(key_from)
     );
-    let deltas: Vec<PartitionDelta<'_>> = writes
-        .iter()
-        .flat_map(|w| {
-            w.deltas.iter().map(|(ds, delta)| PartitionDelta {
-                ds: *ds,
-                load_id: w.load_id,
-                delta,
-            })
-        })
-        .collect();
+    let deltas = per_partition(writes)?;
     let entries: Vec<LoadEntry<'_>> = writes.iter().map(|w| w.entry.clone()).collect();
     let keys: Vec<Completion<'_>> = writes.iter().map(|w| w.key.clone()).collect();
     let query = bind_deltas(sqlx::query(&sql), table, &deltas);

@@ -124,11 +124,11 @@ pub(super) fn deltas_sql(first: usize) -> String {
     )
 }
 
-/// One load's change to one partition.
-pub struct PartitionDelta<'a> {
+/// One load's (or one batch's) change to one partition.
+pub struct PartitionDelta {
     pub ds: Period,
     pub load_id: Uuid,
-    pub delta: &'a ContentDelta,
+    pub delta: ContentDelta,
 }
 
 /// Binds the deltas to the parameters of `deltas_sql`; an empty delta (a
@@ -136,7 +136,7 @@ pub struct PartitionDelta<'a> {
 pub(super) fn bind_deltas<'q>(
     query: Query<'q, Postgres, PgArguments>,
     table: &TableName,
-    deltas: &[PartitionDelta<'_>],
+    deltas: &[PartitionDelta],
 ) -> Query<'q, Postgres, PgArguments> {
     let changed = || deltas.iter().filter(|d| !d.delta.is_empty());
     let labels: Vec<String> = changed().map(|d| d.ds.label()).collect();
