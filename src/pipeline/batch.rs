@@ -344,7 +344,7 @@ impl Pipeline {
             .begin_bounded(self.settings.idempotency_wait())
             .await?;
         let keys: Vec<(&str, &str)> = items.iter().map(|item| item.key()).collect();
-        let claimed = claim_keys(&mut tx, &keys).await?;
+        let claimed = claim_keys(&mut tx, &keys, self.settings.idempotency_retention()).await?;
         let taken: Vec<&BatchData> = items
             .iter()
             .copied()

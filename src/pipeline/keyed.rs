@@ -144,7 +144,10 @@ impl Pipeline {
             Write::Rows(rows) => Some(&rows.table),
             Write::Partition(_) => None,
         };
-        let claim = self.store.claim_key(&req.principal, &req.key, wait, table);
+        let retention = self.settings.idempotency_retention();
+        let claim = self
+            .store
+            .claim_key(&req.principal, &req.key, wait, table, retention);
         let mut tx = match claim.await? {
             Claim::Fresh(mut tx, def) => {
                 match &mut write {

@@ -75,16 +75,18 @@ async fn insert_placeholder(
     principal: &str,
     key: &str,
     table: Option<&TableName>,
+    retention: Duration,
 ) -> Result<(bool, Option<TableDef>), sqlx::Error> {
     // language=PostgreSQL
     let (fresh, def): (bool, Option<Json<TableDef>>) = sqlx::query_as(
         "with claimed as (
            insert into idem.idempotency_keys as k
                   (principal, key, fingerprint, response_status, response_body, expires_at)
-           select $1, $2, '', 0, 'null', now() from (select pg_advisory_xact_lock($4)) locked
+           select $1, $2, '', 0, 'null', now() + make_interval(secs => $5)
+             from (select pg_advisory_xact_lock($4)) locked
            on conflict (principal, key) do update
               set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
-                  created_at = now(), expires_at = now()
+                  created_at = now(), expires_at = excluded.expires_at
             where k.expires_at < now()
            returning 1)
          select exists (select from claimed),
@@ -94,6 +96,7 @@ async fn insert_placeholder(
     .bind(key)
     .bind(table.map(TableName::as_str))
     .bind(key_lock(principal, key))
+    .bind(retention.as_secs_f64())
     .fetch_one(conn)
     .await?;
     Ok((fresh, def.map(|d| d.0)))
@@ -106,6 +109,7 @@ async fn insert_placeholder(
 pub async fn claim_keys(
     conn: &mut PgConnection,
     keys: &[(&str, &str)],
+    retention: Duration,
 ) -> StoreResult<HashSet<(String, String)>> {
     let principals: Vec<&str> = keys.iter().map(|(p, _)| *p).collect();
     let names: Vec<&str> = keys.iter().map(|(_, k)| *k).collect();
@@ -118,16 +122,17 @@ pub async fn claim_keys(
             where pg_try_advisory_xact_lock(v.lock))
          insert into idem.idempotency_keys as k
                 (principal, key, fingerprint, response_status, response_body, expires_at)
-         select principal, key, '', 0, 'null', now() from free
+         select principal, key, '', 0, 'null', now() + make_interval(secs => $4) from free
          on conflict (principal, key) do update
             set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
-                created_at = now(), expires_at = now()
+                created_at = now(), expires_at = excluded.expires_at
           where k.expires_at < now()
          returning k.principal, k.key",
     )
     .bind(principals)
     .bind(names)
     .bind(locks)
+    .bind(retention.as_secs_f64())
     .fetch_all(conn)
     .await?;
     Ok(claimed.into_iter().collect())
@@ -143,9 +148,10 @@ impl Store {
         key: &str,
         wait: Duration,
         table: Option<&TableName>,
+        retention: Duration,
     ) -> StoreResult<Claim> {
         let mut tx = self.begin_bounded(wait).await?;
-        match insert_placeholder(&mut tx, principal, key, table).await {
+        match insert_placeholder(&mut tx, principal, key, table, retention).await {
             Ok((true, def)) => Ok(Claim::Fresh(tx, def)),
             Ok((false, _)) => {
                 let stored: StoredKey = sqlx::query_as(STORED_KEY_SQL)
@@ -251,7 +257,7 @@ impl Store {
         sqlx::query("set local lock_timeout = 50")
             .execute(&mut *tx)
             .await?;
-        let state = match insert_placeholder(&mut tx, principal, key, None).await {
+        let state = match insert_placeholder(&mut tx, principal, key, None, Duration::ZERO).await {
             Ok(_) => KeyState::Absent,
             Err(e) if is_lock_timeout(&e) => KeyState::InFlight,
             Err(e) => return Err(e.into()),
@@ -346,7 +352,10 @@ pub(super) fn complete_sql(first: usize) -> String {
         .join(", ");
     // An upsert, not an UPDATE … FROM: each key finds its (placeholder)
     // row by the primary key, however many keys there are, where a join
-    // against the arrays may be planned as a scan of every key.
+    // against the arrays may be planned as a scan of every key. The claim
+    // set `created_at` and `expires_at` already (`now()` is the same all
+    // through the transaction), so no indexed column changes and the update
+    // can stay on its page, without new index entries.
     // language=PostgreSQL
     format!(
         "insert into idem.idempotency_keys as k
@@ -358,8 +367,7 @@ pub(super) fn complete_sql(first: usize) -> String {
          on conflict (principal, key) do update
             set fingerprint = excluded.fingerprint, load_id = excluded.load_id,
                 response_status = excluded.response_status, response_body = excluded.response_body,
-                response_etag = excluded.response_etag, created_at = excluded.created_at,
-                expires_at = excluded.expires_at"
+                response_etag = excluded.response_etag"
     )
 }
 
