@@ -56,6 +56,8 @@ pub struct AppState {
     pub tokens: Arc<TokenCache>,
     /// Small POSTs waiting to be written together.
     batches: Arc<crate::pipeline::batch::Batches>,
+    /// Table definitions read (a hint for decoding before any read).
+    definitions: Arc<crate::pipeline::batch::Definitions>,
 }
 
 impl AppState {
@@ -72,6 +74,7 @@ impl AppState {
             settings: Arc::new(settings),
             tokens: Arc::default(),
             batches: Arc::default(),
+            definitions: Arc::default(),
         }
     }
 
@@ -83,6 +86,7 @@ impl AppState {
             load_slots: self.load_slots.clone(),
             metrics: self.metrics.clone(),
             batches: self.batches.clone(),
+            definitions: self.definitions.clone(),
         }
     }
 

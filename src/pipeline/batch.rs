@@ -20,6 +20,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use chrono::Utc;
 use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
@@ -29,6 +30,7 @@ use super::decode::{decode_whole, read_small, verdict, BodyRead, RepeatCheck};
 use super::keyed::{fingerprint, KeyedAnswer, KeyedRequest, COMPLETED_STATUS};
 use super::rows::{choose_mode, encode_options, PostRows, Predecoded, RowsReceipt, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::names::TableName;
 use crate::schema::TableDef;
 use crate::store::arrays::TupleArrays;
 use crate::store::closing::{close_rows_writes, RowsClosing};
@@ -141,6 +143,33 @@ struct Queue {
     wake: Notify,
 }
 
+/// Table definitions this process has read, so that a small POST can be
+/// decoded before any read of the catalog. Only a hint: a batch checks the
+/// definition it was decoded for against the catalog, in its transaction,
+/// and a POST written alone reads it in its claim (see `rows::write_rows`).
+#[derive(Default)]
+pub struct Definitions {
+    tables: Mutex<HashMap<TableName, TableDef>>,
+}
+
+impl Definitions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TableName, TableDef>> {
+        self.tables.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, table: &TableName) -> Option<TableDef> {
+        self.lock().get(table).cloned()
+    }
+
+    pub fn remember(&self, def: &TableDef) {
+        self.lock().insert(def.name.clone(), def.clone());
+    }
+
+    pub fn forget(&self, table: &TableName) {
+        self.lock().remove(table);
+    }
+}
+
 /// Every queue of this process.
 #[derive(Default)]
 pub struct Batches {
@@ -228,7 +257,20 @@ impl Pipeline {
             rows.body.format,
         );
         let (decoded, copy) = decode_whole(&job, &body);
-        let decoded = refused_or(&ticket, &self.store, verdict(decoded)).await?;
+        let body = Bytes::from(body);
+        let decoded = match verdict(decoded) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                // Refused for the definition this process remembers: unless
+                // the table is still so, the write alone decides.
+                if self.store.table(&def.name).await?.as_ref() != Some(&def) {
+                    self.definitions.forget(&def.name);
+                    rows.body.reader = Box::new(std::io::Cursor::new(body));
+                    return Ok(Batched::Alone(rows));
+                }
+                return refused_or(&ticket, &self.store, Err(e)).await;
+            }
+        };
         let copy = copy.ok_or_else(|| {
             WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
         })?;
@@ -237,6 +279,7 @@ impl Pipeline {
             mode,
             ticket,
             decoded,
+            body,
             copy,
         };
         if !fits_arrays(mode, pre.decoded.maybe_repeated) {
@@ -344,7 +387,14 @@ impl Pipeline {
             .begin_bounded(self.settings.idempotency_wait())
             .await?;
         let keys: Vec<(&str, &str)> = items.iter().map(|item| item.key()).collect();
-        let claimed = claim_keys(&mut tx, &keys, self.settings.idempotency_retention()).await?;
+        let retention = self.settings.idempotency_retention();
+        let (claimed, now_def) = claim_keys(&mut tx, &keys, retention, &def.name).await?;
+        if now_def.as_ref() != Some(def) {
+            // The table changed since these bodies were decoded: each goes
+            // alone, decoded again for the table as it is.
+            self.definitions.forget(&def.name);
+            return Ok(vec![None; items.len()]);
+        }
         let taken: Vec<&BatchData> = items
             .iter()
             .copied()

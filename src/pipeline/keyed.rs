@@ -98,15 +98,7 @@ impl Pipeline {
         // Most repeats find their key completed: answer them without a
         // transaction. A POST's look-up also brings its table's definition.
         let stored = match &mut write {
-            Write::Rows(rows) => {
-                let (principal, key) = (&req.principal, &req.key);
-                let (stored, def) = self
-                    .store
-                    .completed_key_and_table(principal, key, &rows.table)
-                    .await?;
-                rows.known_def = def;
-                stored
-            }
+            Write::Rows(rows) => self.look_up_rows_key(&req, rows).await?,
             Write::Partition(_) => self.store.completed_key(&req.principal, &req.key).await?,
         };
         if let Some(stored) = stored {
@@ -120,6 +112,37 @@ impl Pipeline {
             put => put,
         };
         self.write_alone(req, write, digest).await
+    }
+
+    /// A POST's key, completed, if it is; and its table's definition. With
+    /// batching, a key this process does not remember and a definition it
+    /// does cost no read: a key completed elsewhere is skipped by its batch
+    /// and replayed by the claim of its write alone, and the batch checks
+    /// the definition.
+    async fn look_up_rows_key(
+        &self,
+        req: &KeyedRequest,
+        rows: &mut PostRows,
+    ) -> WriteResult<Option<StoredKey>> {
+        let (principal, key) = (&req.principal, &req.key);
+        if self.settings.batch_writes {
+            if let Some(stored) = self.store.remembered_key(principal, key) {
+                return Ok(Some(stored));
+            }
+            if let Some(def) = self.definitions.get(&rows.table) {
+                rows.known_def = Some(def);
+                return Ok(None);
+            }
+        }
+        let (stored, def) = self
+            .store
+            .completed_key_and_table(principal, key, &rows.table)
+            .await?;
+        if let Some(def) = &def {
+            self.definitions.remember(def);
+        }
+        rows.known_def = def;
+        Ok(stored)
     }
 
     /// The write in a transaction of its own, which claims its key.

@@ -59,6 +59,8 @@ pub struct Pipeline {
     pub metrics: Arc<Metrics>,
     /// Small POSTs waiting to be written together (see `batch`).
     pub batches: Arc<batch::Batches>,
+    /// Table definitions read (see `batch::Definitions`).
+    pub definitions: Arc<batch::Definitions>,
 }
 
 impl Pipeline {

@@ -73,6 +73,9 @@ pub struct Predecoded {
     pub mode: MergeMode,
     pub ticket: LoadTicket,
     pub decoded: Decoded,
+    /// The body as sent (after gunzip), to decode again if the table
+    /// changed meanwhile.
+    pub body: Bytes,
     /// The rows as binary COPY data.
     pub copy: Bytes,
 }
@@ -145,11 +148,21 @@ impl Pipeline {
     #[tracing::instrument(level = "debug", skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
     pub async fn write_rows(
         &self,
-        req: PostRows,
+        mut req: PostRows,
         ticket: &LoadTicket,
         tx: &mut PgConnection,
     ) -> WriteResult<RowsWritten> {
-        let (def, mode, decoding) = match req.predecoded {
+        // Decoded before the transaction, for a definition that may have
+        // changed since (the claim read it again): decoded anew if so.
+        let predecoded = match req.predecoded {
+            Some(pre) if req.known_def.as_ref() == Some(&pre.def) => Some(pre),
+            Some(pre) => {
+                req.body.reader = Box::new(std::io::Cursor::new(pre.body));
+                None
+            }
+            None => None,
+        };
+        let (def, mode, decoding) = match predecoded {
             Some(pre) => {
                 let Predecoded {
                     def,

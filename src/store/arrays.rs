@@ -23,30 +23,46 @@ use crate::schema::ColumnType;
 pub struct ElementType {
     element: u32,
     array: u32,
+    /// The element type's SQL name.
+    name: &'static str,
 }
 
 impl ElementType {
-    pub const BOOLEAN: ElementType = ElementType::new(16, 1000);
-    pub const BYTEA: ElementType = ElementType::new(17, 1001);
-    pub const UUID: ElementType = ElementType::new(2950, 2951);
+    pub const BOOLEAN: ElementType = ElementType::new(16, 1000, "boolean");
+    pub const BYTEA: ElementType = ElementType::new(17, 1001, "bytea");
+    pub const UUID: ElementType = ElementType::new(2950, 2951, "uuid");
 
-    const fn new(element: u32, array: u32) -> Self {
-        ElementType { element, array }
+    const fn new(element: u32, array: u32, name: &'static str) -> Self {
+        ElementType {
+            element,
+            array,
+            name,
+        }
     }
 
     pub fn of(ty: ColumnType) -> Self {
-        match ty {
-            ColumnType::Text => ElementType::new(25, 1009),
-            ColumnType::Bigint => ElementType::new(20, 1016),
-            ColumnType::Integer => ElementType::new(23, 1007),
-            ColumnType::DoublePrecision => ElementType::new(701, 1022),
-            ColumnType::Numeric => ElementType::new(1700, 1231),
-            ColumnType::Boolean => ElementType::BOOLEAN,
-            ColumnType::Date => ElementType::new(1082, 1182),
-            ColumnType::Timestamptz => ElementType::new(1184, 1185),
-            ColumnType::Jsonb => ElementType::new(3802, 3807),
-            ColumnType::Uuid => ElementType::UUID,
-        }
+        let (element, array) = match ty {
+            ColumnType::Text => (25, 1009),
+            ColumnType::Bigint => (20, 1016),
+            ColumnType::Integer => (23, 1007),
+            ColumnType::DoublePrecision => (701, 1022),
+            ColumnType::Numeric => (1700, 1231),
+            ColumnType::Boolean => return ElementType::BOOLEAN,
+            ColumnType::Date => (1082, 1182),
+            ColumnType::Timestamptz => (1184, 1185),
+            ColumnType::Jsonb => (3802, 3807),
+            ColumnType::Uuid => return ElementType::UUID,
+        };
+        ElementType::new(element, array, ty.sql_name())
+    }
+}
+
+impl ColumnArray {
+    /// Parameter `$n` cast to this array's type, for a statement's text: a
+    /// statement is prepared once per text, and its parameters' types are
+    /// fixed then, so the text must change when a column's type does.
+    pub fn cast_param(&self, n: usize) -> String {
+        format!("${n}::{}[]", self.ty.name)
     }
 }
 

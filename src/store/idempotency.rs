@@ -104,38 +104,47 @@ async fn insert_placeholder(
 
 /// Claims, in the caller's transaction, every key of `keys` that is neither
 /// in flight elsewhere (its lock taken: skipped, not waited for) nor
-/// completed (its row live: skipped); returns the claimed ones. The keys
-/// must differ (a transaction holds a lock it took twice).
+/// completed (its row live: skipped); returns the claimed ones, and the
+/// definition of `table` as it is now (read by the same statement). The
+/// keys must differ (a transaction holds a lock it took twice).
 pub async fn claim_keys(
     conn: &mut PgConnection,
     keys: &[(&str, &str)],
     retention: Duration,
-) -> StoreResult<HashSet<(String, String)>> {
+    table: &TableName,
+) -> StoreResult<(HashSet<(String, String)>, Option<TableDef>)> {
     let principals: Vec<&str> = keys.iter().map(|(p, _)| *p).collect();
     let names: Vec<&str> = keys.iter().map(|(_, k)| *k).collect();
     let locks: Vec<i64> = keys.iter().map(|(p, k)| key_lock(p, k)).collect();
     // language=PostgreSQL
-    let claimed: Vec<(String, String)> = sqlx::query_as(
+    type Claimed = (Vec<String>, Vec<String>, Option<Json<TableDef>>);
+    let (principals, keys, def): Claimed = sqlx::query_as(
         "with free as (
            select v.principal, v.key
              from unnest($1::text[], $2::text[], $3::bigint[]) v(principal, key, lock)
-            where pg_try_advisory_xact_lock(v.lock))
-         insert into idem.idempotency_keys as k
-                (principal, key, fingerprint, response_status, response_body, expires_at)
-         select principal, key, '', 0, 'null', now() + make_interval(secs => $4) from free
-         on conflict (principal, key) do update
-            set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
-                created_at = now(), expires_at = excluded.expires_at
-          where k.expires_at < now()
-         returning k.principal, k.key",
+            where pg_try_advisory_xact_lock(v.lock)),
+         claimed as (
+           insert into idem.idempotency_keys as k
+                  (principal, key, fingerprint, response_status, response_body, expires_at)
+           select principal, key, '', 0, 'null', now() + make_interval(secs => $4) from free
+           on conflict (principal, key) do update
+              set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
+                  created_at = now(), expires_at = excluded.expires_at
+            where k.expires_at < now()
+           returning k.principal, k.key)
+         select coalesce((select array_agg(principal order by principal, key) from claimed), '{}'),
+                coalesce((select array_agg(key order by principal, key) from claimed), '{}'),
+                (select definition from idem.tables where name = $5)",
     )
     .bind(principals)
     .bind(names)
     .bind(locks)
     .bind(retention.as_secs_f64())
-    .fetch_all(conn)
+    .bind(table.as_str())
+    .fetch_one(conn)
     .await?;
-    Ok(claimed.into_iter().collect())
+    let claimed = principals.into_iter().zip(keys).collect();
+    Ok((claimed, def.map(|d| d.0)))
 }
 
 impl Store {
@@ -240,6 +249,11 @@ impl Store {
             .fetch_optional(&mut *self.acquire().await?)
             .await?;
         Ok(self.live_completed(stored))
+    }
+
+    /// The key's completed request, if this process remembers it.
+    pub fn remembered_key(&self, principal: &str, key: &str) -> Option<StoredKey> {
+        self.completed.get(principal, key)
     }
 
     /// Remembers a key whose completion has committed.

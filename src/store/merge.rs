@@ -532,8 +532,11 @@ impl MergeSql {
 /// `unnest($1, $2, …) s(…)`: the arrays as rows `s`, with the columns a COPY
 /// into the session's table would fill (see `small_body`).
 fn unnest_arrays(def: &TableDef, arrays: &TupleArrays) -> String {
-    let params = (1..=arrays.columns.len())
-        .map(|i| format!("${i}"))
+    let params = arrays
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, column)| column.cast_param(i + 1))
         .collect::<Vec<_>>()
         .join(", ");
     let names = all_columns(def)

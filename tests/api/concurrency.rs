@@ -420,3 +420,62 @@ async fn posts_written_together_are_each_answered_and_recorded_alone() {
     assert_eq!(days[0].etag, days[1].etag, "batched or not, the same day");
     assert_eq!(days[0].row_count, 40);
 }
+
+/// A server decodes small POSTs for the table definition it read last; a
+/// table changed since (here by a declaration, as another process's would)
+/// is found before anything is written, and the POST is written for the
+/// table as it is: a value only the widened column holds, a field only the
+/// new column takes, and a value both hold, stored in the new type. The
+/// same as a server that writes each POST alone.
+#[tokio::test]
+async fn a_post_after_the_table_changed_is_written_for_the_table_as_it_is() {
+    for batch_writes in [true, false] {
+        let settings = idem::config::Settings {
+            batch_writes,
+            ..Default::default()
+        };
+        let app = spawn_app_with(settings).await;
+        let declare = |columns: &'static str| {
+            let app = &app;
+            async move {
+                let declaration = format!(
+                    r#"{{"columns": {{{columns}}}, "partition_by": "ds", "primary_key": ["id"]}}"#
+                );
+                assert!(app
+                    .declare("counts", &declaration)
+                    .await
+                    .status()
+                    .is_success());
+            }
+        };
+        let post = |key: &'static str, row: Value| {
+            let app = &app;
+            async move {
+                let r = app.post_rows("table=counts", Some(key), &[row]).await;
+                assert_eq!(r.status(), 200, "{key}: {}", r.text().await.unwrap());
+            }
+        };
+        let row = |id: i64, n: i64| json!({"id": id, "ds": DAY, "n": n});
+        declare(r#""id": "bigint", "ds": "date", "n": "integer""#).await;
+        post("c-1", row(1, 1)).await;
+        // Widened: a row that decodes for the old definition too.
+        declare(r#""id": "bigint", "ds": "date", "n": "bigint""#).await;
+        post("c-2", row(2, 2)).await;
+        post("c-3", row(3, 5_000_000_000)).await;
+        // A new column: a row the old definition refuses.
+        declare(r#""id": "bigint", "ds": "date", "n": "bigint", "extra": "text""#).await;
+        post("c-4", json!({"id": 4, "ds": DAY, "n": 4, "extra": "new"})).await;
+        let stored: Vec<(i64, i64, Option<String>)> =
+            sqlx::query_as("select id, n, extra from idem_data.counts order by id")
+                .fetch_all(&app.db)
+                .await
+                .unwrap();
+        let expected = [
+            (1, 1, None),
+            (2, 2, None),
+            (3, 5_000_000_000, None),
+            (4, 4, Some("new".to_string())),
+        ];
+        assert_eq!(stored, expected, "batch_writes {batch_writes}");
+    }
+}
