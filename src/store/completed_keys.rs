@@ -4,9 +4,10 @@
 //! A completed key's row never changes until it expires (only an expired
 //! row is taken over or reaped), so a copy is exact until `expires_at`, in
 //! any process. Nothing is served past it. The copies are bounded in bytes;
-//! past the bound the process starts over.
+//! past the bound the oldest go first, a few at each new one (never a mass
+//! of them at once, which would hold a thread for long).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use chrono::Utc;
@@ -27,6 +28,8 @@ pub struct CompletedKeys {
 #[derive(Default)]
 struct Inner {
     keys: HashMap<(String, String), StoredKey>,
+    /// The keys in the order they were remembered, oldest first.
+    order: VecDeque<(String, String)>,
     bytes: usize,
 }
 
@@ -63,19 +66,20 @@ impl CompletedKeys {
         }
         let id = (stored.principal.clone(), stored.key.clone());
         let mut inner = self.lock();
-        let mut forgotten = HashMap::new();
-        if inner.bytes + size > MAX_BYTES {
-            forgotten = std::mem::take(&mut inner.keys);
-            inner.bytes = 0;
-        }
-        if let Some(old) = inner.keys.insert(id, stored.clone()) {
+        if let Some(old) = inner.keys.insert(id.clone(), stored.clone()) {
             inner.bytes -= size_of(&old);
+        } else {
+            inner.order.push_back(id);
         }
         inner.bytes += size;
-        drop(inner);
-        // Tens of thousands of answers are freed here, not under the lock
-        // every request takes.
-        drop(forgotten);
+        while inner.bytes > MAX_BYTES {
+            let Some(oldest) = inner.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = inner.keys.remove(&oldest) {
+                inner.bytes -= size_of(&old);
+            }
+        }
     }
 }
 
@@ -108,5 +112,19 @@ mod tests {
             cache.get("q", "live").is_none(),
             "keys belong to a principal"
         );
+    }
+
+    #[test]
+    fn past_its_bound_the_oldest_keys_go_first() {
+        let cache = CompletedKeys::default();
+        let each = size_of(&stored("k-0", 60));
+        let fit = MAX_BYTES / each;
+        for i in 0..fit + 10 {
+            cache.remember(&stored(&format!("k-{i}"), 60));
+        }
+        assert!(cache.get("p", "k-0").is_none(), "the oldest went");
+        let newest = format!("k-{}", fit + 9);
+        assert!(cache.get("p", &newest).is_some(), "the newest stays");
+        assert!(cache.lock().bytes <= MAX_BYTES);
     }
 }
