@@ -53,6 +53,9 @@ pub struct RowEncoder<'d> {
     canonical: Vec<u8>,
     /// The current row's period (set by `check_partition`).
     row_period: Option<Period>,
+    /// The label of the last period a row id was made for: most rows of a
+    /// body share it, and it is not made again for each.
+    label: Option<(Period, String)>,
 }
 
 /// The field that marks a tombstone in `POST /rows` merge mode.
@@ -90,6 +93,7 @@ impl<'d> RowEncoder<'d> {
             bad: vec![false; def.columns.len()],
             canonical: Vec::with_capacity(256),
             row_period: None,
+            label: None,
         }
     }
 
@@ -235,7 +239,11 @@ impl<'d> RowEncoder<'d> {
         id.update(b"\0");
         // The partition's label (a daily table's: its date, `YYYY-MM-DD`).
         if let Some(period) = self.row_period {
-            id.update(period.label().as_bytes());
+            let label = match &self.label {
+                Some((last, label)) if *last == period => label,
+                _ => &self.label.insert((period, period.label())).1,
+            };
+            id.update(label.as_bytes());
         }
         id.update(b"\0");
         if self.key_indexes.is_empty() {

@@ -92,12 +92,8 @@ pub fn spawn_decoder(job: DecodeJob, body: BodyReader) -> Decoding {
         hash: job.hash_prefix.clone(),
     };
     let decoder = tokio::task::spawn_blocking(move || {
-        decode(
-            &job,
-            BufReader::with_capacity(CHUNK_BYTES, reader),
-            Some(tx),
-        )
-        .0
+        let reader = BufReader::with_capacity(CHUNK_BYTES, reader);
+        decode(&job, reader, Some(tx), CHUNK_BYTES + 4096).0
     });
     Decoding { decoder, chunks }
 }
@@ -161,7 +157,10 @@ pub fn decode_whole(job: &DecodeJob, body: &[u8]) -> (Decoded, Option<Bytes>) {
         inner: body,
         hash: job.hash_prefix.clone(),
     };
-    decode(job, BufReader::new(reader), None)
+    // The rows' binary form is about the size of their text, plus the
+    // system columns (about a hundred bytes a row).
+    let out_capacity = body.len() + body.len() / 2 + 4096;
+    decode(job, BufReader::new(reader), None, out_capacity)
 }
 
 /// Waits for the decoder and turns what it refused into the answer.
@@ -393,15 +392,12 @@ fn decode<R: io::Read>(
     job: &DecodeJob,
     mut reader: BufReader<HashingReader<R>>,
     chunks: Option<mpsc::Sender<io::Result<Bytes>>>,
+    out_capacity: usize,
 ) -> (Decoded, Option<Bytes>) {
     let mut sink = Encoding {
         encoder: RowEncoder::new(&job.def, job.options.clone(), job.load_id),
         def: &job.def,
-        // A whole (small) body's data is about its size; a chunk fills up.
-        out: Vec::with_capacity(match &chunks {
-            Some(_) => CHUNK_BYTES + 4096,
-            None => 4096,
-        }),
+        out: Vec::with_capacity(out_capacity),
         errors: ErrorLog::new(job.max_listed_errors),
         header_refusal: None,
         input_hash: ContentHash::default(),
