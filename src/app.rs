@@ -261,6 +261,9 @@ pub fn init_tracing(format: LogFormat) -> WorkerGuard {
         .unwrap_or_else(|_| "idem=info".into());
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
+        // Lines waiting at most (then a request waits to log): a bound on
+        // the memory a log slower than the requests can take.
+        .buffered_lines_limit(16 * 1024)
         .thread_name("idem-log")
         .finish(std::io::BufWriter::with_capacity(
             64 * 1024,

@@ -3,9 +3,10 @@
 //!
 //! A completed key's row never changes until it expires (only an expired
 //! row is taken over or reaped), so a copy is exact until `expires_at`, in
-//! any process. Nothing is served past it. The copies are bounded in bytes;
-//! past the bound the oldest go first, a few at each new one (never a mass
-//! of them at once, which would hold a thread for long).
+//! any process. Nothing is served past it. The copies are bounded in bytes
+//! (each answer kept as its JSON text, so that the bound is what they
+//! take); past the bound the oldest go first, a few at each new one (never
+//! a mass of them at once, which would hold a thread for long).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -15,7 +16,7 @@ use chrono::Utc;
 use super::idempotency::StoredKey;
 
 /// Bytes of keys and answers remembered at most.
-const MAX_BYTES: usize = 32 * 1024 * 1024;
+const MAX_BYTES: usize = 16 * 1024 * 1024;
 /// An answer larger than this is not remembered (a PUT's receipt is small;
 /// nothing large is expected, and one must not fill the cache).
 const MAX_ANSWER_BYTES: usize = 16 * 1024;
@@ -25,20 +26,28 @@ pub struct CompletedKeys {
     inner: Mutex<Inner>,
 }
 
+/// A completed key as remembered: its answer as JSON text.
+struct Remembered {
+    stored: StoredKey,
+    body: Box<str>,
+}
+
 #[derive(Default)]
 struct Inner {
-    keys: HashMap<(String, String), StoredKey>,
+    keys: HashMap<(String, String), Remembered>,
     /// The keys in the order they were remembered, oldest first.
     order: VecDeque<(String, String)>,
     bytes: usize,
 }
 
-/// What an entry costs, roughly: its strings and its answer's JSON.
-fn size_of(stored: &StoredKey) -> usize {
-    stored.principal.len()
-        + stored.key.len()
+/// What an entry takes, about: its strings (the key twice: in the map and
+/// in the order) and its answer's text.
+fn size_of(remembered: &Remembered) -> usize {
+    let stored = &remembered.stored;
+    2 * (stored.principal.len() + stored.key.len())
         + stored.fingerprint.len()
-        + stored.response_body.to_string().len()
+        + stored.response_etag.as_ref().map_or(0, String::len)
+        + remembered.body.len()
         + 256
 }
 
@@ -49,24 +58,35 @@ impl CompletedKeys {
 
     /// The completed key, if remembered and not expired.
     pub fn get(&self, principal: &str, key: &str) -> Option<StoredKey> {
-        let inner = self.lock();
         let id = (principal.to_string(), key.to_string());
-        inner
-            .keys
-            .get(&id)
-            .filter(|stored| stored.expires_at > Utc::now())
-            .cloned()
+        let (mut stored, body) = {
+            let inner = self.lock();
+            let remembered = inner.keys.get(&id)?;
+            if remembered.stored.expires_at <= Utc::now() {
+                return None;
+            }
+            (remembered.stored.clone(), remembered.body.clone())
+        };
+        stored.response_body = serde_json::from_str(&body).ok()?;
+        Some(stored)
     }
 
     /// Remembers a key that is completed (committed).
     pub fn remember(&self, stored: &StoredKey) {
-        let size = size_of(stored);
+        let remembered = Remembered {
+            stored: StoredKey {
+                response_body: serde_json::Value::Null,
+                ..stored.clone()
+            },
+            body: stored.response_body.to_string().into_boxed_str(),
+        };
+        let size = size_of(&remembered);
         if size > MAX_ANSWER_BYTES || stored.expires_at <= Utc::now() {
             return;
         }
         let id = (stored.principal.clone(), stored.key.clone());
         let mut inner = self.lock();
-        if let Some(old) = inner.keys.insert(id.clone(), stored.clone()) {
+        if let Some(old) = inner.keys.insert(id.clone(), remembered) {
             inner.bytes -= size_of(&old);
         } else {
             inner.order.push_back(id);
@@ -106,7 +126,9 @@ mod tests {
         let cache = CompletedKeys::default();
         cache.remember(&stored("live", 60));
         cache.remember(&stored("expired", -1));
-        assert_eq!(cache.get("p", "live").unwrap().fingerprint, "f");
+        let live = cache.get("p", "live").unwrap();
+        assert_eq!(live.fingerprint, "f");
+        assert_eq!(live.response_body, serde_json::json!({"rows_written": 1}));
         assert!(cache.get("p", "expired").is_none());
         assert!(
             cache.get("q", "live").is_none(),
@@ -117,7 +139,10 @@ mod tests {
     #[test]
     fn past_its_bound_the_oldest_keys_go_first() {
         let cache = CompletedKeys::default();
-        let each = size_of(&stored("k-0", 60));
+        let each = size_of(&Remembered {
+            stored: stored("k-0", 60),
+            body: "{\"rows_written\": 1}".into(),
+        });
         let fit = MAX_BYTES / each;
         for i in 0..fit + 10 {
             cache.remember(&stored(&format!("k-{i}"), 60));
