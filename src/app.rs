@@ -68,12 +68,7 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let maintenance = tokio::spawn(maintain(state.store.clone(), state.metrics.clone()));
-    let folding = tokio::spawn(fold_deltas(state.store.clone()));
-    let revocations = (!state.settings.insecure_no_auth).then(|| {
-        let follow = follow_revocations(state.store.clone(), state.tokens.clone());
-        tokio::spawn(follow)
-    });
+    let background = start_background(&state);
     let header_timeout = Duration::from_secs(state.settings.header_timeout_secs);
     let clients = ClientConnections::new(state.settings.max_connections_per_client);
     let router = app(state);
@@ -124,12 +119,24 @@ pub async fn serve(
     }
     drop(listener);
     connections.shutdown().await;
-    maintenance.abort();
-    folding.abort();
-    if let Some(task) = revocations {
+    for task in background {
         task.abort();
     }
     Ok(())
+}
+
+/// Every idem process's own tasks: the janitor, the folder of partition
+/// deltas and, with tokens, the listener for their revocations.
+fn start_background(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![
+        tokio::spawn(maintain(state.store.clone(), state.metrics.clone())),
+        tokio::spawn(fold_deltas(state.store.clone())),
+    ];
+    if !state.settings.insecure_no_auth {
+        let follow = follow_revocations(state.store.clone(), state.tokens.clone());
+        tasks.push(tokio::spawn(follow));
+    }
+    tasks
 }
 
 /// Open connections per client address, within this process.

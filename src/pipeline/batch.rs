@@ -63,11 +63,23 @@ struct BatchData {
     key: String,
     /// Its Idempotency-Key's fingerprint.
     fingerprint: String,
-    pre: Predecoded,
+    pre: Box<Predecoded>,
     arrays: TupleArrays,
     /// The first 16 bytes of each row's id: two POSTs sharing one are not
     /// batched together.
     row_ids: Vec<u128>,
+}
+
+/// A POST's body decoded before its transaction, or the POST to write alone.
+enum Predecoding {
+    Ready(Box<PostRows>, Box<Predecoded>),
+    Alone(Box<PostRows>),
+}
+
+/// `rows` with its body decoded already, to be written alone.
+fn with_predecoded(mut rows: Box<PostRows>, pre: Box<Predecoded>) -> Box<PostRows> {
+    rows.predecoded = Some(pre);
+    rows
 }
 
 /// What became of a POST offered to a batch.
@@ -87,13 +99,12 @@ impl BatchItem {
     /// `rows` and its body decoded already, as a batch takes them; or `rows`
     /// back (with the decoded body) when its rows cannot go in a batch.
     pub fn new(
-        mut rows: Box<PostRows>,
-        pre: Predecoded,
+        rows: Box<PostRows>,
+        pre: Box<Predecoded>,
         fingerprint: String,
     ) -> Result<Self, Box<PostRows>> {
         let Ok(IncomingRows::Arrays(arrays)) = small_body(&pre.def, pre.mode, &pre.copy) else {
-            rows.predecoded = Some(Box::new(pre));
-            return Err(rows);
+            return Err(with_predecoded(rows, pre));
         };
         let row_ids = arrays
             .values(row_id_index(&pre.def))
@@ -115,9 +126,7 @@ impl BatchItem {
 
     /// The request, to be written alone.
     pub fn alone(self) -> Box<PostRows> {
-        let mut rows = self.rows;
-        rows.predecoded = Some(Box::new(self.data.pre));
-        rows
+        with_predecoded(self.rows, self.data.pre)
     }
 }
 
@@ -219,72 +228,15 @@ impl Pipeline {
     pub async fn try_batch(
         &self,
         req: &KeyedRequest,
-        mut rows: Box<PostRows>,
+        rows: Box<PostRows>,
         digest: &BodyDigest,
     ) -> WriteResult<Batched> {
-        let Some(def) = rows
-            .known_def
-            .clone()
-            .filter(|_| self.settings.batch_writes)
-        else {
-            return Ok(Batched::Alone(rows));
+        let (rows, pre) = match self.predecode(rows).await? {
+            Predecoding::Ready(rows, pre) => (rows, pre),
+            Predecoding::Alone(rows) => return Ok(Batched::Alone(rows)),
         };
-        let mode = match choose_mode(&def, rows.mode) {
-            Ok(mode) if mode != MergeMode::Patch => mode,
-            _ => return Ok(Batched::Alone(rows)),
-        };
-        let ticket = rows.ticket();
-        let body = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));
-        let body = match refused_or(
-            &ticket,
-            &self.store,
-            read_small(body, self.settings.small_body_bytes()).await,
-        )
-        .await?
-        {
-            BodyRead::Whole(body) => body,
-            BodyRead::Large(reader) => {
-                rows.body.reader = reader;
-                return Ok(Batched::Alone(rows));
-            }
-        };
-        let options = encode_options(&def, mode, &rows.principal, &rows.idempotency_key);
-        let job = self.decode_job(
-            def.clone(),
-            options,
-            RepeatCheck::Watch,
-            &ticket,
-            rows.body.format,
-        );
-        let (decoded, copy) = decode_whole(&job, &body);
-        let body = Bytes::from(body);
-        let decoded = match verdict(decoded) {
-            Ok(decoded) => decoded,
-            Err(e) => {
-                // Refused for the definition this process remembers: unless
-                // the table is still so, the write alone decides.
-                if self.store.table(&def.name).await?.as_ref() != Some(&def) {
-                    self.definitions.forget(&def.name);
-                    rows.body.reader = Box::new(std::io::Cursor::new(body));
-                    return Ok(Batched::Alone(rows));
-                }
-                return refused_or(&ticket, &self.store, Err(e)).await;
-            }
-        };
-        let copy = copy.ok_or_else(|| {
-            WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
-        })?;
-        let pre = Predecoded {
-            def,
-            mode,
-            ticket,
-            decoded,
-            body,
-            copy,
-        };
-        if !fits_arrays(mode, pre.decoded.maybe_repeated) {
-            rows.predecoded = Some(Box::new(pre));
-            return Ok(Batched::Alone(rows));
+        if !fits_arrays(pre.mode, pre.decoded.maybe_repeated) {
+            return Ok(Batched::Alone(with_predecoded(rows, pre)));
         }
         let item = match BatchItem::new(rows, pre, fingerprint(req, &digest.hex())) {
             Ok(item) => item,
@@ -300,6 +252,62 @@ impl Pipeline {
             }),
             Outcome::Alone(item) => Batched::Alone(item.alone()),
         })
+    }
+
+    /// Reads and decodes a small POST's body for its table's definition, as
+    /// this process knows it; hands back a POST that is not for a batch
+    /// (batching off, a table not known, a patch, a large body).
+    async fn predecode(&self, mut rows: Box<PostRows>) -> WriteResult<Predecoding> {
+        let Some(def) = rows
+            .known_def
+            .clone()
+            .filter(|_| self.settings.batch_writes)
+        else {
+            return Ok(Predecoding::Alone(rows));
+        };
+        let mode = match choose_mode(&def, rows.mode) {
+            Ok(mode) if mode != MergeMode::Patch => mode,
+            _ => return Ok(Predecoding::Alone(rows)),
+        };
+        let ticket = rows.ticket();
+        let body = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));
+        let read = read_small(body, self.settings.small_body_bytes()).await;
+        let body = match refused_or(&ticket, &self.store, read).await? {
+            BodyRead::Whole(body) => Bytes::from(body),
+            BodyRead::Large(reader) => {
+                rows.body.reader = reader;
+                return Ok(Predecoding::Alone(rows));
+            }
+        };
+        let options = encode_options(&def, mode, &rows.principal, &rows.idempotency_key);
+        let format = rows.body.format;
+        let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, &ticket, format);
+        let (decoded, copy) = decode_whole(&job, &body);
+        let decoded = match verdict(decoded) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                // Refused for the definition this process remembers: unless
+                // the table is still so, the write alone decides.
+                if self.store.table(&def.name).await?.as_ref() != Some(&def) {
+                    self.definitions.forget(&def.name);
+                    rows.body.reader = Box::new(std::io::Cursor::new(body));
+                    return Ok(Predecoding::Alone(rows));
+                }
+                return refused_or(&ticket, &self.store, Err(e)).await;
+            }
+        };
+        let copy = copy.ok_or_else(|| {
+            WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
+        })?;
+        let pre = Predecoded {
+            def,
+            mode,
+            ticket,
+            decoded,
+            body,
+            copy,
+        };
+        Ok(Predecoding::Ready(rows, Box::new(pre)))
     }
 
     /// Writes `item` in a batch of its table's, or hands it back to be

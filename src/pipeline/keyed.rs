@@ -162,23 +162,8 @@ impl Pipeline {
             Write::Partition(_) => Some(self.store.acquire().await?),
             Write::Rows(_) => None,
         };
-        let wait = self.settings.idempotency_wait();
-        let table = match &write {
-            Write::Rows(rows) => Some(&rows.table),
-            Write::Partition(_) => None,
-        };
-        let retention = self.settings.idempotency_retention();
-        let claim = self
-            .store
-            .claim_key(&req.principal, &req.key, wait, table, retention);
-        let mut tx = match claim.await? {
-            Claim::Fresh(mut tx, def) => {
-                match &mut write {
-                    Write::Rows(rows) => rows.known_def = def,
-                    Write::Partition(_) => unbound_lock_waits(&mut tx).await?,
-                }
-                tx
-            }
+        let mut tx = match self.claim(&req, &mut write).await? {
+            Claim::Fresh(tx, _) => tx,
             Claim::Completed(stored) => {
                 drop(stage_conn);
                 return replay(&req, &mut write, &digest, stored).await;
@@ -214,6 +199,32 @@ impl Pipeline {
         self.store
             .remember_completed(&completion.stored(claimed_at));
         Ok(answer)
+    }
+
+    /// Claims the write's key (waiting, bounded, for a request in flight
+    /// with it). A POST takes the table's definition its claim read; a PUT
+    /// lifts the bound on its other lock waits (its swap waits for readers).
+    async fn claim(&self, req: &KeyedRequest, write: &mut Write) -> WriteResult<Claim> {
+        let wait = self.settings.idempotency_wait();
+        let retention = self.settings.idempotency_retention();
+        let table = match &*write {
+            Write::Rows(rows) => Some(&rows.table),
+            Write::Partition(_) => None,
+        };
+        let claim = self
+            .store
+            .claim_key(&req.principal, &req.key, wait, table, retention)
+            .await?;
+        Ok(match claim {
+            Claim::Fresh(mut tx, def) => {
+                match write {
+                    Write::Rows(rows) => rows.known_def = def,
+                    Write::Partition(_) => unbound_lock_waits(&mut tx).await?,
+                }
+                Claim::Fresh(tx, None)
+            }
+            completed => completed,
+        })
     }
 
     /// The write itself, in the transaction that holds its key; a POST's

@@ -148,48 +148,11 @@ impl Pipeline {
     #[tracing::instrument(level = "debug", skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
     pub async fn write_rows(
         &self,
-        mut req: PostRows,
+        req: PostRows,
         ticket: &LoadTicket,
         tx: &mut PgConnection,
     ) -> WriteResult<RowsWritten> {
-        // Decoded before the transaction, for a definition that may have
-        // changed since (the claim read it again): decoded anew if so.
-        let predecoded = match req.predecoded {
-            Some(pre) if req.known_def.as_ref() == Some(&pre.def) => Some(pre),
-            Some(pre) => {
-                req.body.reader = Box::new(std::io::Cursor::new(pre.body));
-                None
-            }
-            None => None,
-        };
-        let (def, mode, decoding) = match predecoded {
-            Some(pre) => {
-                let Predecoded {
-                    def,
-                    mode,
-                    decoded,
-                    copy,
-                    ..
-                } = *pre;
-                (def, mode, Decode::Whole(Box::new(decoded), Some(copy)))
-            }
-            None => {
-                let format = req.body.format;
-                let (def, body) = match req.known_def {
-                    Some(def) => (def, req.body.reader),
-                    None => {
-                        self.resolve_table_in(&mut *tx, &req.table, format, req.body.reader)
-                            .await?
-                    }
-                };
-                let mode = choose_mode(&def, req.mode)?;
-                let options = encode_options(&def, mode, &req.principal, &req.idempotency_key);
-                let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
-                let small = self.settings.small_body_bytes();
-                let decoding = decode::decode_small_or_spawn(job, body, small).await?;
-                (def, mode, decoding)
-            }
-        };
+        let (def, mode, decoding) = self.decoding(req, ticket, tx).await?;
         let (decoded, landed) = self.land_rows(tx, &def, mode, decoding).await?;
         let incoming = Incoming {
             rows: landed.rows,
@@ -220,6 +183,48 @@ pub struct RowsWritten {
     pub receipt: RowsReceipt,
     /// What the write changed in each partition it touched.
     pub deltas: Vec<(Period, ContentDelta)>,
+}
+
+impl Pipeline {
+    /// The table, the mode and the body's rows: decoded already (before the
+    /// transaction) when that was for the table as the claim read it,
+    /// otherwise decoded now.
+    async fn decoding(
+        &self,
+        mut req: PostRows,
+        ticket: &LoadTicket,
+        tx: &mut PgConnection,
+    ) -> WriteResult<(TableDef, MergeMode, Decode)> {
+        match req.predecoded.take() {
+            Some(pre) if req.known_def.as_ref() == Some(&pre.def) => {
+                let Predecoded {
+                    def,
+                    mode,
+                    decoded,
+                    copy,
+                    ..
+                } = *pre;
+                return Ok((def, mode, Decode::Whole(Box::new(decoded), Some(copy))));
+            }
+            // The table changed since: its body is decoded again.
+            Some(pre) => req.body.reader = Box::new(std::io::Cursor::new(pre.body)),
+            None => {}
+        }
+        let format = req.body.format;
+        let (def, body) = match req.known_def {
+            Some(def) => (def, req.body.reader),
+            None => {
+                self.resolve_table_in(&mut *tx, &req.table, format, req.body.reader)
+                    .await?
+            }
+        };
+        let mode = choose_mode(&def, req.mode)?;
+        let options = encode_options(&def, mode, &req.principal, &req.idempotency_key);
+        let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
+        let small = self.settings.small_body_bytes();
+        let decoding = decode::decode_small_or_spawn(job, body, small).await?;
+        Ok((def, mode, decoding))
+    }
 }
 
 /// Where the decoded rows wait for the merge, and how many there are.
