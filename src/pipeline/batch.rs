@@ -242,7 +242,7 @@ impl Pipeline {
             Ok(item) => item,
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
-        Ok(match self.write_in_batch(item).await {
+        Ok(match self.write_in_batch(item).await? {
             Outcome::Written(receipt) => Batched::Written(KeyedAnswer {
                 status: COMPLETED_STATUS,
                 body: serde_json::to_value(&receipt).expect("a receipt serializes"),
@@ -312,14 +312,16 @@ impl Pipeline {
 
     /// Writes `item` in a batch of its table's, or hands it back to be
     /// written alone.
-    pub async fn write_in_batch(&self, item: BatchItem) -> Outcome {
+    pub async fn write_in_batch(&self, item: BatchItem) -> WriteResult<Outcome> {
         let queue = self.queue_for(&item.data.pre);
         let (reply, answer) = oneshot::channel();
         queue.lock().push_back(Waiting { item, reply });
         queue.wake.notify_one();
-        answer
-            .await
-            .expect("a batch worker answers every POST it takes")
+        // A worker answers every POST it takes, unless it died (a bug): the
+        // POST's transaction, if it had begun, was rolled back with it.
+        answer.await.map_err(|_| {
+            WriteError::Internal(anyhow::anyhow!("a batch worker stopped without answering"))
+        })
     }
 
     /// The queue of this definition and mode, with its workers started.
