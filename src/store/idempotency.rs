@@ -358,12 +358,7 @@ pub(super) fn complete_sql(first: usize) -> String {
     let types = [
         "text", "text", "text", "uuid", "integer", "jsonb", "text", "float8",
     ];
-    let arrays = types
-        .iter()
-        .enumerate()
-        .map(|(i, ty)| format!("${}::{ty}[]", first + i))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let arrays = super::array_params(first, &types);
     // An upsert, not an UPDATE … FROM: each key finds its (placeholder)
     // row by the primary key, however many keys there are, where a join
     // against the arrays may be planned as a scan of every key. The claim

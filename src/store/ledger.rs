@@ -157,12 +157,7 @@ pub(super) fn insert_sql(first: usize) -> String {
         "uuid",
         "text",
     ];
-    let arrays = types
-        .iter()
-        .enumerate()
-        .map(|(i, ty)| format!("${}::{ty}[]", first + i))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let arrays = super::array_params(first, &types);
     // The finish is the clock at this statement, not now() (the start of
     // the transaction, which may precede the load's own start). The start is
     // idem's clock and the finish the database's: `greatest` keeps a skew

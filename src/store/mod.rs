@@ -187,6 +187,18 @@ pub fn lock_key(kind: &str, parts: &[&str]) -> i64 {
     i64::from_be_bytes(h.finalize()[..8].try_into().unwrap())
 }
 
+/// `$first::type[], $first+1::type[], …`: a statement's array parameters,
+/// one per type, numbered from `first` (a statement that writes many rows
+/// from one array per column).
+pub(crate) fn array_params(first: usize, types: &[&str]) -> String {
+    types
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| format!("${}::{ty}[]", first + i))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The advisory-lock key of partition `period` of `table`: writers take it
 /// shared, swaps and drops exclusively (see `merge`).
 pub fn partition_lock_key(table: &TableName, period: Period) -> i64 {
