@@ -503,6 +503,7 @@ fn gather(taken: &[&BatchData]) -> WriteResult<(Vec<LoadRows>, TupleArrays, u64)
             load_id: pre.ticket.load_id,
             rows: item.row_count(),
             periods: pre.decoded.periods.clone(),
+            additions: Some(pre.decoded.additions.clone()),
         });
         tombstones += pre.decoded.tombstones;
         match &mut all {

@@ -3,7 +3,7 @@
 //! through a small channel (so memory stays bounded), each bad row counted
 //! and, up to a limit, listed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufReader};
 use std::ops::ControlFlow;
 
@@ -20,8 +20,8 @@ use super::{BodyReader, WriteError, WriteResult};
 use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER, DELETED_FIELD};
 use crate::ingest::formats::ReadError;
 use crate::ingest::{
-    not_a_column, read_records, BadRow, BodyFormat, ContentHash, EncodeOptions, ErrorLog,
-    RawRecord, RecordSink, RowEncoder, RowError,
+    not_a_column, read_records, BadRow, BodyFormat, ContentDelta, ContentHash, EncodeOptions,
+    ErrorLog, RawRecord, RecordSink, RowEncoder, RowError,
 };
 use crate::period::Period;
 use crate::schema::TableDef;
@@ -44,6 +44,9 @@ pub struct Decoded {
     pub input_hash: ContentHash,
     /// The partitions the rows belong to, in order.
     pub periods: BTreeSet<Period>,
+    /// What the rows other than tombstones add to each partition if every
+    /// one of them is written (see `store::merge::LoadRows`).
+    pub additions: BTreeMap<Period, ContentDelta>,
     /// SHA-256 of `hash_prefix` and the body.
     pub body_sha256: String,
     pub errors: ErrorLog,
@@ -279,6 +282,7 @@ struct Encoding<'d> {
     header_refusal: Option<BadRow>,
     input_hash: ContentHash,
     periods: BTreeSet<Period>,
+    additions: BTreeMap<Period, ContentDelta>,
     rows_received: u64,
     tombstones: u64,
     tombstones_allowed: bool,
@@ -361,7 +365,19 @@ impl Encoding<'_> {
                 self.periods.extend(row.period);
             }
             self.tombstones += u64::from(row.deleted);
+            if let (Some(period), false) = (row.period, row.deleted) {
+                self.add(period, &row.row_hash);
+            }
             self.repeats.see(&row.row_id);
+        }
+    }
+
+    /// Counts a row into its partition's additions (most bodies hold one
+    /// partition: no map search for a row of the last one).
+    fn add(&mut self, period: Period, row_hash: &[u8; 32]) {
+        match self.additions.last_entry() {
+            Some(last) if *last.key() == period => last.into_mut().add(row_hash),
+            _ => self.additions.entry(period).or_default().add(row_hash),
         }
     }
 
@@ -402,6 +418,7 @@ fn decode<R: io::Read>(
         header_refusal: None,
         input_hash: ContentHash::default(),
         periods: BTreeSet::new(),
+        additions: BTreeMap::new(),
         rows_received: 0,
         tombstones: 0,
         tombstones_allowed: job.options.tombstones,
@@ -418,6 +435,7 @@ fn decode<R: io::Read>(
         maybe_repeated: sink.repeats.maybe_repeated(),
         input_hash: sink.input_hash,
         periods: sink.periods,
+        additions: sink.additions,
         body_sha256: hex::encode(reader.into_inner().hash.finalize()),
         errors: sink.errors,
         read_error,

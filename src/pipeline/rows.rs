@@ -160,6 +160,7 @@ impl Pipeline {
             tombstones: decoded.tombstones,
             maybe_repeated: decoded.maybe_repeated,
             periods: decoded.periods.clone(),
+            additions: decoded.additions.clone(),
         };
         let rehash = |values: &[Option<String>]| row_hash_of_text(&def, values);
         let mut merged = apply_incoming(

@@ -345,13 +345,18 @@ pub fn all_columns(def: &TableDef) -> Vec<String> {
 /// function of the key, so both say the same; a bigint key sorts far faster
 /// than a 32-byte digest when the index is built.)
 pub fn key_index_columns(def: &TableDef) -> String {
+    key_index_column_list(def).join(", ")
+}
+
+/// The unique index's columns, quoted, one by one.
+pub fn key_index_column_list(def: &TableDef) -> Vec<String> {
     let mut cols = vec![partition_key(def)];
     if def.primary_key.is_empty() {
         cols.push("\"_row_id\"".into());
     } else {
         cols.extend(def.primary_key.iter().map(|k| k.quoted()));
     }
-    cols.join(", ")
+    cols
 }
 
 /// The user columns, quoted and comma-separated.
