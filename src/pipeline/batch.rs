@@ -494,23 +494,16 @@ async fn refused_or<T>(
 
 /// The taken POSTs' rows as one set of arrays, and each one's share.
 fn gather(taken: &[&BatchData]) -> WriteResult<(Vec<LoadRows>, TupleArrays, u64)> {
-    let mut loads = Vec::with_capacity(taken.len());
-    let mut all: Option<TupleArrays> = None;
-    let mut tombstones = 0;
-    for item in taken {
-        let pre = &item.pre;
-        loads.push(LoadRows {
-            load_id: pre.ticket.load_id,
+    let loads = taken
+        .iter()
+        .map(|item| LoadRows {
+            load_id: item.pre.ticket.load_id,
             rows: item.row_count(),
-            periods: pre.decoded.periods.clone(),
-            additions: Some(pre.decoded.additions.clone()),
-        });
-        tombstones += pre.decoded.tombstones;
-        match &mut all {
-            Some(all) => all.append(item.arrays.clone())?,
-            None => all = Some(item.arrays.clone()),
-        }
-    }
-    let arrays = all.expect("a batch takes one POST at least");
-    Ok((loads, arrays, tombstones))
+            periods: item.pre.decoded.periods.clone(),
+            additions: Some(item.pre.decoded.additions.clone()),
+        })
+        .collect();
+    let tombstones = taken.iter().map(|item| item.pre.decoded.tombstones).sum();
+    let parts: Vec<&TupleArrays> = taken.iter().map(|item| &item.arrays).collect();
+    Ok((loads, TupleArrays::concat(&parts)?, tombstones))
 }

@@ -89,33 +89,60 @@ const COPY_HEADER_BYTES: usize = 19;
 const COPY_TRAILER: i16 = -1;
 
 /// Splits binary COPY data (header, tuples, trailer) whose tuples have one
-/// field of each type in `types` into one array per field.
+/// field of each type in `types` into one array per field. A first pass
+/// sizes each array, so that each is written once, without growing.
 pub fn split_tuples(copy: &[u8], types: &[ElementType]) -> StoreResult<TupleArrays> {
     let mut columns: Vec<ColumnArray> = types
         .iter()
-        .map(|&ty| ColumnArray {
+        .zip(field_bytes(copy, types.len())?)
+        .map(|(&ty, bytes)| ColumnArray {
             ty,
             has_null: false,
             count: 0,
-            elements: Vec::new(),
+            elements: Vec::with_capacity(bytes),
         })
         .collect();
+    for_each_field(copy, types.len(), |i, field| columns[i].push(field))?;
+    let rows = columns.first().map_or(0, |c| c.count);
+    Ok(TupleArrays { columns, rows })
+}
+
+/// How many bytes each field's array elements take (lengths included).
+fn field_bytes(copy: &[u8], fields: usize) -> StoreResult<Vec<usize>> {
+    let mut bytes = vec![0; fields];
+    for_each_field(copy, fields, |i, field| {
+        bytes[i] += 4 + field.map_or(0, <[u8]>::len);
+        Ok(())
+    })?;
+    Ok(bytes)
+}
+
+/// Calls `f` with each field of each tuple (`None` for NULL) and its index
+/// in the tuple, which must have `fields` fields.
+fn for_each_field<'a>(
+    copy: &'a [u8],
+    fields: usize,
+    mut f: impl FnMut(usize, Option<&'a [u8]>) -> StoreResult<()>,
+) -> StoreResult<()> {
     let mut input = Reader(copy.get(COPY_HEADER_BYTES..).ok_or(MALFORMED)?);
-    let mut rows: i32 = 0;
     loop {
-        let fields = input.i16()?;
-        if fields == COPY_TRAILER {
-            break;
+        let count = input.i16()?;
+        if count == COPY_TRAILER {
+            return Ok(());
         }
-        if usize::try_from(fields).ok() != Some(columns.len()) {
+        if usize::try_from(count).ok() != Some(fields) {
             return Err(MALFORMED);
         }
-        for column in &mut columns {
-            column.push(&mut input)?;
+        for i in 0..fields {
+            let length = i32::from_be_bytes(input.take(4)?.try_into().expect("four bytes"));
+            let field = match usize::try_from(length) {
+                Ok(n) => Some(input.take(n)?),
+                Err(_) if length == -1 => None,
+                Err(_) => return Err(MALFORMED),
+            };
+            f(i, field)?;
         }
-        rows = rows.checked_add(1).ok_or(MALFORMED)?;
     }
-    Ok(TupleArrays { columns, rows })
 }
 
 const MALFORMED: StoreError = StoreError::Corrupt("the encoder's COPY data does not parse");
@@ -140,16 +167,16 @@ impl<'a> Reader<'a> {
 }
 
 impl ColumnArray {
-    /// Moves one field, length and bytes, from `input` to the array.
-    fn push(&mut self, input: &mut Reader<'_>) -> StoreResult<()> {
-        let length = input.take(4)?;
-        self.elements.extend_from_slice(length);
-        let length = i32::from_be_bytes(length.try_into().expect("four bytes"));
-        match usize::try_from(length) {
-            Ok(n) => self.elements.extend_from_slice(input.take(n)?),
-            Err(_) if length == -1 => self.has_null = true,
-            Err(_) => return Err(MALFORMED),
-        }
+    /// Appends one element (`None` for NULL) in an array's binary form: its
+    /// length (-1 for NULL), then its bytes.
+    fn push(&mut self, field: Option<&[u8]>) -> StoreResult<()> {
+        let length = match field {
+            Some(bytes) => i32::try_from(bytes.len()).map_err(|_| MALFORMED)?,
+            None => -1,
+        };
+        self.elements.extend_from_slice(&length.to_be_bytes());
+        self.elements.extend_from_slice(field.unwrap_or_default());
+        self.has_null |= field.is_none();
         self.count = self.count.checked_add(1).ok_or(MALFORMED)?;
         Ok(())
     }
@@ -174,12 +201,38 @@ pub fn repeated(ty: ElementType, element: &[u8], rows: i32) -> StoreResult<Colum
 }
 
 impl TupleArrays {
+    /// The rows of every part, in order, as one set of arrays (each part
+    /// of the same columns); copied once, into arrays sized for all.
+    pub fn concat(parts: &[&TupleArrays]) -> StoreResult<TupleArrays> {
+        let first = parts.first().ok_or(MALFORMED)?;
+        let mut all = TupleArrays {
+            columns: Vec::with_capacity(first.columns.len()),
+            rows: 0,
+        };
+        for (i, column) in first.columns.iter().enumerate() {
+            let bytes = parts
+                .iter()
+                .map(|p| p.columns.get(i).map_or(0, |c| c.elements.len()))
+                .sum();
+            all.columns.push(ColumnArray {
+                ty: column.ty,
+                has_null: false,
+                count: 0,
+                elements: Vec::with_capacity(bytes),
+            });
+        }
+        for part in parts {
+            all.append(part)?;
+        }
+        Ok(all)
+    }
+
     /// Appends `other`'s rows (arrays of the same columns).
-    pub fn append(&mut self, other: TupleArrays) -> StoreResult<()> {
+    fn append(&mut self, other: &TupleArrays) -> StoreResult<()> {
         if other.columns.len() != self.columns.len() {
             return Err(MALFORMED);
         }
-        for (column, more) in self.columns.iter_mut().zip(other.columns) {
+        for (column, more) in self.columns.iter_mut().zip(&other.columns) {
             if column.ty != more.ty {
                 return Err(MALFORMED);
             }
@@ -294,10 +347,11 @@ mod tests {
         assert_eq!((ids.count, texts.count), (2, 2));
         let read: Vec<_> = arrays.values(1).collect();
         assert_eq!(read, [Some(&b"a"[..]), None]);
-        let mut both = split_tuples(&data, &types).unwrap();
-        both.append(arrays).unwrap();
+        let both = TupleArrays::concat(&[&arrays, &arrays]).unwrap();
         assert_eq!((both.rows, both.columns[0].count), (4, 4));
-        assert_eq!(both.values(0).count(), 4);
+        assert!(both.columns[1].has_null);
+        let ids: Vec<_> = both.values(0).collect();
+        assert_eq!(ids, [Some(&one[..]), Some(&two), Some(&one), Some(&two)]);
     }
 
     #[test]
