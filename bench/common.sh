@@ -107,4 +107,8 @@ median_of() {
 # Each measurement starts from the same state: a fresh checkpoint, so that
 # one step's WAL does not land on the next one's clock.
 checkpoint() { "${PSQL[@]}" -c checkpoint; }
+# settle: what earlier steps wrote vacuumed and analyzed, then a checkpoint:
+# otherwise autovacuum, woken by one side's millions of inserts, works
+# through the next side's measurement (and the vacuum's WAL with it).
+settle() { "${PSQL[@]}" -c 'vacuum (analyze)'; checkpoint; }
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$IDEM_PID/status"; }

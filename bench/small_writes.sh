@@ -53,7 +53,7 @@ pgbench_run() {
   local name=$1 script=$2 log=$OUT/pgbench-$1-log
   shift 2
   rm -f "$log".*
-  checkpoint
+  settle
   if ! pgbench -n -c "$CLIENTS" -j 2 -T "$DURATION" -M prepared -f "$script" "$@" \
       --log --log-prefix="$log" "$DATABASE_URL" > "$OUT/pgbench-$name.txt" 2>&1; then
     echo "bench: pgbench ($name) failed; see $OUT/pgbench-$name.txt:" >&2
@@ -65,7 +65,7 @@ pgbench_run() {
 # wrk_run NAME LUA: prints requests/s p50 p99 non-2xx (environment for the
 # script from the caller).
 wrk_run() {
-  checkpoint
+  settle
   wrk -t 1 -c "$CLIENTS" -d "${DURATION}s" --latency -s "$2" "$BASE" > "$OUT/wrk-$1.txt"
   python3 bench/wrk_summary.py < "$OUT/wrk-$1.txt"
 }
