@@ -14,17 +14,26 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
+-- Each row is its order id and a tail made once (the load generator shares
+-- the two cores with idem and Postgres: the less it spends, the less it
+-- takes from the side it measures).
+local tails = {}
+for j = 1, rows_per_request do
+  tails[j] = string.format(
+    ',"ds":"%s","customer_id":%d,"status":"paid","amount":%d.25,"updated_at":"%sT01:02:03Z","note":"wrk"}',
+    ds, j, j, ds)
+end
+local authorization = "Bearer " .. (os.getenv("IDEM_BENCH_TOKEN") or "")
+
 function request()
   counter = counter + 1
   local base = (thread_id * 1000000000) + counter * rows_per_request
   local rows = {}
   for j = 1, rows_per_request do
-    rows[j] = string.format(
-      '{"order_id":%d,"ds":"%s","customer_id":%d,"status":"paid","amount":%d.25,"updated_at":"%sT01:02:03Z","note":"wrk"}',
-      base + j, ds, j, j, ds)
+    rows[j] = '{"order_id":' .. (base + j) .. tails[j]
   end
   local headers = {
-    ["Authorization"] = "Bearer " .. os.getenv("IDEM_BENCH_TOKEN"),
+    ["Authorization"] = authorization,
     ["Content-Type"] = "application/x-ndjson",
     ["Idempotency-Key"] = string.format("wrk-%s-%d-%d-%d", ds, rows_per_request, thread_id, counter),
   }

@@ -36,7 +36,7 @@ use crate::store::arrays::TupleArrays;
 use crate::store::closing::{close_rows_writes, RowsClosing};
 use crate::store::idempotency::{claim_keys, Completion};
 use crate::store::merge::{
-    apply_batch, fits_arrays, row_id_index, small_body, IncomingRows, LoadRows, MergeMode,
+    apply_batch, fits_arrays, row_id_prefixes, small_bodies, LoadRows, MergeMode,
 };
 use crate::store::Store;
 
@@ -63,10 +63,10 @@ struct BatchData {
     key: String,
     /// Its Idempotency-Key's fingerprint.
     fingerprint: String,
+    /// Its body decoded, the COPY data of its rows included.
     pre: Box<Predecoded>,
-    arrays: TupleArrays,
-    /// The first 16 bytes of each row's id: two POSTs sharing one are not
-    /// batched together.
+    /// The first 16 bytes of each row's id (one per row): two POSTs sharing
+    /// one are not batched together.
     row_ids: Vec<u128>,
 }
 
@@ -103,22 +103,14 @@ impl BatchItem {
         pre: Box<Predecoded>,
         fingerprint: String,
     ) -> Result<Self, Box<PostRows>> {
-        let Ok(IncomingRows::Arrays(arrays)) = small_body(&pre.def, pre.mode, &pre.copy) else {
+        let Ok(row_ids) = row_id_prefixes(&pre.def, pre.mode, &pre.copy) else {
             return Err(with_predecoded(rows, pre));
         };
-        let row_ids = arrays
-            .values(row_id_index(&pre.def))
-            .map(|id| {
-                id.and_then(|id| id.first_chunk::<16>())
-                    .map_or(0, |id| u128::from_be_bytes(*id))
-            })
-            .collect();
         let data = BatchData {
             principal: rows.principal.clone(),
             key: rows.idempotency_key.clone(),
             fingerprint,
             pre,
-            arrays,
             row_ids,
         };
         Ok(BatchItem { rows, data })
@@ -136,7 +128,7 @@ impl BatchData {
     }
 
     fn row_count(&self) -> u64 {
-        u64::try_from(self.arrays.rows).unwrap_or(0)
+        u64::try_from(self.row_ids.len()).expect("a count fits u64")
     }
 }
 
@@ -416,7 +408,7 @@ impl Pipeline {
         if taken.is_empty() {
             return Ok(vec![None; items.len()]);
         }
-        let (loads, arrays, tombstones) = gather(&taken)?;
+        let (loads, arrays, tombstones) = gather(def, mode, &taken)?;
         let mut merged = apply_batch(&mut tx, def, mode, &loads, arrays, tombstones).await?;
         let mut written: HashMap<Uuid, RowsWritten> = HashMap::new();
         for item in &taken {
@@ -493,7 +485,11 @@ async fn refused_or<T>(
 }
 
 /// The taken POSTs' rows as one set of arrays, and each one's share.
-fn gather(taken: &[&BatchData]) -> WriteResult<(Vec<LoadRows>, TupleArrays, u64)> {
+fn gather(
+    def: &TableDef,
+    mode: MergeMode,
+    taken: &[&BatchData],
+) -> WriteResult<(Vec<LoadRows>, TupleArrays, u64)> {
     let loads = taken
         .iter()
         .map(|item| LoadRows {
@@ -504,6 +500,6 @@ fn gather(taken: &[&BatchData]) -> WriteResult<(Vec<LoadRows>, TupleArrays, u64)
         })
         .collect();
     let tombstones = taken.iter().map(|item| item.pre.decoded.tombstones).sum();
-    let parts: Vec<&TupleArrays> = taken.iter().map(|item| &item.arrays).collect();
-    Ok((loads, TupleArrays::concat(&parts)?, tombstones))
+    let copies: Vec<&[u8]> = taken.iter().map(|item| &item.pre.copy[..]).collect();
+    Ok((loads, small_bodies(def, mode, &copies)?, tombstones))
 }

@@ -88,13 +88,14 @@ const COPY_HEADER_BYTES: usize = 19;
 /// ... and ends with a field count of -1.
 const COPY_TRAILER: i16 = -1;
 
-/// Splits binary COPY data (header, tuples, trailer) whose tuples have one
-/// field of each type in `types` into one array per field. A first pass
-/// sizes each array, so that each is written once, without growing.
-pub fn split_tuples(copy: &[u8], types: &[ElementType]) -> StoreResult<TupleArrays> {
+/// Splits binary COPY data (each part: header, tuples, trailer) whose
+/// tuples have one field of each type in `types` into one array per field,
+/// holding the tuples of every part in order. A first pass sizes each
+/// array, so that each is written once, without growing.
+pub fn split_tuples(parts: &[&[u8]], types: &[ElementType]) -> StoreResult<TupleArrays> {
     let mut columns: Vec<ColumnArray> = types
         .iter()
-        .zip(field_bytes(copy, types.len())?)
+        .zip(field_bytes(parts, types.len())?)
         .map(|(&ty, bytes)| ColumnArray {
             ty,
             has_null: false,
@@ -102,19 +103,35 @@ pub fn split_tuples(copy: &[u8], types: &[ElementType]) -> StoreResult<TupleArra
             elements: Vec::with_capacity(bytes),
         })
         .collect();
-    for_each_field(copy, types.len(), |i, field| columns[i].push(field))?;
+    for copy in parts {
+        for_each_field(copy, types.len(), |i, field| columns[i].push(field))?;
+    }
     let rows = columns.first().map_or(0, |c| c.count);
     Ok(TupleArrays { columns, rows })
 }
 
 /// How many bytes each field's array elements take (lengths included).
-fn field_bytes(copy: &[u8], fields: usize) -> StoreResult<Vec<usize>> {
+fn field_bytes(parts: &[&[u8]], fields: usize) -> StoreResult<Vec<usize>> {
     let mut bytes = vec![0; fields];
+    for copy in parts {
+        for_each_field(copy, fields, |i, field| {
+            bytes[i] += 4 + field.map_or(0, <[u8]>::len);
+            Ok(())
+        })?;
+    }
+    Ok(bytes)
+}
+
+/// Field `index` of each tuple (of `fields` fields) of binary COPY data.
+pub fn field_of_each(copy: &[u8], fields: usize, index: usize) -> StoreResult<Vec<Option<&[u8]>>> {
+    let mut values = Vec::new();
     for_each_field(copy, fields, |i, field| {
-        bytes[i] += 4 + field.map_or(0, <[u8]>::len);
+        if i == index {
+            values.push(field);
+        }
         Ok(())
     })?;
-    Ok(bytes)
+    Ok(values)
 }
 
 /// Calls `f` with each field of each tuple (`None` for NULL) and its index
@@ -201,49 +218,6 @@ pub fn repeated(ty: ElementType, element: &[u8], rows: i32) -> StoreResult<Colum
 }
 
 impl TupleArrays {
-    /// The rows of every part, in order, as one set of arrays (each part
-    /// of the same columns); copied once, into arrays sized for all.
-    pub fn concat(parts: &[&TupleArrays]) -> StoreResult<TupleArrays> {
-        let first = parts.first().ok_or(MALFORMED)?;
-        let mut all = TupleArrays {
-            columns: Vec::with_capacity(first.columns.len()),
-            rows: 0,
-        };
-        for (i, column) in first.columns.iter().enumerate() {
-            let bytes = parts
-                .iter()
-                .map(|p| p.columns.get(i).map_or(0, |c| c.elements.len()))
-                .sum();
-            all.columns.push(ColumnArray {
-                ty: column.ty,
-                has_null: false,
-                count: 0,
-                elements: Vec::with_capacity(bytes),
-            });
-        }
-        for part in parts {
-            all.append(part)?;
-        }
-        Ok(all)
-    }
-
-    /// Appends `other`'s rows (arrays of the same columns).
-    fn append(&mut self, other: &TupleArrays) -> StoreResult<()> {
-        if other.columns.len() != self.columns.len() {
-            return Err(MALFORMED);
-        }
-        for (column, more) in self.columns.iter_mut().zip(&other.columns) {
-            if column.ty != more.ty {
-                return Err(MALFORMED);
-            }
-            column.has_null |= more.has_null;
-            column.count = column.count.checked_add(more.count).ok_or(MALFORMED)?;
-            column.elements.extend_from_slice(&more.elements);
-        }
-        self.rows = self.rows.checked_add(other.rows).ok_or(MALFORMED)?;
-        Ok(())
-    }
-
     /// The values of column `i`, in row order (`None` for NULL).
     pub fn values(&self, i: usize) -> impl Iterator<Item = Option<&[u8]>> {
         let mut rest: &[u8] = self.columns.get(i).map_or(&[], |c| &c.elements);
@@ -330,7 +304,7 @@ mod tests {
             ElementType::of(ColumnType::Bigint),
             ElementType::of(ColumnType::Text),
         ];
-        let arrays = split_tuples(&data, &types).unwrap();
+        let arrays = split_tuples(&[&data], &types).unwrap();
         assert_eq!(arrays.rows, 2);
         let [ids, texts] = &arrays.columns[..] else {
             panic!("two columns")
@@ -347,7 +321,7 @@ mod tests {
         assert_eq!((ids.count, texts.count), (2, 2));
         let read: Vec<_> = arrays.values(1).collect();
         assert_eq!(read, [Some(&b"a"[..]), None]);
-        let both = TupleArrays::concat(&[&arrays, &arrays]).unwrap();
+        let both = split_tuples(&[&data, &data], &types).unwrap();
         assert_eq!((both.rows, both.columns[0].count), (4, 4));
         assert!(both.columns[1].has_null);
         let ids: Vec<_> = both.values(0).collect();
@@ -362,8 +336,8 @@ mod tests {
             ElementType::of(ColumnType::Bigint),
             ElementType::of(ColumnType::Text),
         ];
-        assert!(split_tuples(&data, &types).is_err());
+        assert!(split_tuples(&[&data], &types).is_err());
         let cut = &data[..data.len() - 4];
-        assert!(split_tuples(cut, &types[..1]).is_err());
+        assert!(split_tuples(&[cut], &types[..1]).is_err());
     }
 }

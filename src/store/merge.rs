@@ -20,7 +20,7 @@ use sqlx::query::Query;
 use sqlx::{Connection, PgConnection, Postgres, Row};
 use uuid::Uuid;
 
-use super::arrays::{split_tuples, ElementType, TupleArrays};
+use super::arrays::{field_of_each, split_tuples, ElementType, TupleArrays};
 use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, row_hash};
 use super::{
     all_columns, key_index_column_list, key_index_columns, lock_partition, parent_table,
@@ -586,10 +586,19 @@ impl IncomingRows {
     }
 }
 
-/// Where `_row_id` is among a body's arrays (see `small_body`): after the
-/// user columns, `_part` if any, and `_load_id`.
-pub fn row_id_index(def: &TableDef) -> usize {
-    def.columns.len() + usize::from(def.keyed_by_part()) + 1
+/// The first 16 bytes of each row's `_row_id` in a body's COPY data (see
+/// `small_body` for its tuples' fields).
+pub fn row_id_prefixes(def: &TableDef, mode: MergeMode, copy: &[u8]) -> StoreResult<Vec<u128>> {
+    // `_row_id` follows the user columns, `_part` if any, and `_load_id`.
+    let index = def.columns.len() + usize::from(def.keyed_by_part()) + 1;
+    let ids = field_of_each(copy, tuple_types(def, mode).len(), index)?;
+    Ok(ids
+        .into_iter()
+        .map(|id| {
+            id.and_then(|id| id.first_chunk::<16>())
+                .map_or(0, |id| u128::from_be_bytes(*id))
+        })
+        .collect())
 }
 
 /// Whether a body may go as arrays: a merge, append or insert_missing of
@@ -603,6 +612,22 @@ pub fn fits_arrays(mode: MergeMode, maybe_repeated: bool) -> bool {
 /// session's table that its COPY would fill, plus `_deleted` (all false
 /// when the mode reads no tombstones). See `fits_arrays`.
 pub fn small_body(def: &TableDef, mode: MergeMode, copy: &[u8]) -> StoreResult<IncomingRows> {
+    Ok(IncomingRows::Arrays(small_bodies(def, mode, &[copy])?))
+}
+
+/// Several small bodies' COPY data as one set of arrays (see `small_body`).
+pub fn small_bodies(def: &TableDef, mode: MergeMode, copies: &[&[u8]]) -> StoreResult<TupleArrays> {
+    let mut arrays = split_tuples(copies, &tuple_types(def, mode))?;
+    if !mode.replaces() {
+        arrays.push_repeated(ElementType::BOOLEAN, &[0])?;
+    }
+    Ok(arrays)
+}
+
+/// The types of the fields of the encoder's COPY tuples for `mode`: the
+/// user columns, `_part` if any, `_load_id`, `_row_id`, `_row_hash`, and
+/// `_deleted` when the mode reads tombstones.
+fn tuple_types(def: &TableDef, mode: MergeMode) -> Vec<ElementType> {
     let mut types: Vec<ElementType> = def.columns.iter().map(|c| ElementType::of(c.ty)).collect();
     if def.keyed_by_part() {
         types.push(ElementType::of(def.partition_type()));
@@ -611,11 +636,7 @@ pub fn small_body(def: &TableDef, mode: MergeMode, copy: &[u8]) -> StoreResult<I
     if mode.replaces() {
         types.push(ElementType::BOOLEAN);
     }
-    let mut arrays = split_tuples(copy, &types)?;
-    if !mode.replaces() {
-        arrays.push_repeated(ElementType::BOOLEAN, &[0])?;
-    }
-    Ok(IncomingRows::Arrays(arrays))
+    types
 }
 
 /// Locks every partition the rows touch, in date order (two writers
