@@ -25,10 +25,10 @@ use crate::config::{LogFormat, ServeArgs};
 use crate::http::token_cache::follow_revocations;
 pub use crate::http::AppState;
 use crate::http::{edge, observe};
+use crate::log_writer::{buffered_log, LogGuard};
 use crate::metrics::Metrics;
 use crate::store::contents::FOLD_AFTER;
 use crate::store::Store;
-use tracing_appender::non_blocking::WorkerGuard;
 
 /// The routes and, from the inside out, what every request goes through:
 /// a panic answered as a problem, the `Host` allow-list, a JSON answer's
@@ -259,23 +259,13 @@ async fn maintain(store: Store, metrics: Arc<Metrics>) {
 /// colour only on a terminal. A JSON line holds the event's fields and
 /// those of its span (a request's id, route, table…) as `span`.
 ///
-/// Lines are written by a thread of their own, which writes all the lines
-/// waiting at once (a busy server's log costs a write per batch of lines,
-/// not per request), and never drops one. Keep the guard: dropping it
-/// flushes what waits.
-pub fn init_tracing(format: LogFormat) -> WorkerGuard {
+/// Lines are written by a thread of their own, every few milliseconds, all
+/// the lines waiting at once (see `log_writer`); none is dropped. Keep the
+/// guard: dropping it writes what waits.
+pub fn init_tracing(format: LogFormat) -> anyhow::Result<LogGuard> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "idem=info".into());
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        // Lines waiting at most (then a request waits to log): a bound on
-        // the memory a log slower than the requests can take.
-        .buffered_lines_limit(16 * 1024)
-        .thread_name("idem-log")
-        .finish(std::io::BufWriter::with_capacity(
-            64 * 1024,
-            std::io::stderr(),
-        ));
+    let (writer, guard) = buffered_log(std::io::stderr())?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
@@ -289,12 +279,12 @@ pub fn init_tracing(format: LogFormat) -> WorkerGuard {
             .try_init(),
         LogFormat::Text => builder.try_init(),
     };
-    guard
+    Ok(guard)
 }
 
 /// `idem serve`: connect, migrate, sweep stages left by crashes, listen.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let _log = init_tracing(args.log_format);
+    let _log = init_tracing(args.log_format)?;
     announce_access(&args.settings)?;
     let store =
         Store::connect(args.database.database_url.expose(), args.database.pool_size).await?;
@@ -359,7 +349,7 @@ async fn shutdown_signal() {
 
 /// `idem migrate`.
 pub async fn migrate(args: crate::config::DatabaseArgs) -> anyhow::Result<()> {
-    let _log = init_tracing(LogFormat::Text);
+    let _log = init_tracing(LogFormat::Text)?;
     let store = Store::connect(args.database_url.expose(), 2).await?;
     store.migrate().await?;
     println!("migrations applied");

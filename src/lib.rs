@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod ingest;
+pub mod log_writer;
 pub mod metrics;
 pub mod names;
 pub mod period;

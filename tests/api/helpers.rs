@@ -138,9 +138,10 @@ pub async fn spawn_app_on(options: PgConnectOptions, mut settings: Settings) -> 
     }
     // TEST_LOG=1 shows the server's logs.
     if std::env::var_os("TEST_LOG").is_some() {
-        static LOG: std::sync::OnceLock<tracing_appender::non_blocking::WorkerGuard> =
-            std::sync::OnceLock::new();
-        LOG.get_or_init(|| idem::app::init_tracing(idem::config::LogFormat::Text));
+        static LOG: std::sync::OnceLock<idem::log_writer::LogGuard> = std::sync::OnceLock::new();
+        LOG.get_or_init(|| {
+            idem::app::init_tracing(idem::config::LogFormat::Text).expect("the log starts")
+        });
     }
     let store = Store::connect_with(options.clone(), 10)
         .await
