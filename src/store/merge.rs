@@ -2,11 +2,14 @@
 //! inside the caller's transaction (the one that also records the
 //! idempotency key), so rows and key commit together or not at all.
 //!
-//! Rows are COPYed into a temporary table first; duplicates of a key in the
-//! body collapse there by the same rule as a PUT's. Then, under each touched
-//! partition's advisory lock (taken in date order, the same lock a PUT's swap
-//! takes), one statement per kind of change writes them, and the registry's
-//! row count and content hash follow the change row by row.
+//! A small body's rows come as arrays bound to the statements
+//! (`small_body`; several POSTs' at once in a batch, `apply_batch`); a large
+//! one's are COPYed into a temporary table first, where versions of one key
+//! collapse by the same rule as a PUT's. Then, under each touched
+//! partition's advisory lock (shared by writers; a PUT's swap takes it
+//! alone), tombstones delete and one upsert writes the rows. What each load
+//! changed in each partition's row count and content hash comes back as a
+//! delta, which the caller records before it commits (`store::closing`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
