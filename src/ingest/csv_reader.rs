@@ -35,8 +35,9 @@ struct Record {
     quoted: bool,
     /// The physical line the record starts on.
     line: u64,
-    /// Bytes of the body the record has taken so far.
-    raw: usize,
+    /// The body's bytes the record has taken so far, as sent (quotes and
+    /// line ends included; blank lines before it not).
+    raw: Vec<u8>,
 }
 
 impl Record {
@@ -78,6 +79,15 @@ impl<R: BufRead> CsvReader<R> {
         self.record.line
     }
 
+    /// The record last read as it was sent, byte for byte, without the
+    /// line end that closed it.
+    pub fn raw(&self) -> &[u8] {
+        let raw = &self.record.raw[..];
+        raw.strip_suffix(b"\n")
+            .or_else(|| raw.strip_suffix(b"\r"))
+            .unwrap_or(raw)
+    }
+
     pub fn field_count(&self) -> usize {
         self.record.ends.len()
     }
@@ -98,22 +108,23 @@ impl<R: BufRead> CsvReader<R> {
         self.record.data.clear();
         self.record.ends.clear();
         self.record.quoted = false;
-        self.record.raw = 0;
+        self.record.raw.clear();
         let mut at = At::RecordStart;
         loop {
             let chunk = self.reader.fill_buf()?;
             if chunk.is_empty() {
                 return self.at_end(at);
             }
-            let (used, done) = scan(
+            let (taken, done) = scan(
                 chunk,
                 &mut at,
                 &mut self.record,
                 &mut self.lines,
                 &mut self.after_cr,
             );
-            self.reader.consume(used);
-            if self.record.raw > self.max {
+            self.record.raw.extend_from_slice(&chunk[taken.clone()]);
+            self.reader.consume(taken.end);
+            if self.record.raw.len() > self.max {
                 return Err(ReadError::RecordTooLarge {
                     line: self.record.line,
                     max: self.max,
@@ -164,15 +175,16 @@ fn count_line(b: u8, lines: &mut u64, after_cr: &mut bool) {
     *after_cr = b == b'\r';
 }
 
-/// Takes bytes of `chunk` into `record` until the record ends; returns how
-/// many bytes it took and whether the record is whole.
+/// Takes bytes of `chunk` into `record` until the record ends; returns the
+/// bytes it read (blank lines before the record among them, then the
+/// record's own) and whether the record is whole.
 fn scan(
     chunk: &[u8],
     at: &mut At,
     record: &mut Record,
     lines: &mut u64,
     after_cr: &mut bool,
-) -> (usize, bool) {
+) -> (std::ops::Range<usize>, bool) {
     let mut i = 0;
     let mut start = 0;
     let done = loop {
@@ -222,8 +234,7 @@ fn scan(
             At::QuoteInQuoted => *at = At::Unquoted,
         }
     };
-    record.raw = record.raw.saturating_add(i - start);
-    (i, done)
+    (start..i, done)
 }
 
 /// Quoted bytes up to the next `"` (taken too); returns the bytes taken and

@@ -56,12 +56,19 @@ pub struct RawRecord<'a> {
     pub fields: &'a [(Cow<'a, str>, RawField<'a>)],
 }
 
-/// What the readers feed. `header` sees CSV's header once, before any record.
+/// What the readers feed. `header` sees CSV's header once, before any
+/// record: its names, and its bytes as sent (`raw`). `record` sees each record with its bytes as sent (`raw`: an NDJSON line
+/// or a CSV record without the line end that closed it, a JSON array's
+/// element), or `None` when the record was too large to keep.
 pub trait RecordSink {
-    fn header(&mut self, _names: &[&str]) -> Result<(), RowError> {
+    fn header(&mut self, _raw: &[u8], _names: &[&str]) -> Result<(), RowError> {
         Ok(())
     }
-    fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()>;
+    fn record(
+        &mut self,
+        raw: Option<&[u8]>,
+        record: Result<RawRecord<'_>, RowError>,
+    ) -> ControlFlow<()>;
 }
 
 #[derive(Debug)]
@@ -125,14 +132,19 @@ fn read_ndjson<R: BufRead>(
         }
         record += 1;
         let fed = if whole {
-            feed_object(text, line, record, sink)
+            let raw = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            feed_object(raw, text, line, record, sink)
         } else {
-            sink.record(Err(RowError {
-                line,
-                record,
-                column: None,
-                message: too_large(max_record),
-            }))
+            sink.record(
+                None,
+                Err(RowError {
+                    line,
+                    record,
+                    column: None,
+                    message: too_large(max_record),
+                }),
+            )
         };
         if fed.is_break() {
             return Ok(());
@@ -174,19 +186,32 @@ fn read_line_within<R: BufRead>(
     }
 }
 
-fn feed_object(text: &[u8], line: u64, record: u64, sink: &mut impl RecordSink) -> ControlFlow<()> {
+/// One JSON object (`text`, within the record's bytes `raw`) to the sink.
+fn feed_object(
+    raw: &[u8],
+    text: &[u8],
+    line: u64,
+    record: u64,
+    sink: &mut impl RecordSink,
+) -> ControlFlow<()> {
     match parse_object(text) {
-        Ok(fields) => sink.record(Ok(RawRecord {
-            line,
-            record,
-            fields: &fields,
-        })),
-        Err(message) => sink.record(Err(RowError {
-            line,
-            record,
-            column: None,
-            message,
-        })),
+        Ok(fields) => sink.record(
+            Some(raw),
+            Ok(RawRecord {
+                line,
+                record,
+                fields: &fields,
+            }),
+        ),
+        Err(message) => sink.record(
+            Some(raw),
+            Err(RowError {
+                line,
+                record,
+                column: None,
+                message,
+            }),
+        ),
     }
 }
 
@@ -344,14 +369,17 @@ impl Scanner {
         sink: &mut impl RecordSink,
     ) -> ControlFlow<()> {
         if std::mem::take(&mut self.oversized) {
-            return sink.record(Err(RowError {
-                line,
-                record,
-                column: None,
-                message: too_large(self.max),
-            }));
+            return sink.record(
+                None,
+                Err(RowError {
+                    line,
+                    record,
+                    column: None,
+                    message: too_large(self.max),
+                }),
+            );
         }
-        feed_object(element, line, record, sink)
+        feed_object(element, element, line, record, sink)
     }
 
     /// Keeps `bytes` of the current element, unless it has grown past the limit.
@@ -508,7 +536,8 @@ fn read_csv<R: BufRead>(
         return Ok(()); // an empty body: no header, no rows
     };
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    sink.header(&name_refs).map_err(ReadError::Malformed)?;
+    sink.header(csv.raw(), &name_refs)
+        .map_err(ReadError::Malformed)?;
     let mut record = 0u64;
     while csv.next_record()? {
         record += 1;
@@ -568,12 +597,13 @@ fn feed_csv_row<R: BufRead>(
             csv.field_count(),
             names.len()
         );
-        return sink.record(Err(refused(None, message)));
+        return sink.record(Some(csv.raw()), Err(refused(None, message)));
     }
     let mut fields: Vec<(Cow<str>, RawField)> = Vec::with_capacity(names.len());
     for (name, field) in names.iter().zip(csv.fields()) {
         let Ok(text) = std::str::from_utf8(field.bytes) else {
-            return sink.record(Err(refused(Some(name), "is not valid UTF-8".into())));
+            let refusal = refused(Some(name), "is not valid UTF-8".into());
+            return sink.record(Some(csv.raw()), Err(refusal));
         };
         let null = text.is_empty() && !field.quoted;
         fields.push((
@@ -581,11 +611,14 @@ fn feed_csv_row<R: BufRead>(
             RawField::Text((!null).then_some(text)),
         ));
     }
-    sink.record(Ok(RawRecord {
-        line,
-        record,
-        fields: &fields,
-    }))
+    sink.record(
+        Some(csv.raw()),
+        Ok(RawRecord {
+            line,
+            record,
+            fields: &fields,
+        }),
+    )
 }
 
 #[cfg(test)]
@@ -599,10 +632,24 @@ mod tests {
     struct Collect {
         rows: Vec<Row>,
         errors: Vec<RowError>,
+        /// Every record's bytes as the reader gave them.
+        raws: Vec<Option<Vec<u8>>>,
+        /// The CSV header's.
+        header: Vec<u8>,
     }
 
     impl RecordSink for Collect {
-        fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
+        fn header(&mut self, raw: &[u8], _names: &[&str]) -> Result<(), RowError> {
+            self.header = raw.to_vec();
+            Ok(())
+        }
+
+        fn record(
+            &mut self,
+            raw: Option<&[u8]>,
+            record: Result<RawRecord<'_>, RowError>,
+        ) -> ControlFlow<()> {
+            self.raws.push(raw.map(<[u8]>::to_vec));
             match record {
                 Ok(r) => self.rows.push((
                     r.line,
@@ -628,6 +675,46 @@ mod tests {
         let mut c = Collect::default();
         let r = read_records(format, body.as_bytes(), &mut c, 1 << 20);
         (c, r)
+    }
+
+    fn raws(c: &Collect) -> Vec<Option<&str>> {
+        c.raws
+            .iter()
+            .map(|r| r.as_deref().map(|r| std::str::from_utf8(r).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn every_record_comes_with_its_bytes_as_sent_good_or_bad() {
+        let ndjson = "{\"a\": 1}\r\n\n  {\"a\":\"x\" }\n{\"a\":\nnot json\n{\"b\":2}";
+        let (c, r) = read(BodyFormat::Ndjson, ndjson);
+        assert!(r.is_ok());
+        let expected = [
+            "{\"a\": 1}",
+            "  {\"a\":\"x\" }",
+            "{\"a\":",
+            "not json",
+            "{\"b\":2}",
+        ];
+        assert_eq!(raws(&c), expected.map(Some));
+        let json = "[ {\"a\": 1},\n  {\"a\" : [1, \"]\"]}, 7 ]";
+        let (c, r) = read(BodyFormat::JsonArray, json);
+        assert!(r.is_ok());
+        let expected = ["{\"a\": 1}", "{\"a\" : [1, \"]\"]}", "7"];
+        assert_eq!(raws(&c), expected.map(Some));
+        // A quoted newline and quotes stay as sent; a line end of either
+        // kind closes a record and is not part of it.
+        let csv = "a,b\r\n1,\"x\r\ny \"\"q\"\"\"\r\n\n2,\"\"\n3\n\"4\",5";
+        let (c, r) = read(BodyFormat::Csv, csv);
+        assert!(r.is_ok());
+        let expected = ["1,\"x\r\ny \"\"q\"\"\"", "2,\"\"", "3", "\"4\",5"];
+        assert_eq!(raws(&c), expected.map(Some));
+        assert_eq!(
+            c.errors.len(),
+            1,
+            "the record of one field is refused, with its bytes"
+        );
+        assert_eq!(c.header, b"a,b");
     }
 
     #[test]

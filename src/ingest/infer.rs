@@ -80,7 +80,11 @@ fn guess(raw: RawField<'_>) -> Option<ColumnType> {
 }
 
 impl RecordSink for Guess {
-    fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
+    fn record(
+        &mut self,
+        _raw: Option<&[u8]>,
+        record: Result<RawRecord<'_>, RowError>,
+    ) -> ControlFlow<()> {
         if let Ok(record) = record {
             for (name, raw) in record.fields {
                 self.observe(name, guess(*raw));

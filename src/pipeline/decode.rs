@@ -297,7 +297,7 @@ impl RecordSink for Encoding<'_> {
     /// Checks every header name, so that one answer names each unknown or
     /// repeated column; the whole list waits in `header_refusal`, since the
     /// reader takes one error only.
-    fn header(&mut self, names: &[&str]) -> Result<(), RowError> {
+    fn header(&mut self, _raw: &[u8], names: &[&str]) -> Result<(), RowError> {
         let mut refusal: Option<BadRow> = None;
         for (i, name) in names.iter().enumerate() {
             let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
@@ -330,7 +330,11 @@ impl RecordSink for Encoding<'_> {
         Err(first)
     }
 
-    fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
+    fn record(
+        &mut self,
+        _raw: Option<&[u8]>,
+        record: Result<RawRecord<'_>, RowError>,
+    ) -> ControlFlow<()> {
         self.rows_received += 1;
         match record {
             Err(e) => self.errors.push(e),

@@ -64,7 +64,11 @@ impl<'d> Sink<'d> {
 }
 
 impl RecordSink for Sink<'_> {
-    fn record(&mut self, record: Result<RawRecord<'_>, RowError>) -> ControlFlow<()> {
+    fn record(
+        &mut self,
+        _raw: Option<&[u8]>,
+        record: Result<RawRecord<'_>, RowError>,
+    ) -> ControlFlow<()> {
         self.records += 1;
         match record {
             Ok(record) => {
