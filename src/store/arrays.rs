@@ -218,8 +218,10 @@ pub fn repeated(ty: ElementType, element: &[u8], rows: i32) -> StoreResult<Colum
 }
 
 impl TupleArrays {
-    /// The values of column `i`, in row order (`None` for NULL).
-    pub fn values(&self, i: usize) -> impl Iterator<Item = Option<&[u8]>> {
+    /// The values of column `i`, in row order (`None` for NULL): what the
+    /// tests read the arrays back with.
+    #[cfg(test)]
+    fn values(&self, i: usize) -> impl Iterator<Item = Option<&[u8]>> {
         let mut rest: &[u8] = self.columns.get(i).map_or(&[], |c| &c.elements);
         std::iter::from_fn(move || {
             let (length, tail) = rest.split_first_chunk::<4>()?;
