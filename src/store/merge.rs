@@ -735,7 +735,7 @@ async fn delete_tombstoned(
 /// The statement answers, per partition and load, how many rows it wrote
 /// and the hashes they replaced. A load that wrote all its rows adds what
 /// the decoder summed (see `LoadRows::additions`); the hashes of the others'
-/// written rows are read back (`written_hashes`). Answering every written
+/// written rows are read back (`add_written_hashes`). Answering every written
 /// row's hash instead costs Postgres a third more per row.
 async fn upsert_rows(
     conn: &mut PgConnection,
@@ -757,7 +757,9 @@ async fn upsert_rows(
         for hash in &share.replaced {
             delta.remove(hash);
         }
-        tally.merged.inserted += share.rows - updated;
+        let inserted = share.rows.checked_sub(updated);
+        tally.merged.inserted +=
+            inserted.ok_or(StoreError::Corrupt("more rows replaced than written"))?;
         tally.merged.updated += updated;
         written.insert((share.load_id, share.ds), share.rows);
     }
