@@ -90,6 +90,35 @@ pub struct Column {
     pub nullable: bool,
 }
 
+/// What a write does with a field the table has no column for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaPolicy {
+    /// The row is bad (422 naming the field).
+    #[default]
+    Freeze,
+    /// The field is dropped, the rest of the row written; the receipt
+    /// counts the dropped values (`discarded_fields`).
+    DiscardUnknown,
+}
+
+impl SchemaPolicy {
+    fn parse(text: &str) -> Result<Self, SchemaError> {
+        match text {
+            "freeze" => Ok(SchemaPolicy::Freeze),
+            "discard_unknown" => Ok(SchemaPolicy::DiscardUnknown),
+            "evolve" => Err(invalid(
+                "schema \"evolve\" (new fields adding columns) is not available yet; \
+                 use \"freeze\" or \"discard_unknown\""
+                    .into(),
+            )),
+            other => Err(invalid(format!(
+                "schema {other:?} is not \"freeze\" or \"discard_unknown\""
+            ))),
+        }
+    }
+}
+
 /// A validated table definition, as stored in the catalog.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableDef {
@@ -101,6 +130,10 @@ pub struct TableDef {
     pub grain: Grain,
     pub primary_key: Vec<ColumnName>,
     pub cursor: Option<ColumnName>,
+    /// Unknown fields (definitions stored before the policy existed read
+    /// as `freeze`, what they did).
+    #[serde(default)]
+    pub schema: SchemaPolicy,
 }
 
 impl TableDef {
@@ -205,6 +238,9 @@ pub struct TableDeclaration {
     pub primary_key: Vec<String>,
     #[serde(default)]
     pub cursor: Option<String>,
+    /// `freeze` (the default) or `discard_unknown`.
+    #[serde(default)]
+    pub schema: Option<String>,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's
@@ -252,6 +288,12 @@ impl TableDeclaration {
             .as_deref()
             .map(|cursor| check_cursor(&columns, cursor, &primary_key))
             .transpose()?;
+        let schema = self
+            .schema
+            .as_deref()
+            .map(SchemaPolicy::parse)
+            .transpose()?
+            .unwrap_or_default();
         Ok(TableDef {
             name: table,
             columns,
@@ -259,6 +301,7 @@ impl TableDeclaration {
             grain,
             primary_key,
             cursor,
+            schema,
         })
     }
 }
@@ -413,6 +456,9 @@ pub enum SchemaChange {
     SetCursor {
         cursor: Option<ColumnName>,
     },
+    SetSchemaPolicy {
+        schema: SchemaPolicy,
+    },
 }
 
 /// The safe changes that turn `old` into `new`, or a 409 saying why there is
@@ -476,6 +522,9 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
             cursor: new.cursor.clone(),
         });
     }
+    if old.schema != new.schema {
+        changes.push(SchemaChange::SetSchemaPolicy { schema: new.schema });
+    }
     Ok(changes)
 }
 
@@ -496,6 +545,7 @@ impl TableDef {
                     }
                 }
                 SchemaChange::SetCursor { cursor } => def.cursor = cursor.clone(),
+                SchemaChange::SetSchemaPolicy { schema } => def.schema = *schema,
             }
         }
         def

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use super::cell::{parse_cell, write_fixed, Cell};
 use super::{ErrorLog, RawRecord, RowError};
 use crate::period::Period;
-use crate::schema::{ColumnType, TableDef};
+use crate::schema::{ColumnType, SchemaPolicy, TableDef};
 
 /// The digests of one accepted row.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +56,8 @@ pub struct RowEncoder<'d> {
     /// The label of the last period a row id was made for: most rows of a
     /// body share it, and it is not made again for each.
     label: Option<(Period, String)>,
+    /// Values of unknown fields dropped (under `schema: discard_unknown`).
+    discarded_fields: u64,
 }
 
 /// The field that marks a tombstone in `POST /rows` merge mode.
@@ -91,6 +93,7 @@ impl<'d> RowEncoder<'d> {
                 .map(|k| def.column_index(k).expect("validated key"))
                 .collect(),
             bad: vec![false; def.columns.len()],
+            discarded_fields: 0,
             canonical: Vec::with_capacity(256),
             row_period: None,
             label: None,
@@ -101,6 +104,12 @@ impl<'d> RowEncoder<'d> {
     /// COPY tuple (the table's columns, then `_load_id`, `_row_id`,
     /// `_row_hash`, and `_deleted` with tombstones on). Every problem with the
     /// record goes to `errors`, and a refused record leaves `copy_out` as it was.
+    /// How many values of fields the table has no column for were dropped
+    /// (`schema: discard_unknown`).
+    pub fn discarded_fields(&self) -> u64 {
+        self.discarded_fields
+    }
+
     pub fn encode(
         &mut self,
         record: &RawRecord<'_>,
@@ -145,6 +154,8 @@ impl<'d> RowEncoder<'d> {
                         Ok(_) => {}
                         Err(message) => errors.push(row_error(record, Some(name), message)),
                     }
+                } else if self.def.schema == SchemaPolicy::DiscardUnknown {
+                    self.discarded_fields += 1;
                 } else {
                     let message = not_a_column(self.def, name);
                     errors.push(row_error(record, Some(name), message));

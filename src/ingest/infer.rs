@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use super::cell::{parse_text, parse_timestamp};
 use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
 use crate::names::{ColumnName, TableName};
-use crate::schema::{check_width, Column, ColumnType, SchemaError, TableDef};
+use crate::schema::{check_width, Column, ColumnType, SchemaError, SchemaPolicy, TableDef};
 
 /// How many records the guess looks at (the sample is also cut at a byte size
 /// by the caller).
@@ -140,6 +140,7 @@ pub fn infer_table(
         grain: crate::period::Grain::Day,
         primary_key: Vec::new(),
         cursor: None,
+        schema: SchemaPolicy::Freeze,
     })
 }
 

@@ -24,7 +24,7 @@ use crate::ingest::{
     ErrorLog, RawRecord, RecordSink, RowEncoder, RowError,
 };
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{SchemaPolicy, TableDef};
 use crate::store::{StoreError, StoreResult};
 
 /// COPY data is handed over in chunks of about this size.
@@ -42,6 +42,8 @@ pub struct Decoded {
     pub maybe_repeated: bool,
     /// The content hash of the rows as received (before duplicates collapse).
     pub input_hash: ContentHash,
+    /// Values of unknown fields dropped (`schema: discard_unknown`).
+    pub discarded_fields: u64,
     /// The partitions the rows belong to, in order.
     pub periods: BTreeSet<Period>,
     /// What the rows other than tombstones add to each partition if every
@@ -301,7 +303,8 @@ impl RecordSink for Encoding<'_> {
         let mut refusal: Option<BadRow> = None;
         for (i, name) in names.iter().enumerate() {
             let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
-            let message = if self.def.column(name).is_none() && !tombstone {
+            let discarded = self.def.schema == SchemaPolicy::DiscardUnknown;
+            let message = if self.def.column(name).is_none() && !tombstone && !discarded {
                 not_a_column(self.def, name)
             } else if names[..i].contains(name) {
                 "the header names this column twice".into()
@@ -438,6 +441,7 @@ fn decode<R: io::Read>(
         tombstones: sink.tombstones,
         maybe_repeated: sink.repeats.maybe_repeated(),
         input_hash: sink.input_hash,
+        discarded_fields: sink.encoder.discarded_fields(),
         periods: sink.periods,
         additions: sink.additions,
         body_sha256: hex::encode(reader.into_inner().hash.finalize()),

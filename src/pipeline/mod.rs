@@ -237,3 +237,8 @@ impl LoadTicket {
         }
     }
 }
+
+/// For receipts' counts shown only when there is something to count.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

@@ -42,6 +42,10 @@ pub struct Receipt {
     pub rows_written: u64,
     pub duplicates: u64,
     pub rejected: u64,
+    /// Values of fields the table has no column for, dropped under
+    /// `schema: discard_unknown` (absent when none).
+    #[serde(skip_serializing_if = "super::is_zero")]
+    pub discarded_fields: u64,
     /// Rows in the partition after this write.
     pub row_count: u64,
     pub content_sha256: String,
@@ -306,6 +310,7 @@ impl StagedPut<'_> {
             rows_written: staged.rows,
             duplicates,
             rejected: 0,
+            discarded_fields: decoded.discarded_fields,
             row_count: staged.rows,
             content_sha256: content.hex(),
             changed: true,
@@ -376,6 +381,8 @@ fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
         rows_written: 0,
         duplicates: live.rows_received.saturating_sub(live.row_count),
         rejected: 0,
+        // Not decoded again: the first PUT of this body told its count.
+        discarded_fields: 0,
         row_count: live.row_count,
         content_sha256: live.content_sha256.clone(),
         changed: false,

@@ -45,6 +45,10 @@ pub struct RowsReceipt {
     pub unchanged: u64,
     pub duplicates: u64,
     pub rejected: u64,
+    /// Values of fields the table has no column for, dropped under
+    /// `schema: discard_unknown` (absent when none).
+    #[serde(skip_serializing_if = "super::is_zero")]
+    pub discarded_fields: u64,
     pub changed: bool,
     pub replayed: bool,
 }
@@ -306,6 +310,7 @@ impl RowsReceipt {
             unchanged: merged.rows_after_dedup - rows_written,
             duplicates: merged.duplicates,
             rejected: 0,
+            discarded_fields: decoded.discarded_fields,
             changed: rows_written > 0,
             replayed: false,
             partitions: merged.partitions,

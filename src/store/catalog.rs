@@ -221,7 +221,7 @@ async fn alter_table(
                 column.quoted(),
                 to.sql_name()
             ),
-            SchemaChange::SetCursor { .. } => continue,
+            SchemaChange::SetCursor { .. } | SchemaChange::SetSchemaPolicy { .. } => continue,
         };
         sqlx::query(&sql).execute(&mut *conn).await?;
     }

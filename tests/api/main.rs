@@ -13,6 +13,7 @@ mod numeric_limits;
 mod ops;
 mod partitions;
 mod patch;
+mod policies;
 mod processes;
 mod refusals;
 mod reports;
