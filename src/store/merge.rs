@@ -808,6 +808,8 @@ async fn upsert(
         excluded,
         newer,
         from_incoming,
+        part_key,
+        written_label,
         ..
     } = sql;
     let on_conflict = match mode {
@@ -818,11 +820,6 @@ async fn upsert(
               where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
         ),
     };
-    let MergeSql {
-        part_key,
-        written_label,
-        ..
-    } = sql;
     // One row per partition and load, not a row each: a batch of 10,000
     // costs one message.
     // language=PostgreSQL
