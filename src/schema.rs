@@ -119,6 +119,101 @@ impl SchemaPolicy {
     }
 }
 
+/// What a write does with a bad row (a value that does not fit its column,
+/// an unknown field under `freeze`, a broken record).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BadRowPolicy {
+    /// The whole request is refused (422 naming every bad row); nothing is
+    /// written.
+    #[default]
+    Reject,
+    /// The good rows are written; each bad one is kept, as sent, in the
+    /// rejects store (`GET /rejects`), to be replayed once the table fits it.
+    Quarantine,
+}
+
+impl BadRowPolicy {
+    pub fn parse(text: &str) -> Result<Self, SchemaError> {
+        match text {
+            "reject" => Ok(BadRowPolicy::Reject),
+            "quarantine" => Ok(BadRowPolicy::Quarantine),
+            other => Err(invalid(format!(
+                "bad_rows {other:?} is not \"reject\" or \"quarantine\""
+            ))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BadRowPolicy::Reject => "reject",
+            BadRowPolicy::Quarantine => "quarantine",
+        }
+    }
+}
+
+/// How long a quarantined row is retried by a replay: past it, the row is
+/// `expired` (kept until deleted, never retried). Written and read as a
+/// count of hours, days, minutes or seconds: `72h`, `7d`, `30m`, `90s`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryWindow {
+    pub secs: u64,
+}
+
+impl Default for RetryWindow {
+    fn default() -> Self {
+        RetryWindow { secs: 72 * 3600 }
+    }
+}
+
+impl RetryWindow {
+    const UNITS: [(char, u64); 4] = [('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)];
+    /// Ten years: a longer window is a mistake, not a policy.
+    const MAX_SECS: u64 = 10 * 366 * 86_400;
+
+    pub fn parse(text: &str) -> Result<Self, SchemaError> {
+        let refuse = || {
+            invalid(format!(
+                "reject_retry_window {text:?} is not a duration such as \"72h\", \"7d\", \"30m\" or \"90s\" (at most ten years)"
+            ))
+        };
+        let unit = text.chars().last().ok_or_else(refuse)?;
+        let (_, scale) = Self::UNITS
+            .iter()
+            .find(|(u, _)| *u == unit)
+            .ok_or_else(refuse)?;
+        let count: u64 = text[..text.len() - 1].parse().map_err(|_| refuse())?;
+        let secs = count.checked_mul(*scale).ok_or_else(refuse)?;
+        if secs == 0 || secs > Self::MAX_SECS {
+            return Err(refuse());
+        }
+        Ok(RetryWindow { secs })
+    }
+
+    /// The window in whole hours when it is, else minutes, else seconds
+    /// (`7d` reads back as `168h`).
+    pub fn text(self) -> String {
+        let (unit, scale) = Self::UNITS[1..]
+            .iter()
+            .find(|(_, scale)| self.secs.is_multiple_of(*scale))
+            .expect("every count of seconds is whole seconds");
+        format!("{}{unit}", self.secs / scale)
+    }
+}
+
+impl Serialize for RetryWindow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text())
+    }
+}
+
+impl<'de> Deserialize<'de> for RetryWindow {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        RetryWindow::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A validated table definition, as stored in the catalog.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableDef {
@@ -134,6 +229,12 @@ pub struct TableDef {
     /// as `freeze`, what they did).
     #[serde(default)]
     pub schema: SchemaPolicy,
+    /// Bad rows (definitions stored before the policy existed read as
+    /// `reject`, what they did).
+    #[serde(default)]
+    pub bad_rows: BadRowPolicy,
+    #[serde(default)]
+    pub reject_retry_window: RetryWindow,
 }
 
 impl TableDef {
@@ -241,6 +342,12 @@ pub struct TableDeclaration {
     /// `freeze` (the default) or `discard_unknown`.
     #[serde(default)]
     pub schema: Option<String>,
+    /// `reject` (the default) or `quarantine`.
+    #[serde(default)]
+    pub bad_rows: Option<String>,
+    /// `72h` unless declared.
+    #[serde(default)]
+    pub reject_retry_window: Option<String>,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's
@@ -294,6 +401,18 @@ impl TableDeclaration {
             .map(SchemaPolicy::parse)
             .transpose()?
             .unwrap_or_default();
+        let bad_rows = self
+            .bad_rows
+            .as_deref()
+            .map(BadRowPolicy::parse)
+            .transpose()?
+            .unwrap_or_default();
+        let reject_retry_window = self
+            .reject_retry_window
+            .as_deref()
+            .map(RetryWindow::parse)
+            .transpose()?
+            .unwrap_or_default();
         Ok(TableDef {
             name: table,
             columns,
@@ -302,6 +421,8 @@ impl TableDeclaration {
             primary_key,
             cursor,
             schema,
+            bad_rows,
+            reject_retry_window,
         })
     }
 }
@@ -459,6 +580,23 @@ pub enum SchemaChange {
     SetSchemaPolicy {
         schema: SchemaPolicy,
     },
+    SetBadRowPolicy {
+        bad_rows: BadRowPolicy,
+    },
+    SetRejectRetryWindow {
+        reject_retry_window: RetryWindow,
+    },
+}
+
+impl SchemaChange {
+    /// Whether the change is to the definition only, not to the table's
+    /// Postgres shape.
+    pub fn is_policy(&self) -> bool {
+        !matches!(
+            self,
+            SchemaChange::AddColumn { .. } | SchemaChange::WidenColumn { .. }
+        )
+    }
 }
 
 /// The safe changes that turn `old` into `new`, or a 409 saying why there is
@@ -525,6 +663,16 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
     if old.schema != new.schema {
         changes.push(SchemaChange::SetSchemaPolicy { schema: new.schema });
     }
+    if old.bad_rows != new.bad_rows {
+        changes.push(SchemaChange::SetBadRowPolicy {
+            bad_rows: new.bad_rows,
+        });
+    }
+    if old.reject_retry_window != new.reject_retry_window {
+        changes.push(SchemaChange::SetRejectRetryWindow {
+            reject_retry_window: new.reject_retry_window,
+        });
+    }
     Ok(changes)
 }
 
@@ -546,6 +694,10 @@ impl TableDef {
                 }
                 SchemaChange::SetCursor { cursor } => def.cursor = cursor.clone(),
                 SchemaChange::SetSchemaPolicy { schema } => def.schema = *schema,
+                SchemaChange::SetBadRowPolicy { bad_rows } => def.bad_rows = *bad_rows,
+                SchemaChange::SetRejectRetryWindow {
+                    reject_retry_window,
+                } => def.reject_retry_window = *reject_retry_window,
             }
         }
         def
@@ -601,5 +753,33 @@ mod tests {
         let changes = plan_changes(&old, &widened).unwrap();
         assert_eq!(changes.len(), 2);
         assert!(plan_changes(&widened, &old).is_err());
+    }
+
+    #[test]
+    fn a_retry_window_reads_any_unit_and_writes_whole_hours_if_it_can() {
+        for (text, secs, shown) in [
+            ("72h", 259_200, "72h"),
+            ("90m", 5_400, "90m"),
+            ("7d", 604_800, "168h"),
+            ("3601s", 3_601, "3601s"),
+        ] {
+            let window = RetryWindow::parse(text).unwrap();
+            assert_eq!(window.secs, secs);
+            assert_eq!(window.text(), shown);
+            assert_eq!(RetryWindow::parse(shown).unwrap(), window);
+        }
+        for bad in [
+            "",
+            "h",
+            "0h",
+            "-1h",
+            "3w",
+            "1.5h",
+            "99999999999999999d",
+            "4000d",
+        ] {
+            assert!(RetryWindow::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(RetryWindow::default().text(), "72h");
     }
 }

@@ -7,6 +7,7 @@ pub mod loads;
 pub mod observe;
 pub mod ops;
 pub mod partitions;
+pub mod rejects;
 pub mod rows;
 pub mod tables;
 pub mod token_cache;
@@ -137,6 +138,7 @@ pub fn router() -> Router<AppState> {
         .merge(rows::router())
         .merge(idempotency_keys::router())
         .merge(loads::router())
+        .merge(rejects::router())
         .merge(tokens::router())
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound("no such resource; see GET /openapi.yaml".into()) })
@@ -183,10 +185,44 @@ pub fn page<T: serde::Serialize>(
     limit: i64,
     cursor_of: impl Fn(&T) -> String,
 ) -> Response {
+    let link = next_page(uri, &items, limit, cursor_of);
+    with_link(Json(items).into_response(), link)
+}
+
+/// A page as `page` answers it, but NDJSON: one item a line.
+pub fn page_ndjson<T: serde::Serialize>(
+    uri: &axum::http::Uri,
+    items: Vec<T>,
+    limit: i64,
+    cursor_of: impl Fn(&T) -> String,
+) -> Response {
+    let link = next_page(uri, &items, limit, cursor_of);
+    let mut out = Vec::new();
+    for item in &items {
+        serde_json::to_writer(&mut out, item).expect("a listed item serializes");
+        out.push(b'\n');
+    }
+    let content_type = HeaderValue::from_static("application/x-ndjson");
+    with_link(
+        ([(header::CONTENT_TYPE, content_type)], out).into_response(),
+        link,
+    )
+}
+
+/// The `Link` to the next page, when this one is full.
+fn next_page<T>(
+    uri: &axum::http::Uri,
+    items: &[T],
+    limit: i64,
+    cursor_of: impl Fn(&T) -> String,
+) -> Option<HeaderValue> {
     let full = usize::try_from(limit).is_ok_and(|limit| items.len() >= limit);
-    let next = items.last().filter(|_| full).map(&cursor_of);
-    let mut response = Json(items).into_response();
-    if let Some(link) = next.and_then(|cursor| next_link(uri, &cursor)) {
+    let cursor = items.last().filter(|_| full).map(cursor_of)?;
+    next_link(uri, &cursor)
+}
+
+fn with_link(mut response: Response, link: Option<HeaderValue>) -> Response {
+    if let Some(link) = link {
         response.headers_mut().insert(header::LINK, link);
     }
     response
@@ -199,6 +235,13 @@ fn next_link(uri: &axum::http::Uri, cursor: &str) -> Option<HeaderValue> {
     pairs.push(("cursor".into(), cursor.into()));
     let query = serde_urlencoded::to_string(&pairs).ok()?;
     HeaderValue::from_str(&format!("<{}?{query}>; rel=\"next\"", uri.path())).ok()
+}
+
+/// `?bad_rows=`: a write's own bad-row policy, instead of its table's.
+pub fn bad_rows_override(text: Option<&str>) -> ApiResult<Option<crate::schema::BadRowPolicy>> {
+    text.map(crate::schema::BadRowPolicy::parse)
+        .transpose()
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))
 }
 
 /// Path parameters, with a malformed one answered in the API's own format.

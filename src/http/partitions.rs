@@ -13,9 +13,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::observe::RequestSpan;
 use super::{
-    body_limits, body_source, etag, idempotency_key, keyed_request, keyed_response, page,
-    page_limit, parse_period, spawn_write, ApiQuery, AppState, BodyKind, Caller, PartitionPath,
-    TablePath,
+    bad_rows_override, body_limits, body_source, etag, idempotency_key, keyed_request,
+    keyed_response, page, page_limit, parse_period, spawn_write, ApiQuery, AppState, BodyKind,
+    Caller, PartitionPath, TablePath,
 };
 use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
@@ -106,16 +106,20 @@ fn no_partition(table: &TableName, ds: Period) -> ApiError {
     ApiError::NotFound(format!("table {table:?} has no partition {ds}"))
 }
 
+// An axum handler takes what it reads of the request as arguments.
+#[allow(clippy::too_many_arguments)]
 async fn put_partition(
     State(state): State<AppState>,
     span: RequestSpan,
     caller: Caller,
     OriginalUri(uri): OriginalUri,
     PartitionPath(table, ds): PartitionPath,
+    ApiQuery(query): ApiQuery<PutQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     caller.require(Scope::Write, &table)?;
+    let bad_rows = bad_rows_override(query.bad_rows.as_deref())?;
     let conditions = conditions(&headers)?;
     let key = idempotency_key(&headers)?;
     let digest = match key {
@@ -140,6 +144,7 @@ async fn put_partition(
         body,
         conditions,
         actor,
+        bad_rows,
     };
     let written = run_put(&state, &span, keyed, request).await;
     if let Err(e) = &written {
@@ -170,6 +175,11 @@ async fn run_put(
     let mut response = (StatusCode::OK, Json(receipt)).into_response();
     response.headers_mut().insert(header::ETAG, etag);
     Ok(response)
+}
+
+#[derive(Deserialize)]
+struct PutQuery {
+    bad_rows: Option<String>,
 }
 
 #[derive(Deserialize)]

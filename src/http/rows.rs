@@ -11,8 +11,8 @@ use serde::Deserialize;
 
 use super::observe::RequestSpan;
 use super::{
-    body_limits, body_source, idempotency_key, keyed_request, keyed_response, spawn_write,
-    ApiQuery, AppState, BodyKind, Caller,
+    bad_rows_override, body_limits, body_source, idempotency_key, keyed_request, keyed_response,
+    spawn_write, ApiQuery, AppState, BodyKind, Caller,
 };
 use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
@@ -30,6 +30,7 @@ pub fn router() -> Router<AppState> {
 struct RowsQuery {
     table: Option<String>,
     mode: Option<String>,
+    bad_rows: Option<String>,
 }
 
 fn parse_mode(mode: Option<&str>) -> ApiResult<Option<MergeMode>> {
@@ -64,6 +65,7 @@ async fn post_rows(
     caller.require(Scope::Write, &table)?;
     span.record("table", tracing::field::display(&table));
     let mode = parse_mode(query.mode.as_deref())?;
+    let bad_rows = bad_rows_override(query.bad_rows.as_deref())?;
     let limits = body_limits(&state.settings, BodyKind::Rows);
     let body = body_source(&headers, body, limits, DigestMode::Take)?;
     let principal = caller.principal.clone();
@@ -78,6 +80,7 @@ async fn post_rows(
         actor,
         known_def: None,
         predecoded: None,
+        bad_rows,
     });
     let pipeline = state.pipeline();
     match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {

@@ -106,6 +106,12 @@ impl<'d> RowEncoder<'d> {
     /// record goes to `errors`, and a refused record leaves `copy_out` as it was.
     /// How many values of fields the table has no column for were dropped
     /// (`schema: discard_unknown`).
+    /// The partition of the record last encoded, when its partition column
+    /// could be read (a bad row's too).
+    pub fn last_period(&self) -> Option<Period> {
+        self.row_period
+    }
+
     pub fn discarded_fields(&self) -> u64 {
         self.discarded_fields
     }

@@ -21,6 +21,15 @@ pub enum BodyFormat {
 }
 
 impl BodyFormat {
+    /// The format's short name, as the rejects store keeps it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ndjson => "ndjson",
+            Self::JsonArray => "json",
+            Self::Csv => "csv",
+        }
+    }
+
     /// From a `Content-Type` value, parameters ignored.
     pub fn from_content_type(value: &str) -> Option<Self> {
         let mime = value

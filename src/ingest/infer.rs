@@ -141,6 +141,8 @@ pub fn infer_table(
         primary_key: Vec::new(),
         cursor: None,
         schema: SchemaPolicy::Freeze,
+        bad_rows: Default::default(),
+        reject_retry_window: Default::default(),
     })
 }
 

@@ -28,7 +28,9 @@ use uuid::Uuid;
 use super::body::BodyDigest;
 use super::decode::{decode_whole, read_small, verdict, BodyRead, RepeatCheck};
 use super::keyed::{fingerprint, KeyedAnswer, KeyedRequest, COMPLETED_STATUS};
-use super::rows::{choose_mode, encode_options, PostRows, Predecoded, RowsReceipt, RowsWritten};
+use super::rows::{
+    choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
+};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::names::TableName;
 use crate::schema::TableDef;
@@ -274,6 +276,7 @@ impl Pipeline {
         let options = encode_options(&def, mode, &rows.principal, &rows.idempotency_key);
         let format = rows.body.format;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, &ticket, format);
+        let job = quarantined(job, rows.bad_rows, &ticket);
         let (decoded, copy) = decode_whole(&job, &body);
         let decoded = match verdict(decoded) {
             Ok(decoded) => decoded,
@@ -291,15 +294,20 @@ impl Pipeline {
         let copy = copy.ok_or_else(|| {
             WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
         })?;
-        let pre = Predecoded {
+        let has_rejects = decoded.rejects.as_ref().is_some_and(|r| r.count() > 0);
+        let pre = Box::new(Predecoded {
             def,
             mode,
             ticket,
             decoded,
             body,
             copy,
-        };
-        Ok(Predecoding::Ready(rows, Box::new(pre)))
+        });
+        // Rejects are kept by a write alone (a batch has no place for them).
+        if has_rejects {
+            return Ok(Predecoding::Alone(with_predecoded(rows, pre)));
+        }
+        Ok(Predecoding::Ready(rows, pre))
     }
 
     /// Writes `item` in a batch of its table's, or hands it back to be

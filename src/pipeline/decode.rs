@@ -25,6 +25,7 @@ use crate::ingest::{
 };
 use crate::period::Period;
 use crate::schema::{SchemaPolicy, TableDef};
+use crate::store::rejects::{Reject, RejectSource, RejectSpool};
 use crate::store::{StoreError, StoreResult};
 
 /// COPY data is handed over in chunks of about this size.
@@ -52,6 +53,10 @@ pub struct Decoded {
     /// SHA-256 of `hash_prefix` and the body.
     pub body_sha256: String,
     pub errors: ErrorLog,
+    /// Under `bad_rows: quarantine`: the bad rows, to be kept with the load.
+    pub rejects: Option<RejectSpool>,
+    /// Why the rejects could not be spooled (the load fails).
+    pub spool_error: Option<io::Error>,
     pub read_error: Option<ReadError>,
     /// Every problem of a refused CSV header (`read_error` has the first).
     pub header_refusal: Option<BadRow>,
@@ -87,6 +92,12 @@ pub struct DecodeJob {
     pub max_listed_errors: usize,
     /// The largest record (see `read_records`).
     pub max_record_bytes: usize,
+    /// Under `bad_rows: quarantine`, where the bad rows come from; `None`
+    /// refuses the body on any bad row.
+    pub quarantine: Option<RejectSource>,
+    /// Where a large spool of rejects goes (the system's temporary directory
+    /// when `None`).
+    pub spool_dir: Option<std::path::PathBuf>,
 }
 
 /// Starts decoding `body` on a blocking thread.
@@ -197,6 +208,11 @@ pub fn verdict(decoded: Decoded) -> WriteResult<Decoded> {
         }
         None => {}
     }
+    if let Some(e) = &decoded.spool_error {
+        return Err(WriteError::Internal(anyhow::anyhow!(
+            "the rejects could not be spooled: {e}"
+        )));
+    }
     if !decoded.errors.is_empty() {
         return Err(WriteError::BadRows {
             count: decoded.errors.count,
@@ -293,13 +309,22 @@ struct Encoding<'d> {
     /// body, decoded whole).
     chunks: Option<mpsc::Sender<io::Result<Bytes>>>,
     receiver_gone: bool,
+    /// Under `bad_rows: quarantine`, where bad rows go instead of refusing
+    /// the body.
+    rejects: Option<RejectSpool>,
+    spool_error: Option<io::Error>,
+    /// A CSV body's header as sent (each reject keeps it).
+    csv_header: Option<Vec<u8>>,
 }
 
 impl RecordSink for Encoding<'_> {
     /// Checks every header name, so that one answer names each unknown or
     /// repeated column; the whole list waits in `header_refusal`, since the
     /// reader takes one error only.
-    fn header(&mut self, _raw: &[u8], names: &[&str]) -> Result<(), RowError> {
+    fn header(&mut self, raw: &[u8], names: &[&str]) -> Result<(), RowError> {
+        if self.rejects.is_some() {
+            self.csv_header = Some(raw.to_vec());
+        }
         let mut refusal: Option<BadRow> = None;
         for (i, name) in names.iter().enumerate() {
             let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
@@ -335,15 +360,21 @@ impl RecordSink for Encoding<'_> {
 
     fn record(
         &mut self,
-        _raw: Option<&[u8]>,
+        raw: Option<&[u8]>,
         record: Result<RawRecord<'_>, RowError>,
     ) -> ControlFlow<()> {
         self.rows_received += 1;
-        match record {
-            Err(e) => self.errors.push(e),
-            Ok(record) => self.encode(&record),
+        if self.rejects.is_some() {
+            self.encode_or_keep(raw, record);
+        } else {
+            let mut errors = std::mem::take(&mut self.errors);
+            match record {
+                Err(e) => errors.push(e),
+                Ok(record) => self.encode(&record, &mut errors),
+            }
+            self.errors = errors;
         }
-        if !self.errors.is_empty() {
+        if !self.errors.is_empty() || self.spool_error.is_some() {
             self.out.clear();
             return ControlFlow::Continue(());
         }
@@ -363,8 +394,39 @@ impl RecordSink for Encoding<'_> {
 }
 
 impl Encoding<'_> {
-    fn encode(&mut self, record: &RawRecord<'_>) {
-        if let Some(row) = self.encoder.encode(record, &mut self.out, &mut self.errors) {
+    /// Under quarantine: the record encoded, or, when it is bad, spooled as
+    /// a reject with every problem it has.
+    fn encode_or_keep(&mut self, raw: Option<&[u8]>, record: Result<RawRecord<'_>, RowError>) {
+        let mut problems = ErrorLog::new(1);
+        let (line, number, ds) = match record {
+            Err(e) => {
+                let at = (e.line, e.record, None);
+                problems.push(e);
+                at
+            }
+            Ok(record) => {
+                self.encode(&record, &mut problems);
+                (record.line, record.record, self.encoder.last_period())
+            }
+        };
+        let (Some(problems), Some(spool)) = (problems.listed.first(), &mut self.rejects) else {
+            return;
+        };
+        let reject = Reject {
+            record: number,
+            line,
+            ds,
+            raw,
+            csv_header: self.csv_header.as_deref(),
+            problems,
+        };
+        if let Err(e) = spool.push(&reject) {
+            self.spool_error = Some(e);
+        }
+    }
+
+    fn encode(&mut self, record: &RawRecord<'_>, errors: &mut ErrorLog) {
+        if let Some(row) = self.encoder.encode(record, &mut self.out, errors) {
             self.input_hash.add(&row.row_hash);
             // Most bodies hold one partition: no set insert for a row of the
             // greatest one seen so far.
@@ -392,7 +454,8 @@ impl Encoding<'_> {
     /// error item, which makes the COPY abort instead of committing a
     /// partial stage. Returns the data when it was kept whole (and good).
     fn close(&mut self, read_error: Option<&ReadError>) -> Option<Bytes> {
-        let end = if read_error.is_none() && self.errors.is_empty() && !self.receiver_gone {
+        let good = self.errors.is_empty() && self.spool_error.is_none();
+        let end = if read_error.is_none() && good && !self.receiver_gone {
             self.out.extend_from_slice(COPY_BINARY_TRAILER);
             Ok(Bytes::from(std::mem::take(&mut self.out)))
         } else {
@@ -432,6 +495,12 @@ fn decode<R: io::Read>(
         repeats: RepeatWatch::new(job.repeats),
         chunks,
         receiver_gone: false,
+        rejects: job
+            .quarantine
+            .clone()
+            .map(|source| RejectSpool::new(source, job.spool_dir.clone())),
+        spool_error: None,
+        csv_header: None,
     };
     sink.out.extend_from_slice(COPY_BINARY_HEADER);
     let read_error = read_records(job.format, &mut reader, &mut sink, job.max_record_bytes).err();
@@ -446,6 +515,8 @@ fn decode<R: io::Read>(
         additions: sink.additions,
         body_sha256: hex::encode(reader.into_inner().hash.finalize()),
         errors: sink.errors,
+        rejects: sink.rejects,
+        spool_error: sink.spool_error,
         read_error,
         header_refusal: sink.header_refusal,
     };

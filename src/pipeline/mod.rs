@@ -38,6 +38,7 @@ use crate::period::Period;
 use crate::schema::{TableDef, DEFAULT_PARTITION_COLUMN};
 use crate::store::catalog::{self, Origin};
 use crate::store::ledger::{LoadEntry, LoadStatus};
+use crate::store::rejects::RejectSource;
 use crate::store::Store;
 use body::classify_read_error;
 use decode::{DecodeJob, RepeatCheck};
@@ -94,6 +95,8 @@ impl Pipeline {
             hash_prefix: Sha256::default(),
             max_listed_errors: self.settings.max_listed_errors,
             max_record_bytes: self.settings.max_record_bytes(),
+            quarantine: None,
+            spool_dir: self.settings.spool_dir.clone(),
         }
     }
 }
@@ -195,6 +198,19 @@ impl LoadTicket {
             idempotency_key: idempotency_key.map(str::to_string),
             started_at: Utc::now(),
             actor: actor.clone(),
+        }
+    }
+
+    /// Where this load's rejects come from (under `bad_rows: quarantine`).
+    pub fn reject_source(&self, origin: &'static str, format: BodyFormat) -> RejectSource {
+        RejectSource {
+            table: self.table.clone(),
+            load_id: self.load_id,
+            origin,
+            format: format.name(),
+            ds: self.ds,
+            idempotency_key: self.idempotency_key.clone(),
+            received_at: self.started_at,
         }
     }
 

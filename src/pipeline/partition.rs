@@ -26,9 +26,10 @@ use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::metrics::{Metrics, RowCounts};
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{BadRowPolicy, TableDef};
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published, Swap};
+use crate::store::rejects::RejectSpool;
 use crate::store::stage::{self, StageFate, Staged};
 
 /// The answer to an accepted PUT (the receipt; see the README).
@@ -41,7 +42,11 @@ pub struct Receipt {
     pub rows_received: u64,
     pub rows_written: u64,
     pub duplicates: u64,
+    /// Bad rows kept in the rejects store (`bad_rows: quarantine`).
     pub rejected: u64,
+    /// Where they are listed (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejects: Option<String>,
     /// Values of fields the table has no column for, dropped under
     /// `schema: discard_unknown` (absent when none).
     #[serde(skip_serializing_if = "super::is_zero")]
@@ -91,6 +96,8 @@ pub struct PutPartition {
     pub conditions: Conditions,
     /// Who sent it, for the ledger.
     pub actor: Actor,
+    /// `?bad_rows=`: the table's policy for this request only.
+    pub bad_rows: Option<BadRowPolicy>,
 }
 
 pub const MODE: &str = "replace";
@@ -154,6 +161,7 @@ impl Pipeline {
             body,
             conditions,
             actor: _, // the ticket carries it
+            bad_rows,
         } = req;
         let PutConnections {
             stage: conn,
@@ -169,7 +177,8 @@ impl Pipeline {
         let new_table = matches!(target, Target::Inferred(_));
         let def = target.into_def();
         check_grain(&def, ds)?;
-        let body_hash = body_hash_prefix(format, &def);
+        let bad_rows = bad_rows.unwrap_or(def.bad_rows);
+        let body_hash = body_hash_prefix(format, &def, bad_rows);
         let body = match &live {
             None => body,
             Some(live) => match self
@@ -195,6 +204,8 @@ impl Pipeline {
         let job = self.decode_job(def, options, RepeatCheck::LeaveToIndex, ticket, format);
         let job = DecodeJob {
             hash_prefix: body_hash,
+            quarantine: (bad_rows == BadRowPolicy::Quarantine)
+                .then(|| ticket.reject_source("put", format)),
             ..job
         };
         let stage = StagedPut {
@@ -293,7 +304,7 @@ impl StagedPut<'_> {
         conn: &mut PgConnection,
         def: &TableDef,
         stage_name: &str,
-        decoded: Decoded,
+        mut decoded: Decoded,
         staged: Staged,
     ) -> WriteResult<Receipt> {
         let mut content = decoded.input_hash;
@@ -301,6 +312,8 @@ impl StagedPut<'_> {
             content.remove(dropped);
         }
         let duplicates = u64::try_from(staged.dropped_row_hashes.len()).expect("fits u64");
+        let rejects = decoded.rejects.take();
+        let rejected = rejects.as_ref().map_or(0, RejectSpool::count);
         let mut receipt = Receipt {
             load_id: self.ticket.load_id,
             table: def.name.clone(),
@@ -309,7 +322,8 @@ impl StagedPut<'_> {
             rows_received: decoded.rows_received,
             rows_written: staged.rows,
             duplicates,
-            rejected: 0,
+            rejected,
+            rejects: rejects_link(&def.name, self.ticket.load_id, rejected),
             discarded_fields: decoded.discarded_fields,
             row_count: staged.rows,
             content_sha256: content.hex(),
@@ -320,6 +334,7 @@ impl StagedPut<'_> {
         let body = BodyFacts {
             sha256: &decoded.body_sha256,
             rows_received: decoded.rows_received,
+            rejected,
             content: &content,
         };
         let swap = Swap {
@@ -329,6 +344,7 @@ impl StagedPut<'_> {
             stage_name,
             body,
             conditions: self.conditions,
+            rejects,
         };
         // Timed here rather than in the store: the swap's cost as a write
         // sees it, lock waits included.
@@ -358,12 +374,12 @@ fn check_grain(def: &TableDef, ds: Period) -> WriteResult<()> {
     )))
 }
 
-/// The body hash covers what the bytes mean too: their format and the
-/// table definition they are read against.
-fn body_hash_prefix(format: BodyFormat, def: &TableDef) -> Sha256 {
+/// The body hash covers what the bytes mean too: their format, the table
+/// definition they are read against, and what becomes of bad rows.
+fn body_hash_prefix(format: BodyFormat, def: &TableDef, bad_rows: BadRowPolicy) -> Sha256 {
     let mut hash = Sha256::new();
     hash.update(b"idem-body-v1\0");
-    hash.update(format!("{format:?}\0").as_bytes());
+    hash.update(format!("{format:?}\0{}\0", bad_rows.as_str()).as_bytes());
     hash.update(serde_json::to_vec(def).expect("a definition serializes"));
     hash.update(b"\0");
     hash
@@ -379,8 +395,12 @@ fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
         mode: MODE,
         rows_received: live.rows_received,
         rows_written: 0,
-        duplicates: live.rows_received.saturating_sub(live.row_count),
-        rejected: 0,
+        duplicates: live
+            .rows_received
+            .saturating_sub(live.rejected)
+            .saturating_sub(live.row_count),
+        rejected: live.rejected,
+        rejects: rejects_link(&ticket.table, live.load_id, live.rejected),
         // Not decoded again: the first PUT of this body told its count.
         discarded_fields: 0,
         row_count: live.row_count,
@@ -388,6 +408,11 @@ fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
         changed: false,
         replayed: false,
     }
+}
+
+/// Where a load's rejects are listed, when it has any.
+pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<String> {
+    (rejected > 0).then(|| format!("/rejects?table={table}&load_id={load_id}"))
 }
 
 /// Copies the body to an unnamed temporary file, taking its SHA-256 on the

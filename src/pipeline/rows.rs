@@ -8,7 +8,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use super::body::BodySource;
-use super::decode::{self, Decode, Decoded, RepeatCheck};
+use super::decode::{self, Decode, DecodeJob, Decoded, RepeatCheck};
+use super::partition::rejects_link;
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::encode::row_hash_of_text;
@@ -17,12 +18,13 @@ use crate::ingest::EncodeOptions;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{BadRowPolicy, TableDef};
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::merge::{
     apply_incoming, copy_incoming, fits_arrays, small_body, Incoming, IncomingRows, MergeMode,
     Merged, PartitionAfter,
 };
+use crate::store::rejects;
 
 /// The answer to an accepted POST.
 #[derive(Clone, Debug, Serialize)]
@@ -44,7 +46,11 @@ pub struct RowsReceipt {
     /// existing key under `insert_missing`, a tombstone for nothing.
     pub unchanged: u64,
     pub duplicates: u64,
+    /// Bad rows kept in the rejects store (`bad_rows: quarantine`).
     pub rejected: u64,
+    /// Where they are listed (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejects: Option<String>,
     /// Values of fields the table has no column for, dropped under
     /// `schema: discard_unknown` (absent when none).
     #[serde(skip_serializing_if = "super::is_zero")]
@@ -68,6 +74,8 @@ pub struct PostRows {
     /// The body, decoded already (it went to a batch, which could not
     /// write it; see `batch`).
     pub predecoded: Option<Box<Predecoded>>,
+    /// `?bad_rows=`: the table's policy for this request only.
+    pub bad_rows: Option<BadRowPolicy>,
 }
 
 /// A small body decoded before its write's transaction: for that table
@@ -157,7 +165,8 @@ impl Pipeline {
         tx: &mut PgConnection,
     ) -> WriteResult<RowsWritten> {
         let (def, mode, decoding) = self.decoding(req, ticket, tx).await?;
-        let (decoded, landed) = self.land_rows(tx, &def, mode, decoding).await?;
+        let (mut decoded, landed) = self.land_rows(tx, &def, mode, decoding).await?;
+        let rejects = decoded.rejects.take();
         let incoming = Incoming {
             rows: landed.rows,
             content: decoded.input_hash,
@@ -178,7 +187,11 @@ impl Pipeline {
         )
         .await?;
         let deltas = std::mem::take(&mut merged.deltas);
-        let receipt = RowsReceipt::new(ticket, &def, mode, &decoded, merged);
+        let mut receipt = RowsReceipt::new(ticket, &def, mode, &decoded, merged);
+        if let Some(rejects) = rejects {
+            receipt.rejected = rejects::keep(tx, rejects).await?;
+            receipt.rejects = rejects_link(&def.name, ticket.load_id, receipt.rejected);
+        }
         Ok(RowsWritten { receipt, deltas })
     }
 }
@@ -226,9 +239,21 @@ impl Pipeline {
         let mode = choose_mode(&def, req.mode)?;
         let options = encode_options(&def, mode, &req.principal, &req.idempotency_key);
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
+        let job = quarantined(job, req.bad_rows, ticket);
         let small = self.settings.small_body_bytes();
         let decoding = decode::decode_small_or_spawn(job, body, small).await?;
         Ok((def, mode, decoding))
+    }
+}
+
+/// `job` with its bad rows quarantined when the request's policy (or, when
+/// it names none, its table's) says so.
+pub fn quarantined(job: DecodeJob, asked: Option<BadRowPolicy>, ticket: &LoadTicket) -> DecodeJob {
+    let policy = asked.unwrap_or(job.def.bad_rows);
+    DecodeJob {
+        quarantine: (policy == BadRowPolicy::Quarantine)
+            .then(|| ticket.reject_source("post", job.format)),
+        ..job
     }
 }
 
@@ -310,6 +335,7 @@ impl RowsReceipt {
             unchanged: merged.rows_after_dedup - rows_written,
             duplicates: merged.duplicates,
             rejected: 0,
+            rejects: None,
             discarded_fields: decoded.discarded_fields,
             changed: rows_written > 0,
             replayed: false,
@@ -340,6 +366,7 @@ impl RowsReceipt {
             rows_received: self.rows_received,
             rows_written: self.rows_written,
             duplicates: self.duplicates,
+            rejected: self.rejected,
             changed: self.changed,
             ..ticket.entry()
         }

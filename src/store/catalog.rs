@@ -209,7 +209,7 @@ async fn alter_table(
     changes: &[SchemaChange],
 ) -> StoreResult<()> {
     let parent = parent_table(&def.name);
-    for change in changes {
+    for change in changes.iter().filter(|c| !c.is_policy()) {
         let sql = match change {
             SchemaChange::AddColumn { column, ty } => format!(
                 "alter table {parent} add column {} {}",
@@ -221,7 +221,7 @@ async fn alter_table(
                 column.quoted(),
                 to.sql_name()
             ),
-            SchemaChange::SetCursor { .. } | SchemaChange::SetSchemaPolicy { .. } => continue,
+            _ => continue,
         };
         sqlx::query(&sql).execute(&mut *conn).await?;
     }

@@ -26,7 +26,7 @@ use crate::period::Period;
 /// a `where` on `p` and end with `LIVE_GROUP`.
 // language=PostgreSQL
 pub const LIVE_SELECT: &str = "
-    select p.ds, p.row_count, p.content_sum, p.content_sha256, p.body_sha256, p.rows_received,
+    select p.ds, p.row_count, p.content_sum, p.content_sha256, p.body_sha256, p.rows_received, p.rejected,
            p.load_id, p.published_at,
            coalesce(sum(d.row_delta), 0)::bigint as row_delta,
            coalesce(array_agg(d.sum_delta) filter (where d.load_id is not null), '{}') as sum_deltas,
@@ -47,6 +47,8 @@ pub struct Live {
     /// from; merges since then leave them, and `settled` says so.
     pub body_sha256: String,
     pub rows_received: u64,
+    /// Of them, kept in the rejects store.
+    pub rejected: u64,
     /// No delta since the last swap or fold.
     pub settled: bool,
 }
@@ -84,6 +86,7 @@ impl Live {
                 String::new()
             },
             rows_received: stored_count(row.try_get("rows_received")?)?,
+            rejected: stored_count(row.try_get("rejected")?)?,
             settled,
         })
     }
@@ -272,7 +275,7 @@ async fn settle(
     sqlx::query(
         "update idem.partitions
             set row_count = $3, content_sum = $4, content_sha256 = $5, load_id = $6,
-                published_at = $7, body_sha256 = '', rows_received = 0
+                published_at = $7, body_sha256 = '', rows_received = 0, rejected = 0
           where table_name = $1 and ds = $2",
     )
     .bind(table.as_str())

@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod merge;
 pub mod partitions;
 pub mod publish;
+pub mod rejects;
 pub mod stage;
 pub mod tokens;
 

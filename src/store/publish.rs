@@ -13,6 +13,7 @@ use sqlx::{Connection, PgConnection};
 
 use super::contents;
 use super::ledger::{self, LoadEntry, LoadStatus};
+use super::rejects::{self, RejectSpool};
 use super::stage::staging_table;
 use super::{
     catalog, count, lock_partition, lock_table_shared, parent_table, partition_name,
@@ -76,6 +77,10 @@ pub struct Current {
     pub body_sha256: String,
     pub row_count: u64,
     pub rows_received: u64,
+    /// Of them, kept in the rejects store.
+    pub rejected: u64,
+    /// The load the body was.
+    pub load_id: uuid::Uuid,
 }
 
 /// What the registry keeps of the body a partition was built from, so that
@@ -84,6 +89,8 @@ pub struct Current {
 pub struct BodyFacts<'a> {
     pub sha256: &'a str,
     pub rows_received: u64,
+    /// Of them, kept in the rejects store.
+    pub rejected: u64,
     /// The content hash of the rows staged (what the partition will hold).
     pub content: &'a ContentHash,
 }
@@ -99,6 +106,8 @@ pub async fn current(
         body_sha256: live.body_sha256,
         row_count: live.content.rows(),
         rows_received: live.rows_received,
+        rejected: live.rejected,
+        load_id: live.load_id,
     }))
 }
 
@@ -120,6 +129,8 @@ pub struct Swap<'a> {
     pub stage_name: &'a str,
     pub body: BodyFacts<'a>,
     pub conditions: &'a Conditions,
+    /// The load's bad rows, under `bad_rows: quarantine`.
+    pub rejects: Option<RejectSpool>,
 }
 
 /// Swaps the stage in as the partition, or finds the partition already
@@ -138,6 +149,7 @@ pub async fn publish(
         stage_name,
         body,
         conditions,
+        rejects,
     } = swap;
     let mut tx = conn.begin().await?;
     if new_table {
@@ -161,6 +173,12 @@ pub async fn publish(
         Published::Swapped
     };
     ledger::insert(&mut tx, entry).await?;
+    // Whether or not the day changed, this load is its latest version: its
+    // rejects are the day's pending ones.
+    rejects::supersede(&mut tx, &def.name, ds, entry.load_id).await?;
+    if let Some(rejects) = rejects {
+        rejects::keep(&mut tx, rejects).await?;
+    }
     tx.commit().await?;
     Ok(published)
 }
@@ -228,12 +246,13 @@ async fn register(
     // language=PostgreSQL
     sqlx::query(
         "insert into idem.partitions (table_name, ds, row_count, content_sha256, body_sha256, rows_received,
-                                      load_id, content_sum, published_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, now())
+                                      load_id, content_sum, rejected, published_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
          on conflict (table_name, ds) do update
             set row_count = excluded.row_count, content_sha256 = excluded.content_sha256,
                 content_sum = excluded.content_sum,
                 body_sha256 = excluded.body_sha256, rows_received = excluded.rows_received,
+                rejected = excluded.rejected,
                 load_id = excluded.load_id, published_at = excluded.published_at",
     )
     .bind(def.name.as_str())
@@ -244,6 +263,7 @@ async fn register(
     .bind(count(body.rows_received)?)
     .bind(entry.load_id)
     .bind(&body.content.sum_bytes()[..])
+    .bind(count(body.rejected)?)
     .execute(&mut *tx)
     .await?;
     // The deltas were changes to the partition just replaced.

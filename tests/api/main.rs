@@ -15,6 +15,7 @@ mod partitions;
 mod patch;
 mod policies;
 mod processes;
+mod quarantine;
 mod refusals;
 mod reports;
 mod round_trip;

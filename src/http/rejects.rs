@@ -1,0 +1,117 @@
+//! The rejects store over HTTP: `GET /rejects` lists what a `quarantine`
+//! policy kept.
+
+use axum::extract::{OriginalUri, State};
+use axum::http::{header, HeaderMap};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+use super::{page, page_limit, page_ndjson, parse_id, ApiQuery, AppState, Caller};
+use crate::access::Scope;
+use crate::error::{ApiError, ApiResult};
+use crate::names::TableName;
+use crate::store::rejects::{RejectCursor, RejectFilter, StoredReject};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/rejects", get(list_rejects))
+}
+
+/// The states a reject can be in.
+const STATUSES: [&str; 4] = ["pending", "replayed", "expired", "superseded"];
+
+#[derive(Deserialize)]
+struct RejectsQuery {
+    table: Option<String>,
+    load_id: Option<String>,
+    status: Option<String>,
+    /// RFC 3339: rejects received at or after it.
+    since: Option<String>,
+    limit: Option<i64>,
+    /// The last reject of the previous page (`load_id.record`).
+    cursor: Option<String>,
+}
+
+/// The rejects of the tables the caller may read, oldest first; JSON, or
+/// NDJSON when the `Accept` header asks for it.
+async fn list_rejects(
+    State(state): State<AppState>,
+    caller: Caller,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<RejectsQuery>,
+) -> ApiResult<Response> {
+    let table = q.table.as_deref().map(TableName::parse).transpose()?;
+    if let Some(table) = &table {
+        caller.require(Scope::Read, table)?;
+    }
+    let status = q.status.as_deref().map(parse_status).transpose()?;
+    let since = q.since.as_deref().map(parse_time).transpose()?;
+    let load_id = q
+        .load_id
+        .as_deref()
+        .map(|t| parse_id(t, "load id"))
+        .transpose()?;
+    let after = q.cursor.as_deref().map(parse_cursor).transpose()?;
+    let limit = page_limit(q.limit)?;
+    let visible = caller.grants.readable_like();
+    let filter = RejectFilter {
+        table: table.as_ref(),
+        load_id,
+        status,
+        since,
+        visible: &visible,
+    };
+    let rejects = state.store.rejects(&filter, after, limit).await?;
+    let cursor_of = |r: &StoredReject| {
+        RejectCursor {
+            load_id: r.load_id,
+            record: r.record,
+        }
+        .text()
+    };
+    Ok(if wants_ndjson(&headers) {
+        page_ndjson(&uri, rejects, limit, cursor_of)
+    } else {
+        page(&uri, rejects, limit, cursor_of)
+    })
+}
+
+fn parse_status(text: &str) -> ApiResult<&str> {
+    STATUSES.into_iter().find(|s| *s == text).ok_or_else(|| {
+        ApiError::InvalidRequest(format!(
+            "status {text:?} is not one of {}",
+            STATUSES.join(", ")
+        ))
+    })
+}
+
+fn parse_time(text: &str) -> ApiResult<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            ApiError::InvalidRequest(format!(
+                "since {text:?} is not an RFC 3339 time such as 2026-12-01T00:00:00Z"
+            ))
+        })
+}
+
+fn parse_cursor(text: &str) -> ApiResult<RejectCursor> {
+    RejectCursor::parse(text).ok_or_else(|| {
+        ApiError::InvalidRequest(format!(
+            "cursor {text:?} is not one this server gave (load_id.record)"
+        ))
+    })
+}
+
+/// Whether the client asked for NDJSON rather than JSON.
+pub fn wants_ndjson(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| {
+            accept.contains("application/x-ndjson") || accept.contains("application/ndjson")
+        })
+}

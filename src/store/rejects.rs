@@ -1,0 +1,397 @@
+//! The rejects store (`idem.rejects`): rows a write refused under the
+//! `quarantine` policy, each kept as it was sent, with why, to be listed
+//! (`GET /rejects`) and replayed once the table fits them.
+//!
+//! A load's rejects are encoded as binary COPY tuples while its body is
+//! decoded, into a spool (memory, then a temporary file past
+//! `SPOOL_MEMORY_BYTES`, so a body of many bad rows stays in bounded
+//! memory), and COPYed in the load's own transaction: they commit with its
+//! good rows, or not at all.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, Write};
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{count, StoreError, StoreResult};
+use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
+use crate::ingest::BadRow;
+use crate::names::TableName;
+use crate::period::Period;
+
+/// A spool keeps this much in memory before it moves to a file.
+const SPOOL_MEMORY_BYTES: usize = 1 << 20;
+
+/// The columns a spool's tuples fill, in order.
+const COPY_COLUMNS: &str = "table_name, load_id, record, line, ds, origin, format, raw, \
+                            csv_header, errors, idempotency_key, received_at, last_tried_at";
+
+/// Postgres's timestamps count microseconds from 2000-01-01 UTC.
+const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+/// What is the same for every reject of one load.
+#[derive(Clone, Debug)]
+pub struct RejectSource {
+    pub table: TableName,
+    pub load_id: Uuid,
+    /// `put` or `post`.
+    pub origin: &'static str,
+    /// `ndjson`, `json` or `csv`.
+    pub format: &'static str,
+    /// A PUT's partition (a POST row's own is read from the row, if it can be).
+    pub ds: Option<Period>,
+    pub idempotency_key: Option<String>,
+    pub received_at: DateTime<Utc>,
+}
+
+/// One bad record, as the decoder saw it.
+pub struct Reject<'a> {
+    pub record: u64,
+    pub line: u64,
+    pub ds: Option<Period>,
+    /// The record byte for byte; `None` when it was too large to keep.
+    pub raw: Option<&'a [u8]>,
+    pub csv_header: Option<&'a [u8]>,
+    pub problems: &'a BadRow,
+}
+
+/// A load's rejects as binary COPY tuples: in memory, then in a file.
+pub struct RejectSpool {
+    source: RejectSource,
+    memory: Vec<u8>,
+    file: Option<File>,
+    spool_dir: Option<PathBuf>,
+    count: u64,
+}
+
+impl RejectSpool {
+    pub fn new(source: RejectSource, spool_dir: Option<PathBuf>) -> Self {
+        RejectSpool {
+            source,
+            memory: Vec::new(),
+            file: None,
+            spool_dir,
+            count: 0,
+        }
+    }
+
+    /// Rejects spooled.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn source(&self) -> &RejectSource {
+        &self.source
+    }
+
+    /// Spools one reject (a file write past the memory bound).
+    pub fn push(&mut self, reject: &Reject<'_>) -> io::Result<()> {
+        encode_tuple(&self.source, reject, &mut self.memory)?;
+        self.count += 1;
+        if self.memory.len() >= SPOOL_MEMORY_BYTES {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self) -> io::Result<()> {
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(match &self.spool_dir {
+                Some(dir) => tempfile::tempfile_in(dir)?,
+                None => tempfile::tempfile()?,
+            }),
+        };
+        file.write_all(&self.memory)?;
+        self.memory.clear();
+        Ok(())
+    }
+}
+
+/// One tuple: every column of `COPY_COLUMNS`, as Postgres's binary COPY
+/// reads it (a 32-bit length, -1 for null, then the bytes).
+fn encode_tuple(source: &RejectSource, reject: &Reject<'_>, out: &mut Vec<u8>) -> io::Result<()> {
+    let too_large = |_| io::Error::other("a rejected record is too large to keep");
+    let record = i64::try_from(reject.record).map_err(too_large)?;
+    let line = i64::try_from(reject.line).map_err(too_large)?;
+    let ds = reject.ds.or(source.ds).map(|p| p.label());
+    let mut errors = vec![1u8]; // jsonb's binary form: a version byte, then text
+    serde_json::to_writer(&mut errors, &problem_list(reject.problems))?;
+    let received = source.received_at.timestamp_micros() - POSTGRES_EPOCH_MICROS;
+    out.extend_from_slice(&13i16.to_be_bytes());
+    let fields: [Option<&[u8]>; 13] = [
+        Some(source.table.as_str().as_bytes()),
+        Some(source.load_id.as_bytes()),
+        Some(&record.to_be_bytes()),
+        Some(&line.to_be_bytes()),
+        ds.as_deref().map(str::as_bytes),
+        Some(source.origin.as_bytes()),
+        Some(source.format.as_bytes()),
+        reject.raw,
+        reject.csv_header,
+        Some(&errors),
+        source.idempotency_key.as_deref().map(str::as_bytes),
+        Some(&received.to_be_bytes()),
+        Some(&received.to_be_bytes()),
+    ];
+    for field in fields {
+        match field {
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+            Some(bytes) => {
+                let len = i32::try_from(bytes.len()).map_err(too_large)?;
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(bytes);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One problem of a reject, as stored and listed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Problem {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub column: Option<String>,
+    pub message: String,
+}
+
+/// Every problem of a bad row: those naming a column, or its one without.
+pub fn problem_list(row: &BadRow) -> Vec<Problem> {
+    if row.columns.is_empty() {
+        return vec![Problem {
+            column: row.column.clone(),
+            message: row.message.clone(),
+        }];
+    }
+    row.columns
+        .iter()
+        .map(|p| Problem {
+            column: Some(p.column.clone()),
+            message: p.message.clone(),
+        })
+        .collect()
+}
+
+/// COPYs the spooled rejects into `idem.rejects`, in the caller's
+/// transaction; returns how many.
+pub async fn keep(conn: &mut PgConnection, mut spool: RejectSpool) -> StoreResult<u64> {
+    if spool.count == 0 {
+        return Ok(0);
+    }
+    let spool_failed = |e: io::Error| StoreError::RowSource(e);
+    let mut copy = conn
+        .copy_in_raw(&format!(
+            "copy idem.rejects ({COPY_COLUMNS}) from stdin with (format binary)"
+        ))
+        .await?;
+    copy.send(COPY_BINARY_HEADER).await?;
+    if let Some(mut file) = spool.file.take() {
+        file.rewind().map_err(spool_failed)?;
+        let mut chunk = vec![0u8; SPOOL_MEMORY_BYTES];
+        loop {
+            let n = file.read(&mut chunk).map_err(spool_failed)?;
+            if n == 0 {
+                break;
+            }
+            copy.send(&chunk[..n]).await?;
+        }
+    }
+    copy.send(std::mem::take(&mut spool.memory)).await?;
+    copy.send(COPY_BINARY_TRAILER).await?;
+    let kept = copy.finish().await?;
+    if kept != spool.count {
+        return Err(StoreError::Corrupt("COPY kept another number of rejects"));
+    }
+    Ok(kept)
+}
+
+/// A new PUT of a partition makes the pending rejects of earlier PUTs of it
+/// `superseded`: they belonged to a version of the day that is gone, and a
+/// replay must not bring them into the new one.
+pub async fn supersede(
+    conn: &mut PgConnection,
+    table: &TableName,
+    ds: Period,
+    load_id: Uuid,
+) -> StoreResult<()> {
+    // language=PostgreSQL
+    sqlx::query(
+        "update idem.rejects set status = 'superseded'
+          where table_name = $1 and ds = $2 and origin = 'put' and status = 'pending'
+            and load_id <> $3",
+    )
+    .bind(table.as_str())
+    .bind(ds.label())
+    .bind(load_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A stored reject, as listed.
+#[derive(Clone, Debug, Serialize)]
+pub struct StoredReject {
+    pub table: String,
+    pub load_id: Uuid,
+    pub record: u64,
+    pub line: u64,
+    pub ds: Option<String>,
+    pub origin: String,
+    pub format: String,
+    /// The record as sent, when it is UTF-8 (see `raw_base64`); `null` when
+    /// it was too large to keep.
+    pub raw: Option<String>,
+    /// The record as sent, base64, when it is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_base64: Option<String>,
+    /// The CSV header the record was read under.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csv_header: Option<String>,
+    pub errors: Vec<Problem>,
+    pub idempotency_key: Option<String>,
+    pub received_at: DateTime<Utc>,
+    pub tries: u32,
+    pub status: String,
+    pub replayed_by: Option<Uuid>,
+    pub last_tried_at: DateTime<Utc>,
+}
+
+/// Which rejects a list shows.
+pub struct RejectFilter<'a> {
+    pub table: Option<&'a TableName>,
+    pub load_id: Option<Uuid>,
+    pub status: Option<&'a str>,
+    pub since: Option<DateTime<Utc>>,
+    /// `LIKE` patterns of the tables the caller may read.
+    pub visible: &'a [String],
+}
+
+/// Where a page of rejects starts: after this load's record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RejectCursor {
+    pub load_id: Uuid,
+    pub record: u64,
+}
+
+impl RejectCursor {
+    pub fn text(&self) -> String {
+        format!("{}.{}", self.load_id, self.record)
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let (load_id, record) = text.split_once('.')?;
+        Some(RejectCursor {
+            load_id: Uuid::parse_str(load_id).ok()?,
+            record: record.parse().ok()?,
+        })
+    }
+}
+
+const REJECT_COLUMNS: &str = "table_name, load_id, record, line, ds, origin, format, raw, \
+    csv_header, errors, idempotency_key, received_at, tries, status, replayed_by, last_tried_at";
+
+/// A page of rejects, oldest load first (load ids are time-ordered), then
+/// by record.
+pub async fn list(
+    conn: &mut PgConnection,
+    filter: &RejectFilter<'_>,
+    after: Option<RejectCursor>,
+    limit: i64,
+) -> StoreResult<Vec<StoredReject>> {
+    let after_record = after.map(|c| count(c.record)).transpose()?;
+    // language=PostgreSQL
+    let rows: Vec<RejectRow> = sqlx::query_as(&format!(
+        "select {REJECT_COLUMNS} from idem.rejects
+          where ($1::text is null or table_name = $1) and ($2::uuid is null or load_id = $2)
+            and ($3::text is null or status = $3) and ($4::timestamptz is null or received_at >= $4)
+            and ($5::uuid is null or (load_id, record) > ($5, $6))
+            and table_name like any($8)
+          order by load_id, record
+          limit $7"
+    ))
+    .bind(filter.table.map(TableName::as_str))
+    .bind(filter.load_id)
+    .bind(filter.status)
+    .bind(filter.since)
+    .bind(after.map(|c| c.load_id))
+    .bind(after_record)
+    .bind(limit)
+    .bind(filter.visible)
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter().map(RejectRow::into_stored).collect()
+}
+
+/// A row of `idem.rejects` as read.
+#[derive(sqlx::FromRow)]
+struct RejectRow {
+    table_name: String,
+    load_id: Uuid,
+    record: i64,
+    line: i64,
+    ds: Option<String>,
+    origin: String,
+    format: String,
+    raw: Option<Vec<u8>>,
+    csv_header: Option<Vec<u8>>,
+    errors: sqlx::types::Json<Vec<Problem>>,
+    idempotency_key: Option<String>,
+    received_at: DateTime<Utc>,
+    tries: i32,
+    status: String,
+    replayed_by: Option<Uuid>,
+    last_tried_at: DateTime<Utc>,
+}
+
+impl RejectRow {
+    fn into_stored(self) -> StoreResult<StoredReject> {
+        use base64::Engine;
+        let (raw, raw_base64) = match self.raw.map(String::from_utf8) {
+            None => (None, None),
+            Some(Ok(text)) => (Some(text), None),
+            Some(Err(e)) => (
+                None,
+                Some(base64::engine::general_purpose::STANDARD.encode(e.into_bytes())),
+            ),
+        };
+        let csv_header = self
+            .csv_header
+            .map(|h| String::from_utf8_lossy(&h).into_owned());
+        Ok(StoredReject {
+            table: self.table_name,
+            load_id: self.load_id,
+            record: super::stored_count(self.record)?,
+            line: super::stored_count(self.line)?,
+            ds: self.ds,
+            origin: self.origin,
+            format: self.format,
+            raw,
+            raw_base64,
+            csv_header,
+            errors: self.errors.0,
+            idempotency_key: self.idempotency_key,
+            received_at: self.received_at,
+            tries: u32::try_from(self.tries)
+                .map_err(|_| StoreError::Corrupt("a negative count of tries"))?,
+            status: self.status,
+            replayed_by: self.replayed_by,
+            last_tried_at: self.last_tried_at,
+        })
+    }
+}
+
+impl super::Store {
+    /// A page of rejects (see `list`).
+    pub async fn rejects(
+        &self,
+        filter: &RejectFilter<'_>,
+        after: Option<RejectCursor>,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredReject>> {
+        list(&mut *self.acquire().await?, filter, after, limit).await
+    }
+}

@@ -1,0 +1,348 @@
+//! `bad_rows`: a body with bad rows refused whole (`reject`), or written
+//! without them while each is kept as sent (`quarantine`, `GET /rejects`).
+
+use serde_json::Value;
+
+use crate::helpers::*;
+
+/// Ten bad NDJSON lines, each wrong in its own way, and the column each
+/// names (`None`: the line itself is broken).
+const BAD_NDJSON: [(&str, Option<&str>); 10] = [
+    (
+        r#"{"order_id": 9001, "ds": "2026-10-12", "customer_id": 7, "status": "paid", "amount": "abc", "updated_at": "2026-10-12T01:00:00Z"}"#,
+        Some("amount"),
+    ),
+    (
+        r#"{"order_id": 9002, "ds": "2026-10-12", "customer_id": "x", "status": "paid", "amount": "1", "updated_at": "2026-10-12T01:00:00Z"}"#,
+        Some("customer_id"),
+    ),
+    (
+        r#"{"order_id": 9003, "ds": "2026-10-12", "customer_id": 7, "status": "paid", "amount": "1", "updated_at": "yesterday"}"#,
+        Some("updated_at"),
+    ),
+    (
+        r#"{"order_id": 9004, "ds": "2026-10-12", "customer_id": 7, "status": "paid", "amount": "1", "colour": "red"}"#,
+        Some("colour"),
+    ),
+    (
+        r#"{"ds": "2026-10-12", "customer_id": 7, "status": "paid", "amount": "1"}"#,
+        Some("order_id"),
+    ),
+    (r#"{"order_id": 9006, "ds": "2026-10-12","#, None),
+    (r#"[1, 2, 3]"#, None),
+    (
+        r#"{"order_id": 9008, "ds": "2026-10-12", "customer_id": 99999999999999999999, "status": "paid"}"#,
+        Some("customer_id"),
+    ),
+    (
+        r#"{"order_id": 9009, "ds": "2026-13-45", "customer_id": 7, "status": "paid", "amount": "1"}"#,
+        Some("ds"),
+    ),
+    (
+        r#"{"order_id": 9010, "ds": "2026-10-12", "customer_id": "y", "amount": "z"}"#,
+        Some("amount"),
+    ),
+];
+
+/// 1,000 lines: good orders, with the ten bad ones at every hundredth line
+/// (lines 50, 150, …; the last one ends in `\r\n`); the bad lines' numbers
+/// with their text.
+fn ndjson_body() -> (String, Vec<(u64, &'static str)>) {
+    let mut body = String::new();
+    let mut bad = Vec::new();
+    let mut next_bad = BAD_NDJSON.iter();
+    for line in 1..=1000u64 {
+        if line % 100 == 50 {
+            let (text, _) = next_bad.next().unwrap();
+            body.push_str(text);
+            bad.push((line, *text));
+            if line == 950 {
+                body.push('\r');
+            }
+        } else {
+            let id = i64::try_from(line).unwrap();
+            body.push_str(&order(id, "paid", "2026-10-12T01:00:00Z").to_string());
+        }
+        body.push('\n');
+    }
+    (body, bad)
+}
+
+/// The rejects a `receipt` links to, all of them (paged by 4 to follow the
+/// `Link` headers).
+async fn linked_rejects(app: &TestApp, receipt: &Value) -> Vec<Value> {
+    let link = receipt["rejects"].as_str().expect("a link to the rejects");
+    let mut next = Some(format!("{link}&limit=4"));
+    let mut all = Vec::new();
+    while let Some(path) = next.take() {
+        let r = app.get(&path).await;
+        assert_eq!(r.status(), 200);
+        next = r
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_string())
+            .map(|l| l[1..l.find('>').unwrap()].to_string());
+        let page: Vec<Value> = serde_json::from_value(json_body(r).await).unwrap();
+        assert!(page.len() <= 4);
+        all.extend(page);
+    }
+    all
+}
+
+#[tokio::test]
+async fn reject_refuses_the_whole_body_naming_every_bad_line() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let (body, bad) = ndjson_body();
+    let r = app
+        .put(
+            "/partitions/orders/2026-10-12",
+            "application/x-ndjson",
+            body,
+        )
+        .await;
+    assert_eq!(r.status(), 422);
+    let answer = json_body(r).await;
+    let lines: Vec<u64> = answer["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["line"].as_u64().unwrap())
+        .collect();
+    let expected: Vec<u64> = bad.iter().map(|(line, _)| *line).collect();
+    assert_eq!(lines, expected, "{answer}");
+    assert_eq!(app.count("orders", "2026-10-12").await, 0);
+    let r = app.get("/rejects?table=orders").await;
+    assert_eq!(json_body(r).await, serde_json::json!([]), "nothing kept");
+}
+
+#[tokio::test]
+async fn quarantine_writes_the_good_rows_and_keeps_each_bad_line_byte_for_byte() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let (body, bad) = ndjson_body();
+    let r = app
+        .put(
+            "/partitions/orders/2026-10-12?bad_rows=quarantine",
+            "application/x-ndjson",
+            body.clone(),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let receipt = json_body(r).await;
+    assert_eq!(receipt["rows_received"], 1000, "{receipt}");
+    assert_eq!(receipt["rows_written"], 990, "{receipt}");
+    assert_eq!(receipt["rejected"], 10, "{receipt}");
+    assert_eq!(app.count("orders", "2026-10-12").await, 990);
+
+    let rejects = linked_rejects(&app, &receipt).await;
+    assert_eq!(rejects.len(), 10);
+    for (reject, ((line, text), (_, column))) in rejects.iter().zip(bad.iter().zip(BAD_NDJSON)) {
+        assert_eq!(reject["line"].as_u64(), Some(*line), "{reject}");
+        assert_eq!(
+            reject["raw"].as_str(),
+            Some(*text),
+            "byte for byte: {reject}"
+        );
+        assert_eq!(reject["status"], "pending");
+        assert_eq!(reject["tries"], 1);
+        assert_eq!(reject["ds"], "2026-10-12");
+        assert_eq!(reject["format"], "ndjson");
+        assert_eq!(reject["load_id"], receipt["load_id"]);
+        let columns: Vec<&str> = reject["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["column"].as_str())
+            .collect();
+        match column {
+            Some(column) => assert!(columns.contains(&column), "{reject}"),
+            None => assert!(columns.is_empty(), "{reject}"),
+        }
+    }
+    // The line with two bad values names both.
+    assert_eq!(rejects[9]["errors"].as_array().unwrap().len(), 2);
+
+    // The day's ETag is its rows' content: what GET gives back, PUT takes
+    // back unchanged.
+    let r = app.get("/partitions/orders/2026-10-12").await;
+    assert_eq!(r.headers()["etag"].to_str().unwrap(), etag);
+    let rows = r.text().await.unwrap();
+    assert_eq!(rows.lines().count(), 990);
+    let r = app
+        .put(
+            "/partitions/orders/2026-10-12",
+            "application/x-ndjson",
+            rows,
+        )
+        .await;
+    let reput_etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let reput = json_body(r).await;
+    assert_eq!(reput_etag, etag, "{reput}");
+    assert_eq!(reput["changed"], false);
+
+    // The same body again is the same load's answer; nothing more is kept.
+    let r = app
+        .put(
+            "/partitions/orders/2026-10-12?bad_rows=quarantine",
+            "application/x-ndjson",
+            body,
+        )
+        .await;
+    let again = json_body(r).await;
+    assert_eq!(again["rejected"], 10, "{again}");
+    let all = json_body(app.get("/rejects?table=orders").await).await;
+    assert_eq!(all.as_array().unwrap().len(), 10);
+}
+
+/// A CSV body of 1,000 records, ten of them bad (one with a quoted newline,
+/// one with a doubled quote, one short of a field), and the bad records as
+/// sent with the line each starts on.
+fn csv_body() -> (String, Vec<(u64, String)>) {
+    let header = "order_id,ds,customer_id,status,amount,updated_at,note";
+    let mut body = format!("{header}\r\n");
+    let mut line = 2u64;
+    let mut bad = Vec::new();
+    for record in 1..=1000u64 {
+        let text = if record % 100 == 7 {
+            match record / 100 {
+                0 => format!("{record},2026-10-12,7,paid,abc,2026-10-12T01:00:00Z,"),
+                1 => format!(
+                    "{record},2026-10-12,7,paid,zz,2026-10-12T01:00:00Z,\"line one\r\nline two\""
+                ),
+                2 => format!("{record},2026-10-12,7,paid,1,2026-10-12T01:00:00Z"),
+                3 => {
+                    format!("{record},2026-10-12,x,paid,1,2026-10-12T01:00:00Z,\"say \"\"hi\"\"\"")
+                }
+                4 => format!("{record},2026-10-12,7,paid,1,never,"),
+                5 => format!(",2026-10-12,7,paid,1,2026-10-12T01:00:00Z,"),
+                6 => format!("{record},2026-10-12,7,paid,1,2026-10-12T01:00:00Z,,extra"),
+                7 => format!("{record},2026-10-12,99999999999999999999,paid,1,,"),
+                8 => format!("{record},2026-10-12,7,paid,NaNx,2026-10-12T01:00:00Z,\"a,b\""),
+                _ => format!("{record},2026-10-12,q,paid,w,2026-10-12T01:00:00Z,"),
+            }
+        } else {
+            format!("{record},2026-10-12,7,paid,10.50,2026-10-12T01:00:00Z,ok")
+        };
+        if record % 100 == 7 {
+            bad.push((line, text.clone()));
+        }
+        line += 1 + u64::try_from(text.matches('\n').count()).unwrap();
+        body.push_str(&text);
+        body.push_str("\r\n");
+    }
+    (body, bad)
+}
+
+#[tokio::test]
+async fn a_quarantined_csv_record_keeps_its_quotes_newlines_and_header() {
+    let app = spawn_app().await;
+    let declaration = ORDERS.replace(
+        r#""cursor": "updated_at"}"#,
+        r#""cursor": "updated_at", "bad_rows": "quarantine"}"#,
+    );
+    assert_eq!(app.declare("orders", &declaration).await.status(), 201);
+    let table = json_body(app.get("/tables/orders").await).await;
+    assert_eq!(table["bad_rows"], "quarantine", "{table}");
+    assert_eq!(table["reject_retry_window"], "72h", "{table}");
+
+    let (body, bad) = csv_body();
+    let r = app
+        .put("/partitions/orders/2026-10-12", "text/csv", body.clone())
+        .await;
+    assert_eq!(r.status(), 200);
+    let receipt = json_body(r).await;
+    assert_eq!(
+        (
+            receipt["rows_written"].as_u64(),
+            receipt["rejected"].as_u64()
+        ),
+        (Some(990), Some(10)),
+        "{receipt}"
+    );
+    assert_eq!(app.count("orders", "2026-10-12").await, 990);
+    let rejects = linked_rejects(&app, &receipt).await;
+    assert_eq!(rejects.len(), 10);
+    for (reject, (line, text)) in rejects.iter().zip(&bad) {
+        assert_eq!(reject["raw"].as_str(), Some(text.as_str()), "{reject}");
+        assert_eq!(reject["line"].as_u64(), Some(*line), "{reject}");
+        assert_eq!(reject["format"], "csv");
+        assert_eq!(
+            reject["csv_header"],
+            "order_id,ds,customer_id,status,amount,updated_at,note"
+        );
+        assert!(!reject["errors"].as_array().unwrap().is_empty());
+    }
+    // Under `reject`, asked for by the request, the same body is refused.
+    let r = app
+        .put(
+            "/partitions/orders/2026-10-12?bad_rows=reject",
+            "text/csv",
+            body,
+        )
+        .await;
+    assert_eq!(r.status(), 422);
+    assert_eq!(json_body(r).await["errors"].as_array().unwrap().len(), 10);
+    assert_eq!(app.count("orders", "2026-10-12").await, 990, "unchanged");
+}
+
+#[tokio::test]
+async fn a_quarantined_post_writes_its_good_rows_and_lists_its_rejects_as_ndjson() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let good = order(1, "paid", "2026-10-12T01:00:00Z");
+    let body = format!("{good}\n{}\n{good}\n", BAD_NDJSON[0].0);
+    let post = |key: &'static str, body: String| {
+        app.client
+            .post(app.url("/rows?table=orders&bad_rows=quarantine"))
+            .header("content-type", "application/x-ndjson")
+            .header("idempotency-key", key)
+            .body(body)
+            .send()
+    };
+    let r = post("q1", body.clone()).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let receipt = json_body(r).await;
+    assert_eq!(receipt["inserted"], 1, "{receipt}");
+    assert_eq!(receipt["rejected"], 1, "{receipt}");
+    // A retry under the same key is a replay: no second reject.
+    let again = json_body(post("q1", body).await.unwrap()).await;
+    assert_eq!(again["replayed"], true);
+    let r = app
+        .client
+        .get(app.url("/rejects?table=orders&status=pending"))
+        .header("accept", "application/x-ndjson")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "application/x-ndjson");
+    let text = r.text().await.unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["raw"], BAD_NDJSON[0].0);
+    assert_eq!(lines[0]["line"], 2);
+    assert_eq!(lines[0]["origin"], "post");
+    assert_eq!(lines[0]["idempotency_key"], "q1");
+    assert_eq!(lines[0]["ds"], "2026-10-12");
+    // A row of all-bad rows writes nothing and keeps them all.
+    let r = post("q2", format!("{}\n{}\n", BAD_NDJSON[1].0, BAD_NDJSON[5].0))
+        .await
+        .unwrap();
+    let receipt = json_body(r).await;
+    assert_eq!(
+        (
+            receipt["rows_written"].as_u64(),
+            receipt["rejected"].as_u64()
+        ),
+        (Some(0), Some(2)),
+        "{receipt}"
+    );
+    for bad in ["status=nope", "since=yesterday", "cursor=x", "limit=0"] {
+        let r = app.get(&format!("/rejects?{bad}")).await;
+        assert_eq!(r.status(), 400, "{bad}");
+    }
+}
