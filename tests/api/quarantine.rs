@@ -216,7 +216,7 @@ fn csv_body() -> (String, Vec<(u64, String)>) {
                     format!("{record},2026-10-12,x,paid,1,2026-10-12T01:00:00Z,\"say \"\"hi\"\"\"")
                 }
                 4 => format!("{record},2026-10-12,7,paid,1,never,"),
-                5 => format!(",2026-10-12,7,paid,1,2026-10-12T01:00:00Z,"),
+                5 => ",2026-10-12,7,paid,1,2026-10-12T01:00:00Z,".to_string(),
                 6 => format!("{record},2026-10-12,7,paid,1,2026-10-12T01:00:00Z,,extra"),
                 7 => format!("{record},2026-10-12,99999999999999999999,paid,1,,"),
                 8 => format!("{record},2026-10-12,7,paid,NaNx,2026-10-12T01:00:00Z,\"a,b\""),
