@@ -4,19 +4,100 @@
 use axum::extract::{OriginalUri, State};
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use super::{page, page_limit, page_ndjson, parse_id, ApiQuery, AppState, Caller};
+use super::observe::RequestSpan;
+use super::{
+    idempotency_key, keyed_request, keyed_response, page, page_limit, page_ndjson, parse_id,
+    spawn_write, ApiQuery, AppState, Caller,
+};
 use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
+use crate::pipeline::body::BodySource;
+use crate::pipeline::keyed::Write;
+use crate::pipeline::replay::ReplayRejects;
 use crate::store::rejects::{RejectCursor, RejectFilter, StoredReject};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/rejects", get(list_rejects))
+    Router::new()
+        .route("/rejects", get(list_rejects).delete(delete_rejects))
+        .route("/rejects/replay", post(replay_rejects))
+}
+
+#[derive(Deserialize)]
+struct TableQuery {
+    table: Option<String>,
+    status: Option<String>,
+}
+
+impl TableQuery {
+    fn table(&self, path: &str) -> ApiResult<TableName> {
+        let table = self.table.as_deref().ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "the table query parameter is required: {path}?table=…"
+            ))
+        })?;
+        Ok(TableName::parse(table)?)
+    }
+}
+
+/// Replays the table's pending rejects under the request's Idempotency-Key.
+async fn replay_rejects(
+    State(state): State<AppState>,
+    span: RequestSpan,
+    caller: Caller,
+    OriginalUri(uri): OriginalUri,
+    ApiQuery(query): ApiQuery<TableQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let key = idempotency_key(&headers)?.ok_or(ApiError::IdempotencyKeyMissing)?;
+    let table = query.table("POST /rejects/replay")?;
+    caller.require(Scope::Write, &table)?;
+    span.record("table", tracing::field::display(&table));
+    let replay = ReplayRejects {
+        table: table.clone(),
+        principal: caller.principal.clone(),
+        idempotency_key: key.clone(),
+        actor: caller.actor.clone(),
+        // What it asks for is all in its path: its fingerprint is of no body.
+        body: BodySource::empty(),
+    };
+    let request = keyed_request(caller, key, "POST", &uri, &headers);
+    let pipeline = state.pipeline();
+    let write = Write::Replay(replay);
+    match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {
+        Ok(answer) => Ok(keyed_response(&state, &span, &table, answer)),
+        Err(e) => {
+            state.saw_refusal(&table, &e);
+            Err(e)
+        }
+    }
+}
+
+/// Deletes the table's rejects in one status (`status` is required, so
+/// that no request deletes them all by leaving it out).
+async fn delete_rejects(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<TableQuery>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let table = query.table("DELETE /rejects")?;
+    caller.require(Scope::Write, &table)?;
+    let status = query.status.as_deref().ok_or_else(|| {
+        ApiError::InvalidRequest(format!(
+            "the status query parameter is required, one of {}",
+            STATUSES.join(", ")
+        ))
+    })?;
+    let status = parse_status(status)?;
+    let deleted = state.store.delete_rejects(&table, status).await?;
+    Ok(Json(
+        serde_json::json!({"table": table, "status": status, "deleted": deleted}),
+    ))
 }
 
 /// The states a reject can be in.

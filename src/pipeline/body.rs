@@ -27,6 +27,17 @@ pub struct BodySource {
     pub digest: Option<BodyDigest>,
 }
 
+impl BodySource {
+    /// No body (a request whose path says it all), digested as empty.
+    pub fn empty() -> Self {
+        BodySource {
+            format: BodyFormat::Ndjson,
+            reader: Box::new(tokio::io::empty()),
+            digest: Some(BodyDigest::default()),
+        }
+    }
+}
+
 /// What the request's headers say about its body.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BodyHeaders<'a> {

@@ -92,12 +92,22 @@ pub struct DecodeJob {
     pub max_listed_errors: usize,
     /// The largest record (see `read_records`).
     pub max_record_bytes: usize,
-    /// Under `bad_rows: quarantine`, where the bad rows come from; `None`
-    /// refuses the body on any bad row.
-    pub quarantine: Option<RejectSource>,
+    /// What becomes of bad rows other than refusing the body (`None`: the
+    /// body is refused on any bad row).
+    pub quarantine: Option<Quarantine>,
     /// Where a large spool of rejects goes (the system's temporary directory
     /// when `None`).
     pub spool_dir: Option<std::path::PathBuf>,
+}
+
+/// Bad rows set aside while the good ones are written.
+#[derive(Clone, Debug)]
+pub enum Quarantine {
+    /// Kept in the rejects store as coming from this load.
+    Keep(RejectSource),
+    /// Only listed with their problems (a replay's: the rejects it tried
+    /// are updated instead).
+    List,
 }
 
 /// Starts decoding `body` on a blocking thread.
@@ -495,10 +505,10 @@ fn decode<R: io::Read>(
         repeats: RepeatWatch::new(job.repeats),
         chunks,
         receiver_gone: false,
-        rejects: job
-            .quarantine
-            .clone()
-            .map(|source| RejectSpool::new(source, job.spool_dir.clone())),
+        rejects: job.quarantine.clone().map(|q| match q {
+            Quarantine::Keep(source) => RejectSpool::copying(source, job.spool_dir.clone()),
+            Quarantine::List => RejectSpool::listing(),
+        }),
         spool_error: None,
         csv_header: None,
     };

@@ -19,11 +19,15 @@ use sqlx::PgConnection;
 use super::batch::Batched;
 use super::body::{classify_read_error, BodyDigest, BodySource};
 use super::partition::{PutConnections, PutPartition};
+use super::replay::{ReplayRejects, ReplayWritten};
 use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
+use crate::period::Period;
 use crate::store::closing::{close_rows_writes, RowsClosing};
 use crate::store::idempotency::{complete_key, unbound_lock_waits, Claim, Completion, StoredKey};
+use crate::store::ledger::LoadEntry;
 
 /// What the fingerprint of a keyed request is made of.
 pub struct KeyedRequest {
@@ -37,6 +41,30 @@ pub struct KeyedRequest {
 pub enum Write {
     Rows(PostRows),
     Partition(PutPartition),
+    Replay(ReplayRejects),
+}
+
+/// What a keyed write records before its commit besides its key's answer:
+/// the deltas and ledger row of a write that merged rows.
+enum Recorded {
+    Rows(RowsWritten),
+    Replay(ReplayWritten),
+}
+
+impl Recorded {
+    fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
+        match self {
+            Recorded::Rows(rows) => rows.receipt.entry(ticket),
+            Recorded::Replay(replay) => replay.receipt.entry(ticket),
+        }
+    }
+
+    fn deltas(&self) -> &[(Period, ContentDelta)] {
+        match self {
+            Recorded::Rows(rows) => &rows.deltas,
+            Recorded::Replay(replay) => &replay.deltas,
+        }
+    }
 }
 
 /// The status of every keyed write's answer: only completed writes are
@@ -59,6 +87,7 @@ impl Write {
         match self {
             Write::Rows(r) => &mut r.body,
             Write::Partition(p) => &mut p.body,
+            Write::Replay(r) => &mut r.body,
         }
     }
 
@@ -66,6 +95,7 @@ impl Write {
         match self {
             Write::Rows(rows) => rows.ticket(),
             Write::Partition(put) => put.ticket(Some(key)),
+            Write::Replay(replay) => replay.ticket(),
         }
     }
 }
@@ -99,7 +129,9 @@ impl Pipeline {
         // transaction. A POST's look-up also brings its table's definition.
         let stored = match &mut write {
             Write::Rows(rows) => self.look_up_rows_key(&req, rows).await?,
-            Write::Partition(_) => self.store.completed_key(&req.principal, &req.key).await?,
+            Write::Partition(_) | Write::Replay(_) => {
+                self.store.completed_key(&req.principal, &req.key).await?
+            }
         };
         if let Some(stored) = stored {
             return replay(&req, &mut write, &digest, stored).await;
@@ -160,7 +192,7 @@ impl Pipeline {
         // must not starve the one they wait for.
         let mut stage_conn = match &write {
             Write::Partition(_) => Some(self.store.acquire().await?),
-            Write::Rows(_) => None,
+            Write::Rows(_) | Write::Replay(_) => None,
         };
         let mut tx = match self.claim(&req, &mut write).await? {
             Claim::Fresh(tx, _) => tx,
@@ -209,7 +241,7 @@ impl Pipeline {
         let retention = self.settings.idempotency_retention();
         let table = match &*write {
             Write::Rows(rows) => Some(&rows.table),
-            Write::Partition(_) => None,
+            Write::Partition(_) | Write::Replay(_) => None,
         };
         let claim = self
             .store
@@ -220,6 +252,7 @@ impl Pipeline {
                 match write {
                     Write::Rows(rows) => rows.known_def = def,
                     Write::Partition(_) => unbound_lock_waits(&mut tx).await?,
+                    Write::Replay(_) => {}
                 }
                 Claim::Fresh(tx, None)
             }
@@ -235,14 +268,21 @@ impl Pipeline {
         ticket: &LoadTicket,
         tx: &mut PgConnection,
         stage_conn: Option<&mut PgConnection>,
-    ) -> WriteResult<(KeyedAnswer, Option<RowsWritten>)> {
-        let mut rows_written = None;
+    ) -> WriteResult<(KeyedAnswer, Option<Recorded>)> {
+        let mut recorded = None;
         let (body, etag, counts) = match write {
             Write::Rows(rows) => {
                 let written = self.write_rows(rows, ticket, tx).await?;
                 let receipt = &written.receipt;
                 let answer = (json(receipt), None, receipt.counts());
-                rows_written = Some(written);
+                recorded = Some(Recorded::Rows(written));
+                answer
+            }
+            Write::Replay(replay) => {
+                let written = self.replay_rejects(replay, ticket, tx).await?;
+                let receipt = &written.receipt;
+                let answer = (json(receipt), None, receipt.counts());
+                recorded = Some(Recorded::Replay(written));
                 answer
             }
             Write::Partition(put) => {
@@ -262,23 +302,23 @@ impl Pipeline {
             replayed: false,
             counts: Some(counts),
         };
-        Ok((answer, rows_written))
+        Ok((answer, recorded))
     }
 }
 
-/// Stores the key's answer, and a POST's deltas and ledger row with it.
+/// Stores the key's answer, and a merge's deltas and ledger row with it.
 async fn complete(
     tx: &mut PgConnection,
     ticket: &LoadTicket,
     completion: &Completion<'_>,
-    rows: Option<&RowsWritten>,
+    recorded: Option<&Recorded>,
 ) -> WriteResult<()> {
-    match rows {
-        Some(rows) => {
+    match recorded {
+        Some(recorded) => {
             let closing = RowsClosing {
                 load_id: ticket.load_id,
-                deltas: &rows.deltas,
-                entry: rows.receipt.entry(ticket),
+                deltas: recorded.deltas(),
+                entry: recorded.entry(ticket),
                 key: completion.clone(),
             };
             close_rows_writes(tx, &ticket.table, &[closing]).await?;

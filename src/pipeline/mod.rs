@@ -12,6 +12,7 @@ pub mod decode;
 pub mod error;
 pub mod keyed;
 pub mod partition;
+pub mod replay;
 pub mod rows;
 
 use std::sync::Arc;

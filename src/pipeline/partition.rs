@@ -19,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use super::body::{classify_read_error, BodySource};
-use super::decode::{self, DecodeJob, Decoded, RepeatCheck, CHUNK_BYTES};
+use super::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck, CHUNK_BYTES};
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::{BodyFormat, EncodeOptions};
@@ -205,7 +205,7 @@ impl Pipeline {
         let job = DecodeJob {
             hash_prefix: body_hash,
             quarantine: (bad_rows == BadRowPolicy::Quarantine)
-                .then(|| ticket.reject_source("put", format)),
+                .then(|| Quarantine::Keep(ticket.reject_source("put", format))),
             ..job
         };
         let stage = StagedPut {

@@ -8,7 +8,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use super::body::BodySource;
-use super::decode::{self, Decode, DecodeJob, Decoded, RepeatCheck};
+use super::decode::{self, Decode, DecodeJob, Decoded, Quarantine, RepeatCheck};
 use super::partition::rejects_link;
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
@@ -24,7 +24,7 @@ use crate::store::merge::{
     apply_incoming, copy_incoming, fits_arrays, small_body, Incoming, IncomingRows, MergeMode,
     Merged, PartitionAfter,
 };
-use crate::store::rejects;
+use crate::store::rejects::{self, RejectSpool};
 
 /// The answer to an accepted POST.
 #[derive(Clone, Debug, Serialize)]
@@ -165,8 +165,29 @@ impl Pipeline {
         tx: &mut PgConnection,
     ) -> WriteResult<RowsWritten> {
         let (def, mode, decoding) = self.decoding(req, ticket, tx).await?;
-        let (mut decoded, landed) = self.land_rows(tx, &def, mode, decoding).await?;
-        let rejects = decoded.rejects.take();
+        let (rejects, mut written) = self
+            .merge_decoding(tx, &def, mode, ticket, decoding)
+            .await?;
+        if let Some(rejects) = rejects {
+            let receipt = &mut written.receipt;
+            receipt.rejected = rejects::keep(tx, rejects).await?;
+            receipt.rejects = rejects_link(&def.name, ticket.load_id, receipt.rejected);
+        }
+        Ok(written)
+    }
+
+    /// Merges (or appends) the decoded rows into `def`'s table in `tx`;
+    /// returns the bad rows set aside under a quarantine, and what was
+    /// written.
+    pub(super) async fn merge_decoding(
+        &self,
+        tx: &mut PgConnection,
+        def: &TableDef,
+        mode: MergeMode,
+        ticket: &LoadTicket,
+        decoding: Decode,
+    ) -> WriteResult<(Option<RejectSpool>, RowsWritten)> {
+        let (mut decoded, landed) = self.land_rows(tx, def, mode, decoding).await?;
         let incoming = Incoming {
             rows: landed.rows,
             content: decoded.input_hash,
@@ -175,10 +196,10 @@ impl Pipeline {
             periods: decoded.periods.clone(),
             additions: decoded.additions.clone(),
         };
-        let rehash = |values: &[Option<String>]| row_hash_of_text(&def, values);
+        let rehash = |values: &[Option<String>]| row_hash_of_text(def, values);
         let mut merged = apply_incoming(
             tx,
-            &def,
+            def,
             mode,
             ticket.load_id,
             incoming,
@@ -187,12 +208,8 @@ impl Pipeline {
         )
         .await?;
         let deltas = std::mem::take(&mut merged.deltas);
-        let mut receipt = RowsReceipt::new(ticket, &def, mode, &decoded, merged);
-        if let Some(rejects) = rejects {
-            receipt.rejected = rejects::keep(tx, rejects).await?;
-            receipt.rejects = rejects_link(&def.name, ticket.load_id, receipt.rejected);
-        }
-        Ok(RowsWritten { receipt, deltas })
+        let receipt = RowsReceipt::new(ticket, def, mode, &decoded, merged);
+        Ok((decoded.rejects.take(), RowsWritten { receipt, deltas }))
     }
 }
 
@@ -252,7 +269,7 @@ pub fn quarantined(job: DecodeJob, asked: Option<BadRowPolicy>, ticket: &LoadTic
     let policy = asked.unwrap_or(job.def.bad_rows);
     DecodeJob {
         quarantine: (policy == BadRowPolicy::Quarantine)
-            .then(|| ticket.reject_source("post", job.format)),
+            .then(|| Quarantine::Keep(ticket.reject_source("post", job.format))),
         ..job
     }
 }

@@ -116,13 +116,7 @@ pub async fn copy_incoming(
     mode: MergeMode,
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
-    let incoming = incoming_table(def);
-    sqlx::query(&format!(
-        "create temp table if not exists {incoming} ({}) on commit delete rows",
-        incoming_ddl(def)
-    ))
-    .execute(&mut *conn)
-    .await?;
+    let incoming = session_incoming(&mut *conn, def).await?;
     // Merges read tombstones: their tuples carry `_deleted`; a patch's
     // also carry `_present`, a bitmap of the columns each row gave.
     let extra: &[&str] = match mode {
@@ -131,6 +125,28 @@ pub async fn copy_incoming(
         MergeMode::Append | MergeMode::InsertMissing => &[],
     };
     copy_binary(conn, &incoming, def, extra, rows).await
+}
+
+/// The session's table of incoming rows, made if this session has none yet.
+async fn session_incoming(conn: &mut PgConnection, def: &TableDef) -> StoreResult<String> {
+    let incoming = incoming_table(def);
+    sqlx::query(&format!(
+        "create temp table if not exists {incoming} ({}) on commit delete rows",
+        incoming_ddl(def)
+    ))
+    .execute(conn)
+    .await?;
+    Ok(incoming)
+}
+
+/// Empties the session's table of incoming rows, for another write in the
+/// same transaction (its rows are otherwise emptied only at commit).
+pub async fn clear_incoming(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
+    let incoming = session_incoming(&mut *conn, def).await?;
+    sqlx::query(&format!("delete from {incoming}"))
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// What the decoder learnt of the incoming rows.

@@ -59,22 +59,48 @@ pub struct Reject<'a> {
     pub problems: &'a BadRow,
 }
 
-/// A load's rejects as binary COPY tuples: in memory, then in a file.
+/// A load's rejects: as binary COPY tuples (in memory, then in a file) to
+/// be kept, or only listed (a replay's, which updates the rejects it tried).
 pub struct RejectSpool {
-    source: RejectSource,
-    memory: Vec<u8>,
-    file: Option<File>,
-    spool_dir: Option<PathBuf>,
+    target: SpoolTarget,
     count: u64,
 }
 
+enum SpoolTarget {
+    Copy {
+        source: RejectSource,
+        memory: Vec<u8>,
+        file: Option<File>,
+        spool_dir: Option<PathBuf>,
+    },
+    List(Vec<ListedReject>),
+}
+
+/// A bad record of a replay: its number in the replay's body, and why.
+#[derive(Clone, Debug)]
+pub struct ListedReject {
+    pub record: u64,
+    pub problems: Vec<Problem>,
+}
+
 impl RejectSpool {
-    pub fn new(source: RejectSource, spool_dir: Option<PathBuf>) -> Self {
+    /// Rejects to be kept (`keep`) as coming from `source`.
+    pub fn copying(source: RejectSource, spool_dir: Option<PathBuf>) -> Self {
         RejectSpool {
-            source,
-            memory: Vec::new(),
-            file: None,
-            spool_dir,
+            target: SpoolTarget::Copy {
+                source,
+                memory: Vec::new(),
+                file: None,
+                spool_dir,
+            },
+            count: 0,
+        }
+    }
+
+    /// Rejects only listed, with their problems.
+    pub fn listing() -> Self {
+        RejectSpool {
+            target: SpoolTarget::List(Vec::new()),
             count: 0,
         }
     }
@@ -84,32 +110,54 @@ impl RejectSpool {
         self.count
     }
 
-    pub fn source(&self) -> &RejectSource {
-        &self.source
+    /// The rejects listed (none when they were spooled to be kept).
+    pub fn listed(&self) -> &[ListedReject] {
+        match &self.target {
+            SpoolTarget::List(listed) => listed,
+            SpoolTarget::Copy { .. } => &[],
+        }
     }
 
     /// Spools one reject (a file write past the memory bound).
     pub fn push(&mut self, reject: &Reject<'_>) -> io::Result<()> {
-        encode_tuple(&self.source, reject, &mut self.memory)?;
         self.count += 1;
-        if self.memory.len() >= SPOOL_MEMORY_BYTES {
-            self.spill()?;
+        match &mut self.target {
+            SpoolTarget::List(listed) => listed.push(ListedReject {
+                record: reject.record,
+                problems: problem_list(reject.problems),
+            }),
+            SpoolTarget::Copy {
+                source,
+                memory,
+                file,
+                spool_dir,
+            } => {
+                encode_tuple(source, reject, memory)?;
+                if memory.len() >= SPOOL_MEMORY_BYTES {
+                    spill(memory, file, spool_dir.as_deref())?;
+                }
+            }
         }
         Ok(())
     }
+}
 
-    fn spill(&mut self) -> io::Result<()> {
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => self.file.insert(match &self.spool_dir {
-                Some(dir) => tempfile::tempfile_in(dir)?,
-                None => tempfile::tempfile()?,
-            }),
-        };
-        file.write_all(&self.memory)?;
-        self.memory.clear();
-        Ok(())
-    }
+/// Moves the tuples in memory to the spool's file (made on first use).
+fn spill(
+    memory: &mut Vec<u8>,
+    file: &mut Option<File>,
+    spool_dir: Option<&std::path::Path>,
+) -> io::Result<()> {
+    let file = match file {
+        Some(file) => file,
+        None => file.insert(match spool_dir {
+            Some(dir) => tempfile::tempfile_in(dir)?,
+            None => tempfile::tempfile()?,
+        }),
+    };
+    file.write_all(memory)?;
+    memory.clear();
+    Ok(())
 }
 
 /// One tuple: every column of `COPY_COLUMNS`, as Postgres's binary COPY
@@ -178,8 +226,15 @@ pub fn problem_list(row: &BadRow) -> Vec<Problem> {
 
 /// COPYs the spooled rejects into `idem.rejects`, in the caller's
 /// transaction; returns how many.
-pub async fn keep(conn: &mut PgConnection, mut spool: RejectSpool) -> StoreResult<u64> {
-    if spool.count == 0 {
+pub async fn keep(conn: &mut PgConnection, spool: RejectSpool) -> StoreResult<u64> {
+    let expected = spool.count;
+    let SpoolTarget::Copy {
+        memory, mut file, ..
+    } = spool.target
+    else {
+        return Ok(0);
+    };
+    if expected == 0 {
         return Ok(0);
     }
     let spool_failed = |e: io::Error| StoreError::RowSource(e);
@@ -189,7 +244,7 @@ pub async fn keep(conn: &mut PgConnection, mut spool: RejectSpool) -> StoreResul
         ))
         .await?;
     copy.send(COPY_BINARY_HEADER).await?;
-    if let Some(mut file) = spool.file.take() {
+    if let Some(file) = &mut file {
         file.rewind().map_err(spool_failed)?;
         let mut chunk = vec![0u8; SPOOL_MEMORY_BYTES];
         loop {
@@ -200,10 +255,10 @@ pub async fn keep(conn: &mut PgConnection, mut spool: RejectSpool) -> StoreResul
             copy.send(&chunk[..n]).await?;
         }
     }
-    copy.send(std::mem::take(&mut spool.memory)).await?;
+    copy.send(memory).await?;
     copy.send(COPY_BINARY_TRAILER).await?;
     let kept = copy.finish().await?;
-    if kept != spool.count {
+    if kept != expected {
         return Err(StoreError::Corrupt("COPY kept another number of rejects"));
     }
     Ok(kept)
@@ -393,5 +448,155 @@ impl super::Store {
         limit: i64,
     ) -> StoreResult<Vec<StoredReject>> {
         list(&mut *self.acquire().await?, filter, after, limit).await
+    }
+}
+
+/// Makes the table's pending rejects received longer than `window` ago
+/// `expired`; returns how many.
+pub async fn expire(
+    conn: &mut PgConnection,
+    table: &TableName,
+    window: std::time::Duration,
+) -> StoreResult<u64> {
+    let secs = i64::try_from(window.as_secs())
+        .map_err(|_| StoreError::Corrupt("a retry window past the range of bigint"))?;
+    // language=PostgreSQL
+    let done = sqlx::query(
+        "update idem.rejects set status = 'expired'
+          where table_name = $1 and status = 'pending'
+            and received_at < now() - $2::bigint * interval '1 second'",
+    )
+    .bind(table.as_str())
+    .bind(secs)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// A pending reject taken for a replay.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct PendingReject {
+    pub load_id: Uuid,
+    pub record: i64,
+    pub origin: String,
+    pub ds: Option<String>,
+    pub format: String,
+    pub raw: Option<Vec<u8>>,
+    pub csv_header: Option<Vec<u8>>,
+}
+
+/// What a replay takes at once.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplayBounds {
+    pub max_rows: i64,
+    /// Most bytes of records (at least one record is taken, whatever its size).
+    pub max_bytes: i64,
+}
+
+/// Locks and returns the table's oldest pending rejects, as many as the
+/// bounds allow, and whether more are pending. A replay running meanwhile
+/// holds the ones it took: this one waits for them, then finds them no
+/// longer pending.
+pub async fn take_pending(
+    conn: &mut PgConnection,
+    table: &TableName,
+    bounds: ReplayBounds,
+) -> StoreResult<(Vec<PendingReject>, bool)> {
+    // language=PostgreSQL
+    let sizes: Vec<(Uuid, i64, i64)> = sqlx::query_as(
+        "select load_id, record, coalesce(length(raw), 0)::bigint from idem.rejects
+          where table_name = $1 and status = 'pending'
+          order by load_id, record
+          limit $2
+          for update",
+    )
+    .bind(table.as_str())
+    .bind(bounds.max_rows.saturating_add(1))
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut taken = 0usize;
+    let mut bytes = 0i64;
+    for (_, _, size) in &sizes {
+        bytes = bytes.saturating_add(*size);
+        let over = bytes > bounds.max_bytes
+            || i64::try_from(taken + 1).map_or(true, |n| n > bounds.max_rows);
+        if taken > 0 && over {
+            break;
+        }
+        taken += 1;
+    }
+    let more = taken < sizes.len();
+    let (load_ids, records): (Vec<Uuid>, Vec<i64>) =
+        sizes[..taken].iter().map(|(l, r, _)| (*l, *r)).unzip();
+    // language=PostgreSQL
+    let pending = sqlx::query_as(
+        "select r.load_id, r.record, r.origin, r.ds, r.format, r.raw, r.csv_header
+           from idem.rejects r
+           join unnest($2::uuid[], $3::bigint[]) as t(load_id, record)
+             on r.load_id = t.load_id and r.record = t.record
+          where r.table_name = $1
+          order by r.load_id, r.record",
+    )
+    .bind(table.as_str())
+    .bind(&load_ids)
+    .bind(&records)
+    .fetch_all(conn)
+    .await?;
+    Ok((pending, more))
+}
+
+/// What a replay made of one reject: written (by `load_id`), or still bad
+/// for these problems.
+pub struct Tried<'a> {
+    pub load_id: Uuid,
+    pub record: i64,
+    pub problems: Option<&'a [Problem]>,
+}
+
+/// Records a replay's tries: one more each; the rows written `replayed` by
+/// `replay_load`, the others left pending with their new problems.
+pub async fn mark_tried(
+    conn: &mut PgConnection,
+    table: &TableName,
+    replay_load: Uuid,
+    tried: &[Tried<'_>],
+) -> StoreResult<()> {
+    let load_ids: Vec<Uuid> = tried.iter().map(|t| t.load_id).collect();
+    let records: Vec<i64> = tried.iter().map(|t| t.record).collect();
+    let problems: Vec<Option<String>> = tried
+        .iter()
+        .map(|t| t.problems.map(serde_json::to_string).transpose())
+        .collect::<Result<_, _>>()
+        .map_err(|_| StoreError::Corrupt("a reject's problems do not serialize"))?;
+    // language=PostgreSQL
+    sqlx::query(
+        "update idem.rejects r
+            set tries = r.tries + 1, last_tried_at = now(),
+                status = case when t.problems is null then 'replayed' else 'pending' end,
+                replayed_by = case when t.problems is null then $2::uuid end,
+                errors = coalesce(t.problems::jsonb, r.errors)
+           from unnest($3::uuid[], $4::bigint[], $5::text[]) as t(load_id, record, problems)
+          where r.table_name = $1 and r.load_id = t.load_id and r.record = t.record",
+    )
+    .bind(table.as_str())
+    .bind(replay_load)
+    .bind(&load_ids)
+    .bind(&records)
+    .bind(&problems)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+impl super::Store {
+    /// Deletes the table's rejects in `status`; returns how many.
+    pub async fn delete_rejects(&self, table: &TableName, status: &str) -> StoreResult<u64> {
+        // language=PostgreSQL
+        let done = sqlx::query("delete from idem.rejects where table_name = $1 and status = $2")
+            .bind(table.as_str())
+            .bind(status)
+            .execute(&mut *self.acquire().await?)
+            .await?;
+        Ok(done.rows_affected())
     }
 }

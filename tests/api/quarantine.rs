@@ -346,3 +346,190 @@ async fn a_quarantined_post_writes_its_good_rows_and_lists_its_rejects_as_ndjson
         assert_eq!(r.status(), 400, "{bad}");
     }
 }
+
+const EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer", "note": "text"},
+  "primary_key": ["id"], "bad_rows": "quarantine"}"#;
+
+fn event(id: i64, qty: Value) -> Value {
+    serde_json::json!({"id": id, "ds": "2026-10-12", "qty": qty, "note": "n"})
+}
+
+async fn replay(app: &TestApp, key: &str) -> reqwest::Response {
+    app.client
+        .post(app.url("/rejects/replay?table=events"))
+        .header("idempotency-key", key)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn rejects_of(app: &TestApp, query: &str) -> Vec<Value> {
+    let r = app.get(&format!("/rejects?table=events{query}")).await;
+    serde_json::from_value(json_body(r).await).unwrap()
+}
+
+#[tokio::test]
+async fn a_reject_replayed_after_its_column_was_widened_is_written_once() {
+    let app = spawn_app().await;
+    assert_eq!(app.declare("events", EVENTS).await.status(), 201);
+    let rows = [
+        event(1, 5.into()),
+        event(2, 5_000_000_000i64.into()),
+        event(3, "abc".into()),
+    ];
+    let receipt = json_body(app.post_rows("table=events", Some("p1"), &rows).await).await;
+    assert_eq!(
+        (receipt["inserted"].as_u64(), receipt["rejected"].as_u64()),
+        (Some(1), Some(2)),
+        "{receipt}"
+    );
+
+    // Before the fix, a replay tries both and writes neither.
+    let r0 = json_body(replay(&app, "r0").await).await;
+    assert_eq!(
+        (
+            r0["tried"].as_u64(),
+            r0["rows_replayed"].as_u64(),
+            r0["still_pending"].as_u64()
+        ),
+        (Some(2), Some(0), Some(2)),
+        "{r0}"
+    );
+    let pending = rejects_of(&app, "&status=pending").await;
+    assert!(pending.iter().all(|r| r["tries"] == 2), "{pending:?}");
+
+    // Widen qty; the replay writes the row that now fits, once.
+    let widened = EVENTS.replace(r#""qty": "integer""#, r#""qty": "bigint""#);
+    assert_eq!(app.declare("events", &widened).await.status(), 200);
+    let r1 = replay(&app, "r1").await;
+    assert_eq!(r1.status(), 200);
+    let r1 = json_body(r1).await;
+    assert_eq!(
+        (
+            r1["tried"].as_u64(),
+            r1["rows_replayed"].as_u64(),
+            r1["still_pending"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1)),
+        "{r1}"
+    );
+    assert_eq!(r1["inserted"], 1, "{r1}");
+    let stored: Vec<(i64, i64)> =
+        sqlx::query_as("select id, qty from idem_data.events order by id")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(stored, [(1, 5), (2, 5_000_000_000)]);
+    let replayed = rejects_of(&app, "&status=replayed").await;
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed[0]["replayed_by"], r1["load_id"]);
+    assert_eq!(replayed[0]["tries"], 3);
+    let still = rejects_of(&app, "&status=pending").await;
+    assert_eq!(still.len(), 1);
+    assert_eq!(still[0]["tries"], 3);
+    assert_eq!(still[0]["errors"][0]["column"], "qty", "{still:?}");
+
+    // The same key again: its answer replayed, nothing written or tried.
+    let again = replay(&app, "r1").await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    let again = json_body(again).await;
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["rows_replayed"], 1);
+    assert_eq!(rejects_of(&app, "&status=pending").await[0]["tries"], 3);
+    // The ledger knows the replay as a load.
+    let load = json_body(
+        app.get(&format!("/loads/{}", r1["load_id"].as_str().unwrap()))
+            .await,
+    )
+    .await;
+    assert_eq!(load["mode"], "replay", "{load}");
+
+    // Past the retry window the last one expires, and is no longer tried.
+    sqlx::query("update idem.rejects set received_at = now() - interval '73 hours' where status = 'pending'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let r2 = json_body(replay(&app, "r2").await).await;
+    assert_eq!(
+        (r2["expired"].as_u64(), r2["tried"].as_u64()),
+        (Some(1), Some(0)),
+        "{r2}"
+    );
+    let r3 = json_body(replay(&app, "r3").await).await;
+    assert_eq!(
+        (
+            r3["expired"].as_u64(),
+            r3["tried"].as_u64(),
+            r3["changed"].as_bool()
+        ),
+        (Some(0), Some(0), Some(false)),
+        "nothing pending: {r3}"
+    );
+    assert_eq!(rejects_of(&app, "&status=expired").await.len(), 1);
+    let r = app
+        .client
+        .delete(app.url("/rejects?table=events&status=expired"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_body(r).await["deleted"], 1);
+    assert_eq!(
+        rejects_of(&app, "").await.len(),
+        1,
+        "the replayed one stays"
+    );
+    let r = replay(&app, "").await;
+    assert_eq!(r.status(), 400, "a replay needs a key");
+}
+
+#[tokio::test]
+async fn a_quarantined_put_and_its_replay_keep_the_etag_equal_to_the_rows() {
+    let app = spawn_app().await;
+    assert_eq!(app.declare("events", EVENTS).await.status(), 201);
+    let rows = [
+        event(1, 5.into()),
+        event(2, 5_000_000_000i64.into()),
+        event(3, 7.into()),
+    ];
+    let r = app.put_ndjson("/partitions/events/2026-10-12", &rows).await;
+    let receipt = json_body(r).await;
+    assert_eq!(
+        (
+            receipt["rows_written"].as_u64(),
+            receipt["rejected"].as_u64()
+        ),
+        (Some(2), Some(1)),
+        "{receipt}"
+    );
+    let widened = EVENTS.replace(r#""qty": "integer""#, r#""qty": "bigint""#);
+    assert_eq!(app.declare("events", &widened).await.status(), 200);
+    let r1 = json_body(replay(&app, "r1").await).await;
+    assert_eq!(r1["rows_replayed"], 1, "{r1}");
+    assert_eq!(r1["partitions"][0]["ds"], "2026-10-12", "{r1}");
+
+    // What GET gives back (its ETag and rows), PUT takes back unchanged.
+    let r = app.get("/partitions/events/2026-10-12").await;
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let text = r.text().await.unwrap();
+    assert_eq!(text.lines().count(), 3);
+    let r = app
+        .put(
+            "/partitions/events/2026-10-12",
+            "application/x-ndjson",
+            text,
+        )
+        .await;
+    assert_eq!(r.headers()["etag"].to_str().unwrap(), etag);
+    assert_eq!(json_body(r).await["changed"], false);
+    // A new PUT of the day supersedes what is left of the old one's rejects.
+    for bad in ["bad", "worse"] {
+        let rows = [event(1, 5.into()), event(4, bad.into())];
+        app.put_ndjson("/partitions/events/2026-10-12", &rows).await;
+    }
+    let statuses: Vec<String> = rejects_of(&app, "")
+        .await
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(statuses, ["replayed", "superseded", "pending"]);
+}

@@ -1,0 +1,398 @@
+//! `POST /rejects/replay?table=`: a table's pending rejects sent again
+//! through the normal write path (merge with a key, append without), once
+//! the table was fixed to fit them.
+//!
+//! A replay runs under its Idempotency-Key, in the transaction that claims
+//! it: the pending rejects past the table's retry window become `expired`;
+//! the oldest pending ones (within `REPLAY_BOUNDS`) are locked, grouped by
+//! what they must be read as (format, CSV header, a PUT's partition), each
+//! group rebuilt as a body of the records as they were sent and written
+//! with bad rows listed instead of refused; then each tried reject is marked
+//! `replayed` by this load, or left `pending` with one more try and its new
+//! problems. All of it commits with the key, or none of it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::body::BodySource;
+use super::decode::{self, decode_whole, Decode, Quarantine, RepeatCheck};
+use super::rows::{choose_mode, encode_options};
+use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::access::Actor;
+use crate::ingest::{BodyFormat, ContentDelta};
+use crate::metrics::RowCounts;
+use crate::names::TableName;
+use crate::period::Period;
+use crate::schema::TableDef;
+use crate::store::catalog;
+use crate::store::ledger::{LoadEntry, LoadStatus};
+use crate::store::merge::{clear_incoming, PartitionAfter};
+use crate::store::rejects::{self, PendingReject, Problem, ReplayBounds, Tried};
+use crate::store::StoreError;
+
+pub const MODE: &str = "replay";
+
+/// What one replay takes at most; the receipt says when more are pending.
+const REPLAY_BOUNDS: ReplayBounds = ReplayBounds {
+    max_rows: 10_000,
+    max_bytes: 32 << 20,
+};
+
+pub struct ReplayRejects {
+    pub table: TableName,
+    pub principal: String,
+    pub idempotency_key: String,
+    pub actor: Actor,
+    /// The request's body (none is expected; it is read for the key's
+    /// fingerprint).
+    pub body: BodySource,
+}
+
+impl ReplayRejects {
+    pub fn ticket(&self) -> LoadTicket {
+        LoadTicket::new(
+            &self.table,
+            None,
+            MODE,
+            Some(&self.idempotency_key),
+            &self.actor,
+        )
+    }
+}
+
+/// The answer to a replay.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReplayReceipt {
+    pub load_id: Uuid,
+    pub table: String,
+    pub mode: &'static str,
+    /// Pending rejects tried now.
+    pub tried: u64,
+    /// Of them, written now (their status is `replayed`).
+    pub rows_replayed: u64,
+    /// Of them, still bad (pending, one more try, their new problems).
+    pub still_pending: u64,
+    /// Rejects past the table's retry window, made `expired` now.
+    pub expired: u64,
+    /// More rejects are pending than one replay takes: replay again.
+    pub more_pending: bool,
+    pub rows_written: u64,
+    pub inserted: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+    pub duplicates: u64,
+    /// Every partition written, with the rows it gained or lost.
+    pub partitions: Vec<PartitionAfter>,
+    pub changed: bool,
+    pub replayed: bool,
+}
+
+impl ReplayReceipt {
+    pub fn counts(&self) -> RowCounts {
+        RowCounts {
+            received: self.tried,
+            written: self.rows_written,
+            duplicates: self.duplicates,
+            rejected: self.still_pending,
+        }
+    }
+
+    pub fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
+        LoadEntry {
+            status: if self.changed {
+                LoadStatus::Published
+            } else {
+                LoadStatus::Unchanged
+            },
+            rows_received: self.tried,
+            rows_written: self.rows_written,
+            duplicates: self.duplicates,
+            rejected: self.still_pending,
+            changed: self.changed,
+            ..ticket.entry()
+        }
+    }
+}
+
+/// A replay done, and what is left to record before its commit.
+pub struct ReplayWritten {
+    pub receipt: ReplayReceipt,
+    pub deltas: Vec<(Period, ContentDelta)>,
+}
+
+/// Rejects read the same way: one body each.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct GroupKey {
+    format: String,
+    csv_header: Option<Vec<u8>>,
+    /// A PUT's partition (its rows are read as that partition's).
+    put_ds: Option<String>,
+}
+
+/// What the groups' writes add up to.
+#[derive(Default)]
+struct Outcome {
+    receipt: ReplayReceipt,
+    deltas: BTreeMap<Period, ContentDelta>,
+    partitions: BTreeMap<Period, i64>,
+    /// Per tried reject: `None` when written, else its problems.
+    tried: Vec<(Uuid, i64, Option<Vec<Problem>>)>,
+}
+
+impl Pipeline {
+    /// Replays the table's pending rejects in `tx` (see the module's doc).
+    #[tracing::instrument(skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
+    pub async fn replay_rejects(
+        &self,
+        req: ReplayRejects,
+        ticket: &LoadTicket,
+        tx: &mut PgConnection,
+    ) -> WriteResult<ReplayWritten> {
+        let ReplayRejects {
+            table,
+            principal,
+            idempotency_key,
+            ..
+        } = req;
+        let def = catalog::table_def(&mut *tx, &table)
+            .await?
+            .ok_or(WriteError::TableNotFound(table))?;
+        let window = Duration::from_secs(def.reject_retry_window.secs);
+        let expired = rejects::expire(&mut *tx, &def.name, window).await?;
+        let (pending, more) = rejects::take_pending(&mut *tx, &def.name, REPLAY_BOUNDS).await?;
+        let mut outcome = Outcome::default();
+        for (i, (key, group)) in group_rejects(&pending).into_iter().enumerate() {
+            if i > 0 {
+                clear_incoming(&mut *tx, &def).await?;
+            }
+            let scope = format!("{idempotency_key}\0replay {i}");
+            let group = Group {
+                key: &key,
+                rejects: &group,
+                principal: &principal,
+                scope: &scope,
+            };
+            self.replay_group(tx, &def, ticket, group, &mut outcome)
+                .await?;
+        }
+        let tried: Vec<Tried<'_>> = outcome
+            .tried
+            .iter()
+            .map(|(load_id, record, problems)| Tried {
+                load_id: *load_id,
+                record: *record,
+                problems: problems.as_deref(),
+            })
+            .collect();
+        rejects::mark_tried(&mut *tx, &def.name, ticket.load_id, &tried).await?;
+        Ok(outcome.finish(ticket, &def, expired, more))
+    }
+}
+
+/// One group of rejects to replay as one body.
+struct Group<'a> {
+    key: &'a GroupKey,
+    rejects: &'a [&'a PendingReject],
+    principal: &'a str,
+    /// Keeps a keyless table's row ids of this group apart from others'.
+    scope: &'a str,
+}
+
+impl Pipeline {
+    /// Writes one group's records that now fit; notes each one's fate.
+    async fn replay_group(
+        &self,
+        tx: &mut PgConnection,
+        def: &TableDef,
+        ticket: &LoadTicket,
+        group: Group<'_>,
+        outcome: &mut Outcome,
+    ) -> WriteResult<()> {
+        let (kept, lost): (Vec<&PendingReject>, Vec<&PendingReject>) =
+            group.rejects.iter().partition(|r| r.raw.is_some());
+        for reject in lost {
+            outcome.still_bad(
+                reject,
+                "the record was larger than the record limit when sent, and was not kept",
+            );
+        }
+        let Some(format) = format_of(&group.key.format) else {
+            return Err(StoreError::Corrupt("a reject of an unknown format").into());
+        };
+        let mode = choose_mode(def, None)?;
+        let mut options = encode_options(def, mode, group.principal, group.scope);
+        options.ds = match &group.key.put_ds {
+            Some(label) => Some(Period::parse(label, def.grain).ok_or(StoreError::Corrupt(
+                "a reject's partition is not one of its table",
+            ))?),
+            None => None,
+        };
+        let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
+        let job = decode::DecodeJob {
+            quarantine: Some(Quarantine::List),
+            ..job
+        };
+        let body = replay_body(format, group.key.csv_header.as_deref(), &kept);
+        let (decoded, copy) = decode_whole(&job, &body);
+        let decoded = match decode::verdict(decoded) {
+            Ok(decoded) => decoded,
+            Err(e) if e.is_refusal() => {
+                for reject in kept {
+                    outcome.still_bad(reject, &e.to_string());
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let decoding = Decode::Whole(Box::new(decoded), copy);
+        let (listed, written) = self.merge_decoding(tx, def, mode, ticket, decoding).await?;
+        let mut bad: BTreeMap<u64, Vec<Problem>> = BTreeMap::new();
+        if let Some(listed) = &listed {
+            bad.extend(
+                listed
+                    .listed()
+                    .iter()
+                    .map(|l| (l.record, l.problems.clone())),
+            );
+        }
+        for (number, reject) in (1u64..).zip(&kept) {
+            outcome.tried(reject, bad.remove(&number));
+        }
+        outcome.add(written.receipt, written.deltas)
+    }
+}
+
+/// The pending rejects by how they are read, in the order taken.
+fn group_rejects(pending: &[PendingReject]) -> BTreeMap<GroupKey, Vec<&PendingReject>> {
+    let mut groups: BTreeMap<GroupKey, Vec<&PendingReject>> = BTreeMap::new();
+    for reject in pending {
+        let key = GroupKey {
+            format: reject.format.clone(),
+            csv_header: reject.csv_header.clone(),
+            put_ds: (reject.origin == "put")
+                .then(|| reject.ds.clone())
+                .flatten(),
+        };
+        groups.entry(key).or_default().push(reject);
+    }
+    groups
+}
+
+fn format_of(name: &str) -> Option<BodyFormat> {
+    [BodyFormat::Ndjson, BodyFormat::JsonArray, BodyFormat::Csv]
+        .into_iter()
+        .find(|f| f.name() == name)
+}
+
+/// The records as one body of their format: NDJSON lines, a JSON array of
+/// the elements, or CSV records under their header.
+fn replay_body(
+    format: BodyFormat,
+    csv_header: Option<&[u8]>,
+    rejects: &[&PendingReject],
+) -> Vec<u8> {
+    let records = rejects.iter().filter_map(|r| r.raw.as_deref());
+    let mut body = Vec::new();
+    match format {
+        BodyFormat::Ndjson => {
+            for record in records {
+                body.extend_from_slice(record);
+                body.push(b'\n');
+            }
+        }
+        BodyFormat::JsonArray => {
+            body.push(b'[');
+            for (i, record) in records.enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                body.extend_from_slice(record);
+            }
+            body.push(b']');
+        }
+        BodyFormat::Csv => {
+            body.extend_from_slice(csv_header.unwrap_or_default());
+            body.extend_from_slice(b"\r\n");
+            for record in records {
+                body.extend_from_slice(record);
+                body.extend_from_slice(b"\r\n");
+            }
+        }
+    }
+    body
+}
+
+impl Outcome {
+    fn tried(&mut self, reject: &PendingReject, problems: Option<Vec<Problem>>) {
+        self.receipt.tried += 1;
+        match &problems {
+            None => self.receipt.rows_replayed += 1,
+            Some(_) => self.receipt.still_pending += 1,
+        }
+        self.tried.push((reject.load_id, reject.record, problems));
+    }
+
+    fn still_bad(&mut self, reject: &PendingReject, message: &str) {
+        let problem = Problem {
+            column: None,
+            message: message.to_string(),
+        };
+        self.tried(reject, Some(vec![problem]));
+    }
+
+    /// Adds one group's write.
+    fn add(
+        &mut self,
+        written: super::rows::RowsReceipt,
+        deltas: Vec<(Period, ContentDelta)>,
+    ) -> WriteResult<()> {
+        let r = &mut self.receipt;
+        r.rows_written += written.rows_written;
+        r.inserted += written.inserted;
+        r.updated += written.updated;
+        r.unchanged += written.unchanged;
+        r.duplicates += written.duplicates;
+        for after in written.partitions {
+            *self.partitions.entry(after.ds).or_default() += after.row_delta;
+        }
+        for (ds, delta) in deltas {
+            self.deltas
+                .entry(ds)
+                .or_default()
+                .merge(&delta)
+                .ok_or(StoreError::Corrupt("a partition's row count overflows"))?;
+        }
+        Ok(())
+    }
+
+    fn finish(
+        self,
+        ticket: &LoadTicket,
+        def: &TableDef,
+        expired: u64,
+        more: bool,
+    ) -> ReplayWritten {
+        let receipt = ReplayReceipt {
+            load_id: ticket.load_id,
+            table: def.name.to_string(),
+            mode: MODE,
+            expired,
+            more_pending: more,
+            changed: self.receipt.rows_written > 0,
+            partitions: self
+                .partitions
+                .into_iter()
+                .map(|(ds, row_delta)| PartitionAfter { ds, row_delta })
+                .collect(),
+            ..self.receipt
+        };
+        ReplayWritten {
+            receipt,
+            deltas: self.deltas.into_iter().collect(),
+        }
+    }
+}
