@@ -168,6 +168,9 @@ impl ApiError {
             ApiError::Write(WriteError::Malformed { error, .. }) => {
                 Some((std::slice::from_ref(&**error), None))
             }
+            ApiError::Write(WriteError::Store(StoreError::RepeatedKeys { keys, listed })) => {
+                Some((listed, Some(*keys)))
+            }
             _ => None,
         }
     }

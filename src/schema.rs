@@ -152,6 +152,46 @@ impl BadRowPolicy {
     }
 }
 
+/// What a write does with rows of one body that share a primary key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DuplicatePolicy {
+    /// One version is written: the largest cursor, then the smallest row
+    /// hash; the others are dropped (and logged).
+    #[default]
+    KeepOne,
+    /// No version of a repeated key is written; all are set aside (and
+    /// logged) for a person to look at.
+    Hold,
+    /// Every version of a repeated key is a bad row (`bad_rows` decides).
+    Reject,
+}
+
+impl DuplicatePolicy {
+    pub fn parse(text: &str) -> Result<Self, SchemaError> {
+        match text {
+            "keep_one" => Ok(DuplicatePolicy::KeepOne),
+            "hold" => Ok(DuplicatePolicy::Hold),
+            "reject" => Ok(DuplicatePolicy::Reject),
+            other => Err(invalid(format!(
+                "duplicates {other:?} is not \"keep_one\", \"hold\" or \"reject\""
+            ))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DuplicatePolicy::KeepOne => "keep_one",
+            DuplicatePolicy::Hold => "hold",
+            DuplicatePolicy::Reject => "reject",
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
 /// How long a quarantined row is retried by a replay: past it, the row is
 /// `expired` (kept until deleted, never retried). Written and read as a
 /// count of hours, days, minutes or seconds: `72h`, `7d`, `30m`, `90s`.
@@ -235,6 +275,13 @@ pub struct TableDef {
     pub bad_rows: BadRowPolicy,
     #[serde(default)]
     pub reject_retry_window: RetryWindow,
+    /// Repeated keys in one body.
+    #[serde(default)]
+    pub duplicates: DuplicatePolicy,
+    /// Whether versions set aside by `duplicates` are logged (`GET
+    /// /duplicates`).
+    #[serde(default = "yes")]
+    pub duplicate_log: bool,
 }
 
 impl TableDef {
@@ -348,6 +395,12 @@ pub struct TableDeclaration {
     /// `72h` unless declared.
     #[serde(default)]
     pub reject_retry_window: Option<String>,
+    /// `keep_one` (the default), `hold` or `reject`.
+    #[serde(default)]
+    pub duplicates: Option<String>,
+    /// `true` unless declared.
+    #[serde(default)]
+    pub duplicate_log: Option<bool>,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's
@@ -413,6 +466,18 @@ impl TableDeclaration {
             .map(RetryWindow::parse)
             .transpose()?
             .unwrap_or_default();
+        let duplicates = self
+            .duplicates
+            .as_deref()
+            .map(DuplicatePolicy::parse)
+            .transpose()?
+            .unwrap_or_default();
+        if duplicates != DuplicatePolicy::KeepOne && primary_key.is_empty() {
+            return Err(invalid(format!(
+                "duplicates {:?} needs a primary_key: a repeated key is what it acts on",
+                duplicates.as_str()
+            )));
+        }
         Ok(TableDef {
             name: table,
             columns,
@@ -423,6 +488,8 @@ impl TableDeclaration {
             schema,
             bad_rows,
             reject_retry_window,
+            duplicates,
+            duplicate_log: self.duplicate_log.unwrap_or(true),
         })
     }
 }
@@ -586,6 +653,12 @@ pub enum SchemaChange {
     SetRejectRetryWindow {
         reject_retry_window: RetryWindow,
     },
+    SetDuplicatePolicy {
+        duplicates: DuplicatePolicy,
+    },
+    SetDuplicateLog {
+        duplicate_log: bool,
+    },
 }
 
 impl SchemaChange {
@@ -673,6 +746,16 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
             reject_retry_window: new.reject_retry_window,
         });
     }
+    if old.duplicates != new.duplicates {
+        changes.push(SchemaChange::SetDuplicatePolicy {
+            duplicates: new.duplicates,
+        });
+    }
+    if old.duplicate_log != new.duplicate_log {
+        changes.push(SchemaChange::SetDuplicateLog {
+            duplicate_log: new.duplicate_log,
+        });
+    }
     Ok(changes)
 }
 
@@ -698,6 +781,10 @@ impl TableDef {
                 SchemaChange::SetRejectRetryWindow {
                     reject_retry_window,
                 } => def.reject_retry_window = *reject_retry_window,
+                SchemaChange::SetDuplicatePolicy { duplicates } => def.duplicates = *duplicates,
+                SchemaChange::SetDuplicateLog { duplicate_log } => {
+                    def.duplicate_log = *duplicate_log
+                }
             }
         }
         def

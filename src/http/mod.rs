@@ -1,6 +1,7 @@
 //! The HTTP surface: one module per resource, each with its own `router()`.
 
 pub mod auth;
+pub mod duplicates;
 pub mod edge;
 pub mod idempotency_keys;
 pub mod loads;
@@ -139,6 +140,7 @@ pub fn router() -> Router<AppState> {
         .merge(idempotency_keys::router())
         .merge(loads::router())
         .merge(rejects::router())
+        .merge(duplicates::router())
         .merge(tokens::router())
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound("no such resource; see GET /openapi.yaml".into()) })

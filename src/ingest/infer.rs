@@ -143,6 +143,8 @@ pub fn infer_table(
         schema: SchemaPolicy::Freeze,
         bad_rows: Default::default(),
         reject_retry_window: Default::default(),
+        duplicates: Default::default(),
+        duplicate_log: true,
     })
 }
 

@@ -26,7 +26,8 @@ use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::metrics::{Metrics, RowCounts};
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::{BadRowPolicy, TableDef};
+use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
+use crate::store::duplicates::Resolve;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published, Swap};
 use crate::store::rejects::RejectSpool;
@@ -260,6 +261,13 @@ impl StagedPut<'_> {
         key_tx: Option<&mut PgConnection>,
     ) -> WriteResult<Receipt> {
         let def = job.def.clone();
+        // Under a quarantine (its bad rows set aside) a repeat is held.
+        let repeats = Resolve {
+            policy: def.duplicates,
+            load_id: self.ticket.load_id,
+            log: def.duplicate_log,
+            refuse: def.duplicates == DuplicatePolicy::Reject && job.quarantine.is_none(),
+        };
         let decoding = decode::spawn_decoder(job, body);
         let stage_name = stage::staging_name(self.ticket.load_id);
         stage::claim(&mut *conn, &stage_name).await?;
@@ -268,7 +276,7 @@ impl StagedPut<'_> {
                 &mut *conn,
                 &def,
                 self.ds,
-                &stage_name,
+                repeats,
                 ReceiverStream::new(decoding.chunks),
             )
             .await;

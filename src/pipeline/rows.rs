@@ -18,7 +18,7 @@ use crate::ingest::EncodeOptions;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::{BadRowPolicy, TableDef};
+use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::merge::{
     apply_incoming, copy_incoming, fits_arrays, small_body, Incoming, IncomingRows, MergeMode,
@@ -193,6 +193,8 @@ impl Pipeline {
             content: decoded.input_hash,
             tombstones: decoded.tombstones,
             maybe_repeated: decoded.maybe_repeated,
+            // Under a quarantine (its bad rows set aside) a repeat is held.
+            refuse_repeats: def.duplicates == DuplicatePolicy::Reject && decoded.rejects.is_none(),
             periods: decoded.periods.clone(),
             additions: decoded.additions.clone(),
         };

@@ -4,6 +4,7 @@
 use std::io;
 use std::time::Duration;
 
+use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::schema::SchemaError;
 
@@ -38,6 +39,10 @@ pub enum StoreError {
     /// A stage built for a definition that changed before its swap.
     #[error("table {0:?} changed while this load was staged; send it again")]
     TableChanged(TableName),
+    /// Keys a body repeats, under `duplicates: reject` with bad rows
+    /// refused: `keys` of them, the first listed as bad rows.
+    #[error("{keys} key(s) occur more than once in the body; nothing was written")]
+    RepeatedKeys { keys: u64, listed: Vec<BadRow> },
     /// `If-Match` / `If-None-Match` did not hold.
     #[error("{0}")]
     PreconditionFailed(String),
@@ -63,6 +68,7 @@ impl StoreError {
             StoreError::Schema(e) => e.code(),
             StoreError::TableChanged(_) => "schema_conflict",
             StoreError::PreconditionFailed(_) => "precondition_failed",
+            StoreError::RepeatedKeys { .. } => "bad_rows",
             StoreError::KeyInFlight { .. } => "idempotency_key_in_flight",
             StoreError::Database(_)
             | StoreError::Migrate(_)
@@ -91,6 +97,7 @@ impl StoreError {
                 | StoreError::TableChanged(_)
                 | StoreError::PreconditionFailed(_)
                 | StoreError::KeyInFlight { .. }
+                | StoreError::RepeatedKeys { .. }
         )
     }
 }

@@ -24,7 +24,8 @@ use sqlx::{Connection, PgConnection, Postgres, Row};
 use uuid::Uuid;
 
 use super::arrays::{field_of_each, split_tuples, ElementType, TupleArrays};
-use super::stage::{copy_binary, drop_losing_versions, number_identical_rows, row_hash};
+use super::duplicates::{self, Resolve};
+use super::stage::{copy_binary, number_identical_rows, row_hash};
 use super::{
     all_columns, key_index_column_list, key_index_columns, lock_partition, parent_table,
     partition_key, partition_lock_key, partition_table, period_literal, StoreError, StoreResult,
@@ -158,6 +159,8 @@ pub struct Incoming {
     pub tombstones: u64,
     /// Two rows may share a row id: duplicates must be resolved.
     pub maybe_repeated: bool,
+    /// A repeated key refuses the load (`Resolve::refuse`).
+    pub refuse_repeats: bool,
     /// The partitions the rows belong to (the decoder saw each row's).
     pub periods: BTreeSet<Period>,
     /// What the rows other than tombstones add to each partition if every
@@ -221,7 +224,7 @@ pub async fn apply_incoming(
         ));
     }
     let sql = MergeSql::new(def, rows);
-    let duplicates = collapse_duplicates(conn, def, &sql, &incoming).await?;
+    let duplicates = collapse_duplicates(conn, def, &sql, &incoming, load_id).await?;
     let hashes_kept = mode != MergeMode::Patch && !incoming.maybe_repeated;
     let load = LoadRows {
         load_id,
@@ -265,7 +268,9 @@ pub async fn apply_batch(
         rows: loads.iter().map(|l| l.rows).sum(),
         content: ContentHash::default(),
         tombstones,
+        // A batch's rows repeat no row id.
         maybe_repeated: false,
+        refuse_repeats: false,
         periods: loads
             .iter()
             .flat_map(|l| l.periods.iter().copied())
@@ -472,6 +477,7 @@ async fn collapse_duplicates(
     def: &TableDef,
     sql: &MergeSql,
     incoming: &Incoming,
+    load_id: Uuid,
 ) -> StoreResult<u64> {
     if !incoming.maybe_repeated {
         return Ok(0);
@@ -480,7 +486,13 @@ async fn collapse_duplicates(
         number_identical_rows(conn, &sql.incoming).await?;
         return Ok(0);
     }
-    let dropped = drop_losing_versions(conn, def, &sql.incoming).await?;
+    let how = Resolve {
+        policy: def.duplicates,
+        load_id,
+        log: def.duplicate_log,
+        refuse: incoming.refuse_repeats,
+    };
+    let dropped = duplicates::resolve(conn, def, &sql.incoming, how).await?;
     Ok(count_of(&dropped))
 }
 

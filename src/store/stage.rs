@@ -10,9 +10,10 @@ use std::io;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
+use super::duplicates::{self, Resolve};
 use super::{
     column_ddl, is_unique_violation, key_index_columns, lock_key, StoreError, StoreResult,
     STAGING_SCHEMA,
@@ -35,7 +36,8 @@ pub fn stage_lock_key(name: &str) -> i64 {
 }
 
 /// What staging left: the rows that stay, and the digests of the versions
-/// that lost to another version of their key (to take out of the hash).
+/// not written, as the table's `duplicates` policy says (to take out of the
+/// hash).
 pub struct Staged {
     pub rows: u64,
     pub dropped_row_hashes: Vec<[u8; 32]>,
@@ -92,14 +94,15 @@ pub async fn abandon_claims(conn: &mut PgConnection) {
 /// Creates the stage for partition `ds` of `def` and COPYs `rows` (binary
 /// COPY data with `_load_id`, `_row_id` and `_row_hash` after the user columns)
 /// into it, all in one transaction: if anything fails, the stage is gone.
-#[tracing::instrument(skip_all, fields(table = %def.name, %ds, stage = name))]
+#[tracing::instrument(skip_all, fields(table = %def.name, %ds, load_id = %repeats.load_id))]
 pub async fn stage_rows(
     conn: &mut PgConnection,
     def: &TableDef,
     ds: Period,
-    name: &str,
+    repeats: Resolve,
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<Staged> {
+    let name = &staging_name(repeats.load_id);
     let stage = staging_table(name);
     let partition_col = partition_key(def);
     let mut tx = conn.begin().await?;
@@ -115,7 +118,7 @@ pub async fn stage_rows(
     .await?;
     let copied = copy_binary(&mut tx, &stage, def, &[], rows).await?;
 
-    let dropped_row_hashes = build_unique_index(&mut tx, def, &stage).await?;
+    let dropped_row_hashes = build_unique_index(&mut tx, def, &stage, repeats).await?;
     tx.commit().await?;
     let dropped = u64::try_from(dropped_row_hashes.len()).expect("a count fits u64");
     Ok(Staged {
@@ -126,11 +129,12 @@ pub async fn stage_rows(
 
 /// Builds the stage's unique index on the key, resolving duplicates first
 /// when the build says there are some; returns the digests of the versions
-/// that lost.
+/// not written.
 async fn build_unique_index(
     tx: &mut PgConnection,
     def: &TableDef,
     stage: &str,
+    repeats: Resolve,
 ) -> StoreResult<Vec<[u8; 32]>> {
     let index_sql = format!(
         "create unique index on {stage} ({})",
@@ -156,7 +160,7 @@ async fn build_unique_index(
         number_identical_rows(&mut *tx, stage).await?;
         Vec::new()
     } else {
-        drop_losing_versions(&mut *tx, def, stage).await?
+        duplicates::resolve(&mut *tx, def, stage, repeats).await?
     };
     sqlx::query(&index_sql).execute(&mut *tx).await?;
     Ok(dropped)
@@ -201,31 +205,6 @@ pub(super) async fn copy_binary(
         }
     }
     Ok(copy.finish().await?)
-}
-
-/// Versions of one key collapse to one: the largest cursor, then the
-/// smallest row digest. Neither depends on arrival order.
-pub(super) async fn drop_losing_versions(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    stage: &str,
-) -> StoreResult<Vec<[u8; 32]>> {
-    let order = match &def.cursor {
-        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", cursor.quoted()),
-        None => "\"_row_hash\"".to_string(),
-    };
-    // language=PostgreSQL
-    let sql = format!(
-        "delete from {stage} s
-          using (select ctid as victim
-                   from (select ctid, row_number() over (partition by \"_row_id\" order by {order}) as rank
-                           from {stage}) ranked
-                  where rank > 1) losers
-          where s.ctid = losers.victim
-      returning s.\"_row_hash\""
-    );
-    let rows = sqlx::query(&sql).fetch_all(conn).await?;
-    rows.iter().map(|r| row_hash(r.try_get(0)?)).collect()
 }
 
 /// Without a key, identical rows stay distinct rows: the n-th copy (n >= 1)

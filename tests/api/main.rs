@@ -4,6 +4,7 @@
 
 mod auth;
 mod concurrency;
+mod duplicates;
 mod encoding;
 mod grains;
 mod helpers;

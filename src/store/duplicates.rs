@@ -1,0 +1,232 @@
+//! Versions of one key in one body (`duplicates` policy): collapsed to one
+//! (`keep_one`), or every version set aside (`hold`, `reject`); the versions
+//! not written logged in `idem.duplicates` unless the table says not to.
+//!
+//! A POST resolves them in its transaction. A PUT resolves them in its
+//! stage's transaction, which commits before the swap (and, for a keyed PUT,
+//! before the key's transaction): its log rows are written then, and count
+//! only once the load is in the ledger as published or unchanged, which
+//! the swap's transaction records. A load that failed leaves log rows that
+//! no list shows.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use super::merge::label_sql;
+use super::stage::row_hash;
+use super::{StoreError, StoreResult};
+use crate::ingest::{BadRow, RowError};
+use crate::names::TableName;
+use crate::schema::{DuplicatePolicy, TableDef};
+
+/// The log, where a POST writes it.
+pub const LOG_TABLE: &str = "idem.duplicates";
+
+/// How a load's repeated keys are resolved.
+#[derive(Clone, Copy, Debug)]
+pub struct Resolve {
+    pub policy: DuplicatePolicy,
+    pub load_id: Uuid,
+    /// Whether versions not written are logged.
+    pub log: bool,
+    /// Whether a repeated key refuses the whole load (`duplicates: reject`
+    /// with bad rows refused); under a quarantine its versions are held
+    /// and logged instead: they are valid rows, which no fix of the table
+    /// makes fit, so there is nothing to replay.
+    pub refuse: bool,
+}
+
+/// Most repeated keys a refusal lists.
+const MAX_LISTED_KEYS: usize = 100;
+
+/// Removes from `table` (a stage, or a POST's incoming rows) the versions
+/// the policy does not write, logging them; returns their row hashes (to
+/// take out of the content hash). Neither rule depends on arrival order.
+pub async fn resolve(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    table: &str,
+    how: Resolve,
+) -> StoreResult<Vec<[u8; 32]>> {
+    let order = match &def.cursor {
+        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", cursor.quoted()),
+        None => "\"_row_hash\"".to_string(),
+    };
+    let (removed, kept) = match how.policy {
+        DuplicatePolicy::KeepOne => ("r.version > 1", "r.winner"),
+        DuplicatePolicy::Hold | DuplicatePolicy::Reject => ("r.versions > 1", "null::bytea"),
+    };
+    let key = def
+        .primary_key
+        .iter()
+        .map(|c| format!("'{}', s.{}", c.as_str(), c.quoted()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // language=PostgreSQL
+    let resolve = format!(
+        "ranked as (
+            select ctid as at, \"_row_id\", row_number() over w as version,
+                   count(*) over (partition by \"_row_id\") as versions,
+                   first_value(\"_row_hash\") over w as winner
+              from {table}
+            window w as (partition by \"_row_id\" order by {order})),
+         removed as (
+            delete from {table} s using ranked r
+             where s.ctid = r.at and {removed}
+         returning s.\"_row_id\", s.\"_row_hash\", {ds} as ds, jsonb_build_object({key}) as key,
+                   (select jsonb_object_agg(k, v) from jsonb_each(to_jsonb(s)) as e(k, v)
+                     where k not like '\\_%') as row,
+                   r.version, {kept} as kept)",
+        ds = label_sql(def, "s"),
+    );
+    let log = match how.log {
+        true => format!(
+            ", logged as (
+                insert into {LOG_TABLE} (table_name, load_id, ds, row_id, key, version, row, row_hash,
+                                   kept_row_hash, policy)
+                select $1, $2, ds, \"_row_id\", key, version, row, \"_row_hash\", kept, $3
+                  from removed)"
+        ),
+        false => String::new(),
+    };
+    let rows = sqlx::query(&format!(
+        "with {resolve}{log} select \"_row_hash\", key::text, version from removed
+          order by key, version"
+    ))
+    .bind(def.name.as_str())
+    .bind(how.load_id)
+    .bind(how.policy.as_str())
+    .fetch_all(conn)
+    .await?;
+    if how.refuse && !rows.is_empty() {
+        return Err(repeated_keys(def, &rows));
+    }
+    rows.iter().map(|r| row_hash(r.try_get(0)?)).collect()
+}
+
+/// The refusal of a load whose body repeats keys: each key once, naming
+/// its columns and how often it occurs (where the versions stand in the
+/// body is not known by then, so no line is named: 0).
+fn repeated_keys(def: &TableDef, removed: &[sqlx::postgres::PgRow]) -> StoreError {
+    let mut versions: BTreeMap<String, u64> = BTreeMap::new();
+    for row in removed {
+        let key: String = row.try_get(1).unwrap_or_default();
+        *versions.entry(key).or_default() += 1;
+    }
+    let column = def.primary_key.first().map(|c| c.to_string());
+    let listed = versions
+        .iter()
+        .take(MAX_LISTED_KEYS)
+        .map(|(key, n)| {
+            BadRow::from(RowError {
+                line: 0,
+                record: 0,
+                column: column.clone(),
+                message: format!(
+                    "the key {key} occurs {n} times in this body (duplicates: reject)"
+                ),
+            })
+        })
+        .collect();
+    StoreError::RepeatedKeys {
+        keys: u64::try_from(versions.len()).unwrap_or(u64::MAX),
+        listed,
+    }
+}
+
+/// A logged version, as listed.
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct LoggedVersion {
+    #[sqlx(rename = "table_name")]
+    pub table: String,
+    pub load_id: Uuid,
+    pub ds: String,
+    /// The key's row id, hex.
+    pub row_id: String,
+    pub key: sqlx::types::Json<serde_json::Value>,
+    pub version: i32,
+    pub row: sqlx::types::Json<serde_json::Value>,
+    pub row_hash: String,
+    /// The row hash of the version written instead (`keep_one`).
+    pub kept_row_hash: Option<String>,
+    pub policy: String,
+    pub logged_at: DateTime<Utc>,
+}
+
+/// Where a page of the log starts: after this version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogCursor {
+    pub load_id: Uuid,
+    pub row_id: Vec<u8>,
+    pub version: i32,
+}
+
+impl LogCursor {
+    pub fn of(v: &LoggedVersion) -> Self {
+        LogCursor {
+            load_id: v.load_id,
+            row_id: hex::decode(&v.row_id).unwrap_or_default(),
+            version: v.version,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        format!(
+            "{}.{}.{}",
+            self.load_id,
+            hex::encode(&self.row_id),
+            self.version
+        )
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.split('.');
+        let cursor = LogCursor {
+            load_id: Uuid::parse_str(parts.next()?).ok()?,
+            row_id: hex::decode(parts.next()?).ok()?,
+            version: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(cursor)
+    }
+}
+
+impl super::Store {
+    /// A page of the log, oldest load first, then by key and version.
+    pub async fn duplicates(
+        &self,
+        table: Option<&TableName>,
+        load_id: Option<Uuid>,
+        visible: &[String],
+        after: Option<&LogCursor>,
+        limit: i64,
+    ) -> StoreResult<Vec<LoggedVersion>> {
+        // language=PostgreSQL
+        let rows = sqlx::query_as(
+            "select table_name, load_id, ds, encode(row_id, 'hex') as row_id, key, version, row,
+                    encode(row_hash, 'hex') as row_hash, encode(kept_row_hash, 'hex') as kept_row_hash,
+                    policy, logged_at
+               from idem.duplicates d
+              where ($1::text is null or table_name = $1) and ($2::uuid is null or load_id = $2)
+                and ($3::uuid is null or (load_id, row_id, version) > ($3, $4, $5))
+                and table_name like any($7)
+                and exists (select from idem.loads l
+                             where l.load_id = d.load_id and l.status in ('published', 'unchanged'))
+              order by load_id, row_id, version
+              limit $6",
+        )
+        .bind(table.map(TableName::as_str))
+        .bind(load_id)
+        .bind(after.map(|c| c.load_id))
+        .bind(after.map(|c| c.row_id.clone()))
+        .bind(after.map(|c| c.version))
+        .bind(limit)
+        .bind(visible)
+        .fetch_all(&mut *self.acquire().await?)
+        .await?;
+        Ok(rows)
+    }
+}
