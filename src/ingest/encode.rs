@@ -242,7 +242,7 @@ impl<'d> RowEncoder<'d> {
     /// SHA-256 of the row's canonical encoding, which stays in
     /// `self.canonical` for `row_id`.
     fn canonical_row_hash(&mut self, cells: &[Cell<'_>]) -> [u8; 32] {
-        write_canonical_list(&mut self.canonical, cells.iter());
+        write_canonical_list(&mut self.canonical, without_trailing_nulls(cells).iter());
         Sha256::digest(&self.canonical).into()
     }
 
@@ -376,8 +376,19 @@ pub fn row_hash_of_text(def: &TableDef, values: &[Option<String>]) -> Option<[u8
         .collect::<Result<Vec<_>, _>>()
         .ok()?;
     let mut canonical = Vec::with_capacity(256);
-    write_canonical_list(&mut canonical, cells.iter());
+    write_canonical_list(&mut canonical, without_trailing_nulls(&cells).iter());
     Some(Sha256::digest(&canonical).into())
+}
+
+/// A row's cells less the nulls at its end: a column added to a table comes
+/// last and is null in the rows written before, which so keep their hash
+/// (and a partition its ETag) when the table gains a column.
+fn without_trailing_nulls<'c, 'v>(cells: &'c [Cell<'v>]) -> &'c [Cell<'v>] {
+    let kept = cells
+        .iter()
+        .rposition(|c| !matches!(c, Cell::Null))
+        .map_or(0, |last| last + 1);
+    &cells[..kept]
 }
 
 /// What is wrong with a field or CSV header `name` the table does not have,
