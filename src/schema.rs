@@ -77,7 +77,11 @@ impl ColumnType {
         use ColumnType::*;
         matches!(
             (self, to),
-            (Integer, Bigint) | (Integer, Numeric) | (Bigint, Numeric) | (Integer, DoublePrecision)
+            (Integer, Bigint)
+                | (Integer, Numeric)
+                | (Bigint, Numeric)
+                | (Integer, DoublePrecision)
+                | (Date, Timestamptz)
         )
     }
 }
@@ -100,6 +104,10 @@ pub enum SchemaPolicy {
     /// The field is dropped, the rest of the row written; the receipt
     /// counts the dropped values (`discarded_fields`).
     DiscardUnknown,
+    /// The table grows to fit: a new field adds a nullable column of its
+    /// values' type, a value too wide for its column widens the column
+    /// where that is safe (see `SchemaWants`).
+    Evolve,
 }
 
 impl SchemaPolicy {
@@ -107,13 +115,9 @@ impl SchemaPolicy {
         match text {
             "freeze" => Ok(SchemaPolicy::Freeze),
             "discard_unknown" => Ok(SchemaPolicy::DiscardUnknown),
-            "evolve" => Err(invalid(
-                "schema \"evolve\" (new fields adding columns) is not available yet; \
-                 use \"freeze\" or \"discard_unknown\""
-                    .into(),
-            )),
+            "evolve" => Ok(SchemaPolicy::Evolve),
             other => Err(invalid(format!(
-                "schema {other:?} is not \"freeze\" or \"discard_unknown\""
+                "schema {other:?} is not \"freeze\", \"discard_unknown\" or \"evolve\""
             ))),
         }
     }
@@ -625,6 +629,94 @@ fn check_cursor(
         )));
     }
     Ok(c.name.clone())
+}
+
+/// What a body under `schema: evolve` needs of its table: columns for the
+/// fields it lacks, with their values' type, and wider types for columns
+/// some of whose values do not fit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchemaWants {
+    /// `None`: only nulls seen so far (made text if nothing else comes).
+    pub add: std::collections::BTreeMap<ColumnName, Option<ColumnType>>,
+    pub widen: std::collections::BTreeMap<ColumnName, ColumnType>,
+}
+
+impl SchemaWants {
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.widen.is_empty()
+    }
+
+    /// A column for field `name`, holding a value of type `ty` (`None`: a
+    /// null, which any type holds).
+    pub fn add_column(&mut self, name: ColumnName, ty: Option<ColumnType>) {
+        let slot = self.add.entry(name).or_insert(ty);
+        *slot = match (*slot, ty) {
+            (Some(a), Some(b)) => Some(wider_of(a, b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Column `name` widened to at least `to`.
+    pub fn widen_column(&mut self, name: ColumnName, to: ColumnType) {
+        let slot = self.widen.entry(name).or_insert(to);
+        *slot = wider_of(*slot, to);
+    }
+
+    /// What `from` lacks of `to`: its columns, and its wider types.
+    pub fn to_reach(from: &TableDef, to: &TableDef) -> Self {
+        let mut wants = SchemaWants::default();
+        for column in &to.columns {
+            match from.column(&column.name) {
+                None => wants.add_column(column.name.clone(), Some(column.ty)),
+                Some(have) if have.ty.widens_to(column.ty) => {
+                    wants.widen_column(column.name.clone(), column.ty)
+                }
+                Some(_) => {}
+            }
+        }
+        wants
+    }
+
+    /// The changes that give `def` what is wanted and it lacks (another
+    /// writer may have given it already); a widening that is not safe is
+    /// left out, and the rows that needed it stay bad.
+    pub fn changes_for(&self, def: &TableDef) -> Vec<SchemaChange> {
+        let mut changes = Vec::new();
+        for (name, to) in &self.widen {
+            let Some(column) = def.column(name) else {
+                continue;
+            };
+            let fixed = *name == def.partition_by || def.primary_key.contains(name);
+            if !fixed && column.ty.widens_to(*to) {
+                changes.push(SchemaChange::WidenColumn {
+                    column: name.clone(),
+                    from: column.ty,
+                    to: *to,
+                });
+            }
+        }
+        for (name, ty) in &self.add {
+            if def.column(name).is_none() {
+                changes.push(SchemaChange::AddColumn {
+                    column: name.clone(),
+                    ty: ty.unwrap_or(ColumnType::Text),
+                });
+            }
+        }
+        changes
+    }
+}
+
+/// The type that holds values of both `a` and `b`: the wider when one
+/// widens to the other, text otherwise.
+fn wider_of(a: ColumnType, b: ColumnType) -> ColumnType {
+    if a == b || b.widens_to(a) {
+        a
+    } else if a.widens_to(b) {
+        b
+    } else {
+        ColumnType::Text
+    }
 }
 
 /// One safe change from a stored definition towards a declared one.

@@ -15,7 +15,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::WriteError;
 use crate::schema::TableDeclaration;
-use crate::store::catalog::{Declared, Origin, TableInfo};
+use crate::store::catalog::{Declared, Origin, SchemaVersion, TableInfo};
 
 /// A declaration is small; anything larger is a mistake.
 const MAX_DECLARATION_BYTES: usize = 1 << 20;
@@ -24,6 +24,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/tables", get(list_tables))
         .route("/tables/{table}", get(get_table).put(put_table))
+        .route("/tables/{table}/history", get(table_history))
 }
 
 #[derive(Deserialize)]
@@ -54,6 +55,20 @@ async fn table_info(state: &AppState, table: TableName) -> ApiResult<TableInfo> 
         Some(info) => Ok(info),
         None => Err(WriteError::TableNotFound(table).into()),
     }
+}
+
+/// Each version of the table's schema, the first (its creation) first.
+async fn table_history(
+    State(state): State<AppState>,
+    caller: Caller,
+    TablePath(table): TablePath,
+) -> ApiResult<Json<Vec<SchemaVersion>>> {
+    caller.require(Scope::Read, &table)?;
+    let history = state.store.history(&table).await?;
+    if history.is_empty() {
+        return Err(WriteError::TableNotFound(table).into());
+    }
+    Ok(Json(history))
 }
 
 async fn get_table(

@@ -523,6 +523,9 @@ fn timestamp_micros(t: &str) -> Result<i64, Option<String>> {
             .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
             .map(|n| n.and_utc())
         })
+        // A date is its midnight, UTC (as a `date` column widened to
+        // `timestamptz` holds it).
+        .or_else(|| parse_date(t).map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc()))
         .ok_or(None)?;
     // chrono keeps a leap second (`23:59:60`) as second 59 plus a whole
     // second of nanoseconds; Postgres reads it as the next minute's 00.

@@ -5,9 +5,12 @@ use chrono::{DateTime, NaiveTime};
 use sha2::{Digest, Sha256};
 
 use super::cell::{parse_cell, write_fixed, Cell};
+use super::infer::value_type;
+use super::RawField;
 use super::{ErrorLog, RawRecord, RowError};
+use crate::names::ColumnName;
 use crate::period::Period;
-use crate::schema::{ColumnType, SchemaPolicy, TableDef};
+use crate::schema::{ColumnType, SchemaPolicy, SchemaWants, TableDef};
 
 /// The digests of one accepted row.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +61,44 @@ pub struct RowEncoder<'d> {
     label: Option<(Period, String)>,
     /// Values of unknown fields dropped (under `schema: discard_unknown`).
     discarded_fields: u64,
+    /// What rows need of the table, when collected (`collect_wants`).
+    wants: Option<SchemaWants>,
+    /// The current row needs something of the table.
+    row_wants: bool,
+}
+
+impl RowEncoder<'_> {
+    /// Under collected wants: a column for field `name` (when it can be one).
+    fn want_column(&mut self, name: &str, raw: RawField<'_>) -> bool {
+        let (Some(wants), Ok(column)) = (&mut self.wants, ColumnName::parse(name)) else {
+            return false;
+        };
+        wants.add_column(column, value_type(raw));
+        self.row_wants = true;
+        true
+    }
+
+    /// Under collected wants: column `i` widened to a type `raw` fits, when
+    /// there is one (`integer` → `bigint` → `numeric`, `date` →
+    /// `timestamptz`).
+    fn want_wider(&mut self, i: usize, raw: RawField<'_>) -> bool {
+        let Some(wants) = &mut self.wants else {
+            return false;
+        };
+        let column = &self.def.columns[i];
+        let wider: &[ColumnType] = match column.ty {
+            ColumnType::Integer => &[ColumnType::Bigint, ColumnType::Numeric],
+            ColumnType::Bigint => &[ColumnType::Numeric],
+            ColumnType::Date => &[ColumnType::Timestamptz],
+            _ => &[],
+        };
+        let Some(to) = wider.iter().find(|ty| parse_cell(**ty, raw).is_ok()) else {
+            return false;
+        };
+        wants.widen_column(column.name.clone(), *to);
+        self.row_wants = true;
+        true
+    }
 }
 
 /// The field that marks a tombstone in `POST /rows` merge mode.
@@ -94,28 +135,44 @@ impl<'d> RowEncoder<'d> {
                 .collect(),
             bad: vec![false; def.columns.len()],
             discarded_fields: 0,
+            wants: None,
+            row_wants: false,
             canonical: Vec::with_capacity(256),
             row_period: None,
             label: None,
         }
     }
 
-    /// Checks `record`; when it is good, appends it to `copy_out` as a binary
-    /// COPY tuple (the table's columns, then `_load_id`, `_row_id`,
-    /// `_row_hash`, and `_deleted` with tombstones on). Every problem with the
-    /// record goes to `errors`, and a refused record leaves `copy_out` as it was.
-    /// How many values of fields the table has no column for were dropped
-    /// (`schema: discard_unknown`).
     /// The partition of the record last encoded, when its partition column
     /// could be read (a bad row's too).
     pub fn last_period(&self) -> Option<Period> {
         self.row_period
     }
 
+    /// How many values of fields the table has no column for were dropped
+    /// (`schema: discard_unknown`).
     pub fn discarded_fields(&self) -> u64 {
         self.discarded_fields
     }
 
+    /// Under `schema: evolve`, collect what rows need of the table (see
+    /// `wants`) instead of refusing them.
+    pub fn collect_wants(&mut self) {
+        if self.def.schema == SchemaPolicy::Evolve {
+            self.wants = Some(SchemaWants::default());
+        }
+    }
+
+    /// What the rows encoded so far need of the table, when collected; a row
+    /// that needs something is neither encoded nor refused.
+    pub fn wants(&self) -> Option<&SchemaWants> {
+        self.wants.as_ref()
+    }
+
+    /// Checks `record`; when it is good, appends it to `copy_out` as a binary
+    /// COPY tuple (the table's columns, then `_load_id`, `_row_id`,
+    /// `_row_hash`, and `_deleted` with tombstones on). Every problem with the
+    /// record goes to `errors`, and a refused record leaves `copy_out` as it was.
     pub fn encode(
         &mut self,
         record: &RawRecord<'_>,
@@ -125,10 +182,11 @@ impl<'d> RowEncoder<'d> {
         let before = errors.problems;
         self.bad.fill(false);
         self.row_period = None;
+        self.row_wants = false;
         let mut cells: Vec<Cell<'_>> = vec![Cell::Null; self.def.columns.len()];
         let deleted = self.check_fields(record, &mut cells, errors);
         self.check_partition_and_key(record, &mut cells, errors);
-        if errors.problems != before {
+        if errors.problems != before || self.row_wants {
             return None;
         }
         let row_hash = self.canonical_row_hash(&cells);
@@ -162,7 +220,7 @@ impl<'d> RowEncoder<'d> {
                     }
                 } else if self.def.schema == SchemaPolicy::DiscardUnknown {
                     self.discarded_fields += 1;
-                } else {
+                } else if !self.want_column(name, *raw) {
                     let message = not_a_column(self.def, name);
                     errors.push(row_error(record, Some(name), message));
                 }
@@ -170,6 +228,7 @@ impl<'d> RowEncoder<'d> {
             };
             match parse_cell(self.def.columns[i].ty, *raw) {
                 Ok(cell) => cells[i] = cell,
+                Err(_) if self.want_wider(i, *raw) => self.bad[i] = true,
                 Err(message) => {
                     errors.push(row_error(record, Some(name), message));
                     self.bad[i] = true;

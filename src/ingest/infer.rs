@@ -52,7 +52,8 @@ fn guess_text(text: &str) -> ColumnType {
     Text
 }
 
-fn guess(raw: RawField<'_>) -> Option<ColumnType> {
+/// The narrowest type that holds `raw` (`None` for a null, which any holds).
+pub fn value_type(raw: RawField<'_>) -> Option<ColumnType> {
     match raw {
         RawField::Text(None) => None,
         RawField::Text(Some(t)) => Some(guess_text(t)),
@@ -87,7 +88,7 @@ impl RecordSink for Guess {
     ) -> ControlFlow<()> {
         if let Ok(record) = record {
             for (name, raw) in record.fields {
-                self.observe(name, guess(*raw));
+                self.observe(name, value_type(*raw));
             }
             self.records += 1;
         }
@@ -140,7 +141,8 @@ pub fn infer_table(
         grain: crate::period::Grain::Day,
         primary_key: Vec::new(),
         cursor: None,
-        schema: SchemaPolicy::Freeze,
+        // A table nobody declared grows with what its writers send.
+        schema: SchemaPolicy::Evolve,
         bad_rows: Default::default(),
         reject_retry_window: Default::default(),
         duplicates: Default::default(),

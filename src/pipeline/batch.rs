@@ -26,7 +26,7 @@ use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
 
 use super::body::BodyDigest;
-use super::decode::{decode_whole, read_small, verdict, BodyRead, RepeatCheck};
+use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
 use super::keyed::{fingerprint, KeyedAnswer, KeyedRequest, COMPLETED_STATUS};
 use super::rows::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
@@ -276,8 +276,17 @@ impl Pipeline {
         let options = encode_options(&def, mode, &rows.principal, &rows.idempotency_key);
         let format = rows.body.format;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, &ticket, format);
-        let job = quarantined(job, rows.bad_rows, &ticket);
+        let job = DecodeJob {
+            collect_wants: true,
+            ..quarantined(job, rows.bad_rows, &ticket)
+        };
         let (decoded, copy) = decode_whole(&job, &body);
+        // Rows that need the table changed (`schema: evolve`): the write
+        // alone changes it, and decodes the body again.
+        if !decoded.wants.is_empty() {
+            rows.body.reader = Box::new(std::io::Cursor::new(body));
+            return Ok(Predecoding::Alone(rows));
+        }
         let decoded = match verdict(decoded) {
             Ok(decoded) => decoded,
             Err(e) => {

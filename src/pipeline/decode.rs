@@ -24,7 +24,7 @@ use crate::ingest::{
     ErrorLog, RawRecord, RecordSink, RowEncoder, RowError,
 };
 use crate::period::Period;
-use crate::schema::{SchemaPolicy, TableDef};
+use crate::schema::{SchemaPolicy, SchemaWants, TableDef};
 use crate::store::rejects::{Reject, RejectSource, RejectSpool};
 use crate::store::{StoreError, StoreResult};
 
@@ -45,6 +45,10 @@ pub struct Decoded {
     pub input_hash: ContentHash,
     /// Values of unknown fields dropped (`schema: discard_unknown`).
     pub discarded_fields: u64,
+    /// Under `schema: evolve` with `DecodeJob::collect_wants`: what rows
+    /// need of the table. When not empty, the rows that need it were not
+    /// encoded: the body must be read again once the table has it.
+    pub wants: SchemaWants,
     /// The partitions the rows belong to, in order.
     pub periods: BTreeSet<Period>,
     /// What the rows other than tombstones add to each partition if every
@@ -98,6 +102,9 @@ pub struct DecodeJob {
     /// Where a large spool of rejects goes (the system's temporary directory
     /// when `None`).
     pub spool_dir: Option<std::path::PathBuf>,
+    /// Under `schema: evolve`, collect what rows need of the table
+    /// (`Decoded::wants`) instead of refusing them.
+    pub collect_wants: bool,
 }
 
 /// Bad rows set aside while the good ones are written.
@@ -217,6 +224,11 @@ pub fn verdict(decoded: Decoded) -> WriteResult<Decoded> {
             })
         }
         None => {}
+    }
+    if !decoded.wants.is_empty() {
+        return Err(WriteError::Internal(anyhow::anyhow!(
+            "a body that needs the table changed was taken as decoded"
+        )));
     }
     if let Some(e) = &decoded.spool_error {
         return Err(WriteError::Internal(anyhow::anyhow!(
@@ -464,7 +476,8 @@ impl Encoding<'_> {
     /// error item, which makes the COPY abort instead of committing a
     /// partial stage. Returns the data when it was kept whole (and good).
     fn close(&mut self, read_error: Option<&ReadError>) -> Option<Bytes> {
-        let good = self.errors.is_empty() && self.spool_error.is_none();
+        let wanting = self.encoder.wants().is_some_and(|w| !w.is_empty());
+        let good = self.errors.is_empty() && self.spool_error.is_none() && !wanting;
         let end = if read_error.is_none() && good && !self.receiver_gone {
             self.out.extend_from_slice(COPY_BINARY_TRAILER);
             Ok(Bytes::from(std::mem::take(&mut self.out)))
@@ -490,8 +503,12 @@ fn decode<R: io::Read>(
     chunks: Option<mpsc::Sender<io::Result<Bytes>>>,
     out_capacity: usize,
 ) -> (Decoded, Option<Bytes>) {
+    let mut encoder = RowEncoder::new(&job.def, job.options.clone(), job.load_id);
+    if job.collect_wants {
+        encoder.collect_wants();
+    }
     let mut sink = Encoding {
-        encoder: RowEncoder::new(&job.def, job.options.clone(), job.load_id),
+        encoder,
         def: &job.def,
         out: Vec::with_capacity(out_capacity),
         errors: ErrorLog::new(job.max_listed_errors),
@@ -521,6 +538,7 @@ fn decode<R: io::Read>(
         maybe_repeated: sink.repeats.maybe_repeated(),
         input_hash: sink.input_hash,
         discarded_fields: sink.encoder.discarded_fields(),
+        wants: sink.encoder.wants().cloned().unwrap_or_default(),
         periods: sink.periods,
         additions: sink.additions,
         body_sha256: hex::encode(reader.into_inner().hash.finalize()),

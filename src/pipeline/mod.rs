@@ -10,6 +10,7 @@ pub mod batch;
 pub mod body;
 pub mod decode;
 pub mod error;
+pub mod evolve;
 pub mod keyed;
 pub mod partition;
 pub mod replay;
@@ -98,6 +99,7 @@ impl Pipeline {
             max_record_bytes: self.settings.max_record_bytes(),
             quarantine: None,
             spool_dir: self.settings.spool_dir.clone(),
+            collect_wants: false,
         }
     }
 }
@@ -111,6 +113,12 @@ pub enum Target {
 }
 
 impl Target {
+    pub fn def(&self) -> &TableDef {
+        match self {
+            Target::Stored(def) | Target::Inferred(def) => def,
+        }
+    }
+
     pub fn into_def(self) -> TableDef {
         match self {
             Target::Stored(def) | Target::Inferred(def) => def,
@@ -158,13 +166,22 @@ impl Pipeline {
         body: BodyReader,
     ) -> WriteResult<(TableDef, BodyReader)> {
         let (target, body) = self.resolve_table(&mut *tx, table, format, body).await?;
-        let def = match target {
+        Ok((self.create_if_new(tx, target).await?, body))
+    }
+
+    /// The table, created in transaction `tx` when it is new (it goes with
+    /// the transaction if the write fails).
+    pub async fn create_if_new(
+        &self,
+        tx: &mut PgConnection,
+        target: Target,
+    ) -> WriteResult<TableDef> {
+        Ok(match target {
             Target::Stored(def) => def,
             Target::Inferred(def) => catalog::declare(tx, &def, Origin::Inferred)
                 .await?
                 .into_def(),
-        };
-        Ok((def, body))
+        })
     }
 }
 

@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use super::body::{classify_read_error, BodySource};
 use super::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck, CHUNK_BYTES};
+use super::evolve::BodyReading;
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::{BodyFormat, EncodeOptions};
@@ -172,9 +173,21 @@ impl Pipeline {
         conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
 
         let format = body.format;
+        let options = EncodeOptions {
+            ds: Some(ds),
+            row_id_scope: None,
+            tombstones: false,
+            presence: false,
+        };
         let (target, body) = self
             .resolve_table(&mut *conn, &table, format, body.reader)
             .await?;
+        let reading = BodyReading {
+            format,
+            options: &options,
+            ticket,
+        };
+        let (target, body) = self.fit_table_to_body(target, reading, body).await?;
         let new_table = matches!(target, Target::Inferred(_));
         let def = target.into_def();
         check_grain(&def, ds)?;
@@ -194,12 +207,6 @@ impl Pipeline {
                     return Ok(receipt);
                 }
             },
-        };
-        let options = EncodeOptions {
-            ds: Some(ds),
-            row_id_scope: None,
-            tombstones: false,
-            presence: false,
         };
         // A stage's unique index finds repeated keys at no extra cost.
         let job = self.decode_job(def, options, RepeatCheck::LeaveToIndex, ticket, format);
@@ -425,7 +432,7 @@ pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<S
 
 /// Copies the body to an unnamed temporary file, taking its SHA-256 on the
 /// way, and returns the file rewound.
-async fn spool_body(
+pub(super) async fn spool_body(
     mut body: BodyReader,
     mut hash: Sha256,
     pipeline: &Pipeline,

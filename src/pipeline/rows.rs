@@ -9,8 +9,9 @@ use uuid::Uuid;
 
 use super::body::BodySource;
 use super::decode::{self, Decode, DecodeJob, Decoded, Quarantine, RepeatCheck};
+use super::evolve::BodyReading;
 use super::partition::rejects_link;
-use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::ContentDelta;
@@ -248,15 +249,22 @@ impl Pipeline {
             None => {}
         }
         let format = req.body.format;
-        let (def, body) = match req.known_def {
-            Some(def) => (def, req.body.reader),
+        let (target, body) = match req.known_def {
+            Some(def) => (Target::Stored(def), req.body.reader),
             None => {
-                self.resolve_table_in(&mut *tx, &req.table, format, req.body.reader)
+                self.resolve_table(&mut *tx, &req.table, format, req.body.reader)
                     .await?
             }
         };
-        let mode = choose_mode(&def, req.mode)?;
-        let options = encode_options(&def, mode, &req.principal, &req.idempotency_key);
+        let mode = choose_mode(target.def(), req.mode)?;
+        let options = encode_options(target.def(), mode, &req.principal, &req.idempotency_key);
+        let reading = BodyReading {
+            format,
+            options: &options,
+            ticket,
+        };
+        let (target, body) = self.fit_table_to_body(target, reading, body).await?;
+        let def = self.create_if_new(&mut *tx, target).await?;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
         let job = quarantined(job, req.bad_rows, ticket);
         let small = self.settings.small_body_bytes();

@@ -8,7 +8,10 @@ use sqlx::{Connection, PgConnection, Row};
 
 use super::{column_ddl, key_index_columns, lock_table, parent_table, Store, StoreResult};
 use crate::names::{quote_ident, TableName};
-use crate::schema::{plan_changes, SchemaChange, TableDef};
+use crate::schema::{
+    check_width, plan_changes, ColumnType, SchemaChange, SchemaPolicy, SchemaWants, TableDef,
+};
+use uuid::Uuid;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TableInfo {
@@ -19,6 +22,18 @@ pub struct TableInfo {
     pub rows: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// One version of a table's schema: its creation (version 1), or a change.
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct SchemaVersion {
+    pub version: i64,
+    pub at: DateTime<Utc>,
+    /// What the version changed (none for the creation).
+    pub changes: sqlx::types::Json<serde_json::Value>,
+    /// The load whose rows needed the change (`schema: evolve`); none for a
+    /// declaration.
+    pub load_id: Option<Uuid>,
 }
 
 pub enum Declared {
@@ -135,6 +150,18 @@ pub async fn declare(
     lock_table(&mut tx, &def.name).await?;
     let outcome = match (table_def(&mut tx, &def.name).await?, origin) {
         (None, _) => create(&mut tx, def, origin).await?,
+        // An inferred write racing another write that created the table
+        // first grows it by what it brings (under `schema: evolve`).
+        (Some(stored), Origin::Inferred) if stored.schema == SchemaPolicy::Evolve => {
+            let changes = SchemaWants::to_reach(&stored, def).changes_for(&stored);
+            if changes.is_empty() {
+                Declared::Unchanged(stored)
+            } else {
+                check_width(&stored.apply(&changes).columns)?;
+                let new_def = apply_changes(&mut tx, &stored, &changes, None).await?;
+                Declared::Changed(new_def, changes)
+            }
+        }
         // An inferred write racing a declaration takes what is there.
         (Some(stored), Origin::Inferred) => Declared::Unchanged(stored),
         (Some(stored), Origin::Declared) => evolve(&mut tx, stored, def).await?,
@@ -165,21 +192,87 @@ async fn evolve(
     if changes.is_empty() {
         return Ok(Declared::Unchanged(stored));
     }
-    let new_def = stored.apply(&changes);
-    alter_table(&mut *conn, &new_def, &changes).await?;
+    let new_def = apply_changes(&mut *conn, &stored, &changes, None).await?;
+    Ok(Declared::Changed(new_def, changes))
+}
+
+/// Makes `changes` to the stored definition `stored`: the DDL, the new
+/// definition, and a record of them in the table's history (with the load
+/// that caused them, if one did). The caller holds the table's lock.
+async fn apply_changes(
+    conn: &mut PgConnection,
+    stored: &TableDef,
+    changes: &[SchemaChange],
+    load_id: Option<Uuid>,
+) -> StoreResult<TableDef> {
+    let new_def = stored.apply(changes);
+    alter_table(&mut *conn, &new_def, changes).await?;
+    // A change a write made keeps the table's origin; a declaration makes
+    // the table declared.
     sqlx::query(
-        "update idem.tables set definition = $2, inferred = false, updated_at = now() where name = $1",
+        "update idem.tables set definition = $2, inferred = inferred and $3, updated_at = now()
+          where name = $1",
     )
     .bind(new_def.name.as_str())
     .bind(sqlx::types::Json(&new_def))
+    .bind(load_id.is_some())
     .execute(&mut *conn)
     .await?;
-    sqlx::query("insert into idem.schema_changes (table_name, changes) values ($1, $2)")
-        .bind(new_def.name.as_str())
-        .bind(sqlx::types::Json(&changes))
-        .execute(&mut *conn)
-        .await?;
-    Ok(Declared::Changed(new_def, changes))
+    sqlx::query(
+        "insert into idem.schema_changes (table_name, changes, load_id) values ($1, $2, $3)",
+    )
+    .bind(new_def.name.as_str())
+    .bind(sqlx::types::Json(changes))
+    .bind(load_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(new_def)
+}
+
+impl Store {
+    /// Table `name`'s schema versions, oldest first (none: no such table).
+    pub async fn history(&self, name: &TableName) -> StoreResult<Vec<SchemaVersion>> {
+        // language=PostgreSQL
+        Ok(sqlx::query_as(
+            "select 1::bigint as version, created_at as at, '[]'::jsonb as changes,
+                    null::uuid as load_id
+               from idem.tables where name = $1
+             union all
+             select 1 + row_number() over (order by id), applied_at, changes, load_id
+               from idem.schema_changes where table_name = $1
+              order by version",
+        )
+        .bind(name.as_str())
+        .fetch_all(&mut *self.acquire().await?)
+        .await?)
+    }
+
+    /// Gives table `name` what a body under `schema: evolve` wants of it, in
+    /// a transaction of its own under the table's lock. The definition is
+    /// read again under the lock, so concurrent writers' wants merge: the
+    /// first makes one change with all it needs, the next find theirs made
+    /// already (or make only what is left). Returns the definition after.
+    pub async fn evolve_to_fit(
+        &self,
+        name: &TableName,
+        wants: &SchemaWants,
+        load_id: Uuid,
+    ) -> StoreResult<Option<TableDef>> {
+        let mut conn = self.acquire().await?;
+        let mut tx = conn.begin().await?;
+        lock_table(&mut tx, name).await?;
+        let Some(stored) = table_def(&mut tx, name).await? else {
+            return Ok(None);
+        };
+        let changes = wants.changes_for(&stored);
+        if changes.is_empty() {
+            return Ok(Some(stored));
+        }
+        check_width(&stored.apply(&changes).columns)?;
+        let new_def = apply_changes(&mut tx, &stored, &changes, Some(load_id)).await?;
+        tx.commit().await?;
+        Ok(Some(new_def))
+    }
 }
 
 async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
@@ -215,6 +308,16 @@ async fn alter_table(
                 "alter table {parent} add column {} {}",
                 column.quoted(),
                 ty.sql_name()
+            ),
+            // A date becomes its midnight in UTC, as idem reads a date sent
+            // for a timestamptz, whatever the session's time zone.
+            SchemaChange::WidenColumn {
+                column,
+                from: ColumnType::Date,
+                to: ColumnType::Timestamptz,
+            } => format!(
+                "alter table {parent} alter column {c} type timestamptz using ({c}::timestamp at time zone 'UTC')",
+                c = column.quoted(),
             ),
             SchemaChange::WidenColumn { column, to, .. } => format!(
                 "alter table {parent} alter column {} type {}",

@@ -6,6 +6,7 @@ mod auth;
 mod concurrency;
 mod duplicates;
 mod encoding;
+mod evolve;
 mod grains;
 mod helpers;
 mod ledger;

@@ -143,11 +143,49 @@ async fn the_schema_policy_changes_by_declaration_and_unknown_values_are_refused
         .await;
     assert_eq!(r.status(), 422);
 
-    for (policy, says) in [("evolve", "not available yet"), ("grow", "is not")] {
-        let r = app.declare("orders", &with_schema(policy)).await;
-        assert_eq!(r.status(), 400);
+    for (field, value) in [
+        ("schema", "grow"),
+        ("bad_rows", "drop"),
+        ("duplicates", "newest"),
+        ("reject_retry_window", "3 weeks"),
+    ] {
+        let declaration = ORDERS.replace(
+            r#""cursor": "updated_at"}"#,
+            &format!(r#""cursor": "updated_at", "{field}": "{value}"}}"#),
+        );
+        let r = app.declare("orders", &declaration).await;
+        assert_eq!(r.status(), 400, "{field}");
         let body = json_body(r).await;
         assert_eq!(body["code"], "invalid_declaration");
-        assert!(body["detail"].as_str().unwrap().contains(says), "{body}");
+        assert!(body["detail"].as_str().unwrap().contains(field), "{body}");
     }
+    // Every policy is a recorded change of the definition alone.
+    let all = ORDERS.replace(
+        r#""cursor": "updated_at"}"#,
+        r#""cursor": "updated_at", "schema": "evolve", "bad_rows": "quarantine",
+            "duplicates": "hold", "duplicate_log": false, "reject_retry_window": "7d"}"#,
+    );
+    let body = json_body(app.declare("orders", &all).await).await;
+    let changes: Vec<&str> = body["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["change"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "set_schema_policy",
+            "set_bad_row_policy",
+            "set_reject_retry_window",
+            "set_duplicate_policy",
+            "set_duplicate_log"
+        ],
+        "{body}"
+    );
+    let table = json_body(app.get("/tables/orders").await).await;
+    assert_eq!(table["reject_retry_window"], "168h");
+    // What GET says of the table, a declaration takes back unchanged.
+    let r = app.declare("orders", &all.replace("7d", "168h")).await;
+    assert_eq!(json_body(r).await["changes"], json!([]));
 }

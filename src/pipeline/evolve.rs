@@ -1,0 +1,143 @@
+//! `schema: evolve`: a body's new fields become columns, and its values too
+//! wide for their columns widen them, before its rows are written.
+//!
+//! The body is first read so that it can be read again (in memory when
+//! small, else spooled to a temporary file) and scanned for what its rows
+//! need of the table. If they need anything, the table is changed in one
+//! transaction under the table's lock, which reads the definition again:
+//! concurrent writers bringing fields merge into one change (or a few),
+//! the later ones finding theirs made already, and a writer that needs a
+//! column waits on the lock until it exists. Then the body is read again,
+//! against the table as it is now, and written as any other.
+
+use std::io::{Seek, SeekFrom};
+
+use bytes::Bytes;
+use sha2::Sha256;
+
+use super::decode::{decode_whole, read_small, spawn_decoder, BodyRead, DecodeJob, RepeatCheck};
+use super::partition::spool_body;
+use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
+use crate::ingest::{BodyFormat, EncodeOptions};
+use crate::schema::{check_width, SchemaPolicy, SchemaWants};
+
+/// A body read so that it can be read again.
+enum Rereadable {
+    Memory(Bytes),
+    File(std::fs::File),
+}
+
+/// What a body is read as: its format and encoding options, for a load.
+pub struct BodyReading<'a> {
+    pub format: BodyFormat,
+    pub options: &'a EncodeOptions,
+    pub ticket: &'a LoadTicket,
+}
+
+impl Pipeline {
+    /// Under `schema: evolve`, the table changed to fit the body (see the
+    /// module's doc), and the body to read again; any other table and its
+    /// body as they came.
+    pub async fn fit_table_to_body(
+        &self,
+        target: Target,
+        reading: BodyReading<'_>,
+        body: BodyReader,
+    ) -> WriteResult<(Target, BodyReader)> {
+        if target.def().schema != SchemaPolicy::Evolve {
+            return Ok((target, body));
+        }
+        let body = Rereadable::read(body, self).await?;
+        let job = DecodeJob {
+            collect_wants: true,
+            ..self.decode_job(
+                target.def().clone(),
+                reading.options.clone(),
+                RepeatCheck::LeaveToIndex,
+                reading.ticket,
+                reading.format,
+            )
+        };
+        let wants = body.scan(job).await?;
+        let target = if wants.is_empty() {
+            target
+        } else {
+            self.fit(target, &wants, reading.ticket).await?
+        };
+        Ok((target, body.reader()?))
+    }
+
+    /// The table given what `wants` asks: a stored one changed (see
+    /// `Store::evolve_to_fit`), a new one's definition grown before it is
+    /// created.
+    async fn fit(
+        &self,
+        target: Target,
+        wants: &SchemaWants,
+        ticket: &LoadTicket,
+    ) -> WriteResult<Target> {
+        Ok(match target {
+            Target::Stored(def) => {
+                let def = self
+                    .store
+                    .evolve_to_fit(&def.name, wants, ticket.load_id)
+                    .await?
+                    .ok_or_else(|| WriteError::TableNotFound(def.name.clone()))?;
+                self.definitions.remember(&def);
+                Target::Stored(def)
+            }
+            Target::Inferred(def) => {
+                let grown = def.apply(&wants.changes_for(&def));
+                check_width(&grown.columns)?;
+                Target::Inferred(grown)
+            }
+        })
+    }
+}
+
+impl Rereadable {
+    /// Reads `body` whole when small, else spools it to a temporary file.
+    async fn read(body: BodyReader, pipeline: &Pipeline) -> WriteResult<Self> {
+        Ok(
+            match read_small(body, pipeline.settings.small_body_bytes()).await? {
+                BodyRead::Whole(bytes) => Rereadable::Memory(Bytes::from(bytes)),
+                BodyRead::Large(body) => {
+                    let (file, _) = spool_body(body, Sha256::default(), pipeline).await?;
+                    Rereadable::File(file.into_std().await)
+                }
+            },
+        )
+    }
+
+    /// What the body's rows need of the table `job` is for. What is wrong
+    /// with the body otherwise is left to the pass that writes it.
+    async fn scan(&self, job: DecodeJob) -> WriteResult<SchemaWants> {
+        match self {
+            Rereadable::Memory(body) => Ok(decode_whole(&job, body).0.wants),
+            Rereadable::File(file) => {
+                let mut decoding = spawn_decoder(job, Box::new(rewound(file)?));
+                // The scan writes nothing: its rows are read and let go.
+                while decoding.chunks.recv().await.is_some() {}
+                Ok(decoding.decoder.await?.wants)
+            }
+        }
+    }
+
+    /// The body, from its start.
+    fn reader(self) -> WriteResult<BodyReader> {
+        Ok(match self {
+            Rereadable::Memory(body) => Box::new(std::io::Cursor::new(body)),
+            Rereadable::File(file) => Box::new(rewound(&file)?),
+        })
+    }
+}
+
+/// `file` (a handle of its own on it) from its start.
+fn rewound(file: &std::fs::File) -> WriteResult<tokio::fs::File> {
+    let spool_error = |e: std::io::Error| {
+        WriteError::Internal(anyhow::Error::new(e).context("the spool file failed"))
+    };
+    let mut file = file.try_clone().map_err(spool_error)?;
+    file.seek(SeekFrom::Start(0)).map_err(spool_error)?;
+    Ok(tokio::fs::File::from_std(file))
+}
