@@ -139,7 +139,7 @@ impl Metrics {
             rows_duplicates: by_table(&r, "idem_rows_duplicates_total",
                 "Repeated keys collapsed in write bodies, by table."),
             rows_rejected: by_table(&r, "idem_rows_rejected_total",
-                "Bad rows in refused writes, by table."),
+                "Bad rows, by table: in refused writes, kept under a quarantine, or still bad after a replay."),
             replays: by_table(&r, "idem_idempotent_replays_total",
                 "Writes answered from a completed Idempotency-Key (Idempotent-Replayed: true), by table."),
             swaps: by_table(&r, "idem_partition_swaps_total",

@@ -63,7 +63,7 @@ pub async fn resolve(
     let key = def
         .primary_key
         .iter()
-        .map(|c| format!("'{}', s.{}", c.as_str(), c.quoted()))
+        .map(|c| format!("'{}', _s.{}", c.as_str(), c.quoted()))
         .collect::<Vec<_>>()
         .join(", ");
     // language=PostgreSQL
@@ -75,13 +75,14 @@ pub async fn resolve(
               from {table}
             window w as (partition by \"_row_id\" order by {order})),
          removed as (
-            delete from {table} s using ranked r
-             where s.ctid = r.at and {removed}
-         returning s.\"_row_id\", s.\"_row_hash\", {ds} as ds, jsonb_build_object({key}) as key,
-                   (select jsonb_object_agg(k, v) from jsonb_each(to_jsonb(s)) as e(k, v)
+            delete from {table} _s using ranked r
+             where _s.ctid = r.at and {removed}
+         returning _s.\"_row_id\", _s.\"_row_hash\", {ds} as ds, jsonb_build_object({key}) as key,
+                   (select jsonb_object_agg(k, v) from jsonb_each(to_jsonb(_s)) as e(k, v)
                      where k not like '\\_%') as row,
                    r.version, {kept} as kept)",
-        ds = label_sql(def, "s"),
+        // `_s`: no user column is named like it, to be taken for the row.
+        ds = label_sql(def, "_s"),
     );
     let log = match how.log {
         true => format!(

@@ -78,7 +78,9 @@ async fn send_json(
     tx: &Chunks,
 ) -> Result<(), sqlx::Error> {
     let array = format == RowFormat::Json;
-    let sql = format!("select row_to_json(r)::text from ({select}) r");
+    // The alias starts with `_`, as no user column does: a column named
+    // like it would be taken for the whole row.
+    let sql = format!("select row_to_json(_row)::text from ({select}) _row");
     let mut rows = sqlx::query_scalar::<_, String>(&sql).fetch(&mut *conn);
     let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
     let mut first = true;

@@ -287,3 +287,32 @@ async fn reject_refuses_a_repeated_key_unless_bad_rows_are_quarantined() {
     assert_eq!(log.len(), 2);
     assert!(log.iter().all(|v| v["policy"] == "reject"), "{log:?}");
 }
+
+#[tokio::test]
+async fn columns_named_like_an_alias_are_read_and_logged_as_columns() {
+    let app = spawn_app().await;
+    let declaration = r#"{"columns": {"s": "bigint", "r": "text", "row": "text", "t": "jsonb"},
+      "primary_key": ["s"]}"#;
+    assert_eq!(app.declare("odd", declaration).await.status(), 201);
+    let rows = [
+        serde_json::json!({"s": 1, "r": "a", "row": "x", "t": {"k": 1}, "ds": "2026-10-12"}),
+        serde_json::json!({"s": 1, "r": "b", "row": "y", "t": [2], "ds": "2026-10-12"}),
+    ];
+    let r = app.put_ndjson("/partitions/odd/2026-10-12", &rows).await;
+    assert_eq!(r.status(), 200);
+    let r = app
+        .client
+        .get(app.url("/partitions/odd/2026-10-12"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let read = json_body(r).await;
+    assert_eq!(read.as_array().unwrap().len(), 1, "{read}");
+    assert_eq!(read[0]["s"], 1);
+    let log = logged(&app, "table=odd").await;
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0]["key"], serde_json::json!({"s": 1}));
+    assert!(log[0]["row"]["r"].is_string(), "{log:?}");
+}

@@ -201,3 +201,32 @@ async fn a_table_nobody_declared_grows_and_keeps_its_etag_equal_to_its_rows() {
     assert_eq!(history.as_array().unwrap().len(), 3, "{history}");
     assert_eq!(app.get("/tables/nothing/history").await.status(), 404);
 }
+
+#[tokio::test]
+async fn a_large_body_bringing_a_field_on_its_last_line_grows_the_table_and_is_written_whole() {
+    let app = spawn_app().await;
+    assert_eq!(app.declare("events", EVENTS).await.status(), 201);
+    // Past the small-body size: read from a spool file, twice.
+    let mut rows: Vec<Value> = (0..4000i64)
+        .map(|i| json!({"id": i, "ds": "2026-10-12", "qty": i % 7, "seen": "2026-10-01"}))
+        .collect();
+    rows.push(json!({"id": 4000, "ds": "2026-10-12", "late": "last line"}));
+    let body = ndjson(&rows);
+    assert!(body.len() > 128 * 1024, "{}", body.len());
+    let r = app
+        .put(
+            "/partitions/events/2026-10-12",
+            "application/x-ndjson",
+            body,
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    assert_eq!(json_body(r).await["rows_written"], 4001);
+    assert_eq!(columns(&app, "events").await["late"], "text");
+    let late: Vec<Option<String>> =
+        sqlx::query_scalar("select late from idem_data.events where id >= 3999 order by id")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(late, [None, Some("last line".to_string())]);
+}
