@@ -820,6 +820,14 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
         }
     }
     check_width(&old.apply(&changes).columns)?;
+    changes.extend(policy_changes(old, new));
+    Ok(changes)
+}
+
+/// The changes of `new`'s cursor and policies from `old`'s: to the
+/// definition alone.
+fn policy_changes(old: &TableDef, new: &TableDef) -> Vec<SchemaChange> {
+    let mut changes = Vec::new();
     if old.cursor != new.cursor {
         changes.push(SchemaChange::SetCursor {
             cursor: new.cursor.clone(),
@@ -848,7 +856,7 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
             duplicate_log: new.duplicate_log,
         });
     }
-    Ok(changes)
+    changes
 }
 
 impl TableDef {

@@ -173,12 +173,7 @@ impl Pipeline {
         conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
 
         let format = body.format;
-        let options = EncodeOptions {
-            ds: Some(ds),
-            row_id_scope: None,
-            tombstones: false,
-            presence: false,
-        };
+        let options = put_options(ds);
         let (target, body) = self
             .resolve_table(&mut *conn, &table, format, body.reader)
             .await?;
@@ -373,6 +368,16 @@ impl StagedPut<'_> {
             receipt.rows_written = 0;
         }
         Ok(receipt)
+    }
+}
+
+/// How a PUT's rows are encoded: all of partition `ds`.
+fn put_options(ds: Period) -> EncodeOptions {
+    EncodeOptions {
+        ds: Some(ds),
+        row_id_scope: None,
+        tombstones: false,
+        presence: false,
     }
 }
 
