@@ -14,6 +14,9 @@ create table idem.rejects (
     -- 'put' or 'post': a PUT's rejects are superseded by the next PUT of
     -- their partition.
     origin           text not null check (origin in ('put', 'post')),
+    -- A POST's mode (merge, patch, append, insert_missing), which its
+    -- replay writes them by; null for a PUT's (the table's default then).
+    mode             text,
     format           text not null check (format in ('ndjson', 'json', 'csv')),
     -- The record byte for byte (null when it was over the record limit, and
     -- so not kept), and for CSV the header it was read under.

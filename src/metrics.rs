@@ -137,7 +137,7 @@ impl Metrics {
             rows_written: by_table(&r, "idem_rows_written_total",
                 "Rows written (inserted, updated, deleted or swapped in), by table."),
             rows_duplicates: by_table(&r, "idem_rows_duplicates_total",
-                "Repeated keys collapsed in write bodies, by table."),
+                "Versions of repeated keys not written (dropped or held), by table."),
             rows_rejected: by_table(&r, "idem_rows_rejected_total",
                 "Bad rows, by table: in refused writes, kept under a quarantine, or still bad after a replay."),
             replays: by_table(&r, "idem_idempotent_replays_total",

@@ -390,7 +390,7 @@ pub struct TableDeclaration {
     pub primary_key: Vec<String>,
     #[serde(default)]
     pub cursor: Option<String>,
-    /// `freeze` (the default) or `discard_unknown`.
+    /// `freeze` (the default), `discard_unknown` or `evolve`.
     #[serde(default)]
     pub schema: Option<String>,
     /// `reject` (the default) or `quarantine`.
@@ -682,7 +682,16 @@ impl SchemaWants {
     /// left out, and the rows that needed it stay bad.
     pub fn changes_for(&self, def: &TableDef) -> Vec<SchemaChange> {
         let mut changes = Vec::new();
-        for (name, to) in &self.widen {
+        // A column another writer added meanwhile, narrower than this body's
+        // values, is widened as if it had been there.
+        let mut widen = self.widen.clone();
+        for (name, ty) in &self.add {
+            if let (Some(_), Some(ty)) = (def.column(name), ty) {
+                let slot = widen.entry(name.clone()).or_insert(*ty);
+                *slot = wider_of(*slot, *ty);
+            }
+        }
+        for (name, to) in &widen {
             let Some(column) = def.column(name) else {
                 continue;
             };

@@ -8,8 +8,7 @@ use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
 
-use super::rejects::wants_ndjson;
-use super::{page, page_limit, page_ndjson, parse_id, ApiQuery, AppState, Caller};
+use super::{page, page_limit, page_ndjson, parse_id, wants_ndjson, ApiQuery, AppState, Caller};
 use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
 use crate::names::TableName;

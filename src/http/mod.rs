@@ -211,6 +211,16 @@ pub fn page_ndjson<T: serde::Serialize>(
     )
 }
 
+/// Whether the client asked for NDJSON rather than JSON.
+pub fn wants_ndjson(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| {
+            accept.contains("application/x-ndjson") || accept.contains("application/ndjson")
+        })
+}
+
 /// The `Link` to the next page, when this one is full.
 fn next_page<T>(
     uri: &axum::http::Uri,

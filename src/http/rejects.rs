@@ -2,7 +2,7 @@
 //! policy kept.
 
 use axum::extract::{OriginalUri, State};
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::observe::RequestSpan;
 use super::{
     idempotency_key, keyed_request, keyed_response, page, page_limit, page_ndjson, parse_id,
-    spawn_write, ApiQuery, AppState, Caller,
+    spawn_write, wants_ndjson, ApiQuery, AppState, Caller,
 };
 use crate::access::Scope;
 use crate::error::{ApiError, ApiResult};
@@ -185,14 +185,4 @@ fn parse_cursor(text: &str) -> ApiResult<RejectCursor> {
             "cursor {text:?} is not one this server gave (load_id.record)"
         ))
     })
-}
-
-/// Whether the client asked for NDJSON rather than JSON.
-pub fn wants_ndjson(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| {
-            accept.contains("application/x-ndjson") || accept.contains("application/ndjson")
-        })
 }

@@ -609,7 +609,7 @@ fn write_timestamp(out: &mut Vec<u8>, micros: i64) {
 /// Days from 0001-01-01 to 2000-01-01, Postgres's date epoch.
 const PG_EPOCH_DAYS_FROM_CE: i32 = 730_120;
 /// Microseconds from the Unix epoch to 2000-01-01, Postgres's timestamp epoch.
-const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
+pub(crate) const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
 
 impl Cell<'_> {
     pub fn is_null(&self) -> bool {

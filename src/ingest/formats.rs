@@ -21,6 +21,13 @@ pub enum BodyFormat {
 }
 
 impl BodyFormat {
+    /// The format `name` names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Ndjson, Self::JsonArray, Self::Csv]
+            .into_iter()
+            .find(|f| f.name() == name)
+    }
+
     /// The format's short name, as the rejects store keeps it.
     pub fn name(self) -> &'static str {
         match self {

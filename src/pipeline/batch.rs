@@ -278,7 +278,7 @@ impl Pipeline {
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, &ticket, format);
         let job = DecodeJob {
             collect_wants: true,
-            ..quarantined(job, rows.bad_rows, &ticket)
+            ..quarantined(job, rows.bad_rows, mode, &ticket)
         };
         let (decoded, copy) = decode_whole(&job, &body);
         // Rows that need the table changed (`schema: evolve`): the write

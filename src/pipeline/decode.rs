@@ -313,7 +313,8 @@ impl<R: io::Read> io::Read for HashingReader<R> {
 /// The decoder's record sink: encodes the good rows into COPY chunks,
 /// counts and lists the bad ones. Once a row is bad nothing more is sent
 /// (the load will be refused), but reading goes on so the answer can list
-/// every bad row.
+/// every bad row; under a quarantine a bad row is set aside instead
+/// (`rejects`) and the good rows go on.
 struct Encoding<'d> {
     encoder: RowEncoder<'d>,
     def: &'d TableDef,
@@ -348,10 +349,13 @@ impl RecordSink for Encoding<'_> {
             self.csv_header = Some(raw.to_vec());
         }
         let mut refusal: Option<BadRow> = None;
+        // Unknown names are dropped (`discard_unknown`) or wanted as columns
+        // (`evolve`, while wants are collected) field by field.
+        let unknown_taken =
+            self.def.schema == SchemaPolicy::DiscardUnknown || self.encoder.wants().is_some();
         for (i, name) in names.iter().enumerate() {
             let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
-            let discarded = self.def.schema == SchemaPolicy::DiscardUnknown;
-            let message = if self.def.column(name).is_none() && !tombstone && !discarded {
+            let message = if self.def.column(name).is_none() && !tombstone && !unknown_taken {
                 not_a_column(self.def, name)
             } else if names[..i].contains(name) {
                 "the header names this column twice".into()

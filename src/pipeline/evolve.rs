@@ -3,12 +3,17 @@
 //!
 //! The body is first read so that it can be read again (in memory when
 //! small, else spooled to a temporary file) and scanned for what its rows
-//! need of the table. If they need anything, the table is changed in one
-//! transaction under the table's lock, which reads the definition again:
+//! need of the table. If they need anything, the table is changed under the
+//! table's lock, which reads the definition again (`catalog::evolve_to_fit`):
 //! concurrent writers bringing fields merge into one change (or a few),
 //! the later ones finding theirs made already, and a writer that needs a
 //! column waits on the lock until it exists. Then the body is read again,
 //! against the table as it is now, and written as any other.
+//!
+//! A POST changes the table in its own transaction: the change commits with
+//! its rows, or not at all, and holds the table until then. A PUT, whose
+//! rows are staged before its swap's transaction, changes it on its stage's
+//! connection first: the change stays even if the PUT is then refused.
 
 use std::io::{Seek, SeekFrom};
 
@@ -20,6 +25,8 @@ use super::partition::spool_body;
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::schema::{check_width, SchemaPolicy, SchemaWants};
+use crate::store::catalog::evolve_to_fit;
+use sqlx::PgConnection;
 
 /// A body read so that it can be read again.
 enum Rereadable {
@@ -27,11 +34,22 @@ enum Rereadable {
     File(std::fs::File),
 }
 
-/// What a body is read as: its format and encoding options, for a load.
+/// What a body is read as: its format and encoding options, for a load;
+/// and how long a change to its table may wait for locks (`None`: as long
+/// as the caller's transaction lets it).
+#[derive(Clone, Copy)]
 pub struct BodyReading<'a> {
     pub format: BodyFormat,
     pub options: &'a EncodeOptions,
     pub ticket: &'a LoadTicket,
+    pub lock_wait: Option<std::time::Duration>,
+}
+
+/// What a scan found.
+enum Scan {
+    /// The rows fit the table as it is (or are bad whatever it becomes).
+    Fits,
+    Wants(SchemaWants),
 }
 
 impl Pipeline {
@@ -40,6 +58,7 @@ impl Pipeline {
     /// body as they came.
     pub async fn fit_table_to_body(
         &self,
+        conn: &mut PgConnection,
         target: Target,
         reading: BodyReading<'_>,
         body: BodyReader,
@@ -58,12 +77,11 @@ impl Pipeline {
                 reading.format,
             )
         };
-        let wants = body.scan(job).await?;
-        let target = if wants.is_empty() {
-            target
-        } else {
-            self.fit(target, &wants, reading.ticket).await?
+        let wants = match body.scan(job).await? {
+            Scan::Fits => return Ok((target, body.reader()?)),
+            Scan::Wants(wants) => wants,
         };
+        let target = self.fit(conn, target, &wants, reading).await?;
         Ok((target, body.reader()?))
     }
 
@@ -72,15 +90,15 @@ impl Pipeline {
     /// created.
     async fn fit(
         &self,
+        conn: &mut PgConnection,
         target: Target,
         wants: &SchemaWants,
-        ticket: &LoadTicket,
+        reading: BodyReading<'_>,
     ) -> WriteResult<Target> {
         Ok(match target {
             Target::Stored(def) => {
-                let def = self
-                    .store
-                    .evolve_to_fit(&def.name, wants, ticket.load_id)
+                let load_id = reading.ticket.load_id;
+                let def = evolve_to_fit(conn, &def.name, wants, load_id, reading.lock_wait)
                     .await?
                     .ok_or_else(|| WriteError::TableNotFound(def.name.clone()))?;
                 self.definitions.remember(&def);
@@ -109,18 +127,25 @@ impl Rereadable {
         )
     }
 
-    /// What the body's rows need of the table `job` is for. What is wrong
-    /// with the body otherwise is left to the pass that writes it.
-    async fn scan(&self, job: DecodeJob) -> WriteResult<SchemaWants> {
-        match self {
-            Rereadable::Memory(body) => Ok(decode_whole(&job, body).0.wants),
+    /// What the body's rows need of the table `job` is for. A body that
+    /// cannot be read whole, or has bad rows other than those, changes
+    /// nothing: the pass that writes it reports what is wrong with it.
+    async fn scan(&self, job: DecodeJob) -> WriteResult<Scan> {
+        let decoded = match self {
+            Rereadable::Memory(body) => decode_whole(&job, body).0,
             Rereadable::File(file) => {
                 let mut decoding = spawn_decoder(job, Box::new(rewound(file)?));
                 // The scan writes nothing: its rows are read and let go.
                 while decoding.chunks.recv().await.is_some() {}
-                Ok(decoding.decoder.await?.wants)
+                decoding.decoder.await?
             }
-        }
+        };
+        let refused = decoded.read_error.is_some() || !decoded.errors.is_empty();
+        Ok(if refused || decoded.wants.is_empty() {
+            Scan::Fits
+        } else {
+            Scan::Wants(decoded.wants)
+        })
     }
 
     /// The body, from its start.

@@ -220,11 +220,17 @@ impl LoadTicket {
     }
 
     /// Where this load's rejects come from (under `bad_rows: quarantine`).
-    pub fn reject_source(&self, origin: &'static str, format: BodyFormat) -> RejectSource {
+    pub fn reject_source(
+        &self,
+        origin: &'static str,
+        mode: Option<&'static str>,
+        format: BodyFormat,
+    ) -> RejectSource {
         RejectSource {
             table: self.table.clone(),
             load_id: self.load_id,
             origin,
+            mode,
             format: format.name(),
             ds: self.ds,
             idempotency_key: self.idempotency_key.clone(),

@@ -177,15 +177,19 @@ impl Pipeline {
         let (target, body) = self
             .resolve_table(&mut *conn, &table, format, body.reader)
             .await?;
+        check_grain(target.def(), ds)?;
         let reading = BodyReading {
             format,
             options: &options,
             ticket,
+            lock_wait: Some(self.settings.idempotency_wait()),
         };
-        let (target, body) = self.fit_table_to_body(target, reading, body).await?;
+        // On the stage's connection, which has no transaction open yet.
+        let (target, body) = self
+            .fit_table_to_body(&mut *conn, target, reading, body)
+            .await?;
         let new_table = matches!(target, Target::Inferred(_));
         let def = target.into_def();
-        check_grain(&def, ds)?;
         let bad_rows = bad_rows.unwrap_or(def.bad_rows);
         let body_hash = body_hash_prefix(format, &def, bad_rows);
         let body = match &live {
@@ -208,7 +212,7 @@ impl Pipeline {
         let job = DecodeJob {
             hash_prefix: body_hash,
             quarantine: (bad_rows == BadRowPolicy::Quarantine)
-                .then(|| Quarantine::Keep(ticket.reject_source("put", format))),
+                .then(|| Quarantine::Keep(ticket.reject_source("put", None, format))),
             ..job
         };
         let stage = StagedPut {

@@ -30,7 +30,7 @@ use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::catalog;
 use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::merge::{clear_incoming, PartitionAfter};
+use crate::store::merge::{clear_incoming, MergeMode, PartitionAfter};
 use crate::store::rejects::{self, PendingReject, Problem, ReplayBounds, Tried};
 use crate::store::StoreError;
 
@@ -124,9 +124,11 @@ pub struct ReplayWritten {
     pub deltas: Vec<(Period, ContentDelta)>,
 }
 
-/// Rejects read the same way: one body each.
+/// Rejects read and written the same way: one body each.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct GroupKey {
+    /// A POST's mode (a PUT's rows go by the table's default).
+    mode: Option<String>,
     format: String,
     csv_header: Option<Vec<u8>>,
     /// A PUT's partition (its rows are read as that partition's).
@@ -212,18 +214,22 @@ impl Pipeline {
         group: Group<'_>,
         outcome: &mut Outcome,
     ) -> WriteResult<()> {
-        let (kept, lost): (Vec<&PendingReject>, Vec<&PendingReject>) =
-            group.rejects.iter().partition(|r| r.raw.is_some());
-        for reject in lost {
-            outcome.still_bad(
-                reject,
-                "the record was larger than the record limit when sent, and was not kept",
-            );
-        }
-        let Some(format) = format_of(&group.key.format) else {
+        // Only rejects whose record was kept are taken (`take_pending`).
+        let kept = group.rejects;
+        let Some(format) = BodyFormat::from_name(&group.key.format) else {
             return Err(StoreError::Corrupt("a reject of an unknown format").into());
         };
-        let mode = choose_mode(def, None)?;
+        // The mode its write asked for: a patch's rows stay patches.
+        let asked = group.key.mode.as_deref().and_then(MergeMode::from_name);
+        let mode = match choose_mode(def, asked) {
+            Ok(mode) => mode,
+            Err(e) => {
+                for reject in group.rejects {
+                    outcome.still_bad(reject, &e.to_string());
+                }
+                return Ok(());
+            }
+        };
         let mut options = encode_options(def, mode, group.principal, group.scope);
         options.ds = match &group.key.put_ds {
             Some(label) => Some(Period::parse(label, def.grain).ok_or(StoreError::Corrupt(
@@ -236,8 +242,10 @@ impl Pipeline {
             quarantine: Some(Quarantine::List),
             ..job
         };
-        let body = replay_body(format, group.key.csv_header.as_deref(), &kept);
-        let (decoded, copy) = decode_whole(&job, &body);
+        let body = replay_body(format, group.key.csv_header.as_deref(), kept);
+        // Up to `REPLAY_BOUNDS` of records: decoded off the async threads.
+        let (decoded, copy) =
+            tokio::task::spawn_blocking(move || decode_whole(&job, &body)).await?;
         let decoded = match decode::verdict(decoded) {
             Ok(decoded) => decoded,
             Err(e) if e.is_refusal() => {
@@ -259,7 +267,7 @@ impl Pipeline {
                     .map(|l| (l.record, l.problems.clone())),
             );
         }
-        for (number, reject) in (1u64..).zip(&kept) {
+        for (number, reject) in (1u64..).zip(kept) {
             outcome.tried(reject, bad.remove(&number));
         }
         outcome.add(written.receipt, written.deltas)
@@ -271,6 +279,7 @@ fn group_rejects(pending: &[PendingReject]) -> BTreeMap<GroupKey, Vec<&PendingRe
     let mut groups: BTreeMap<GroupKey, Vec<&PendingReject>> = BTreeMap::new();
     for reject in pending {
         let key = GroupKey {
+            mode: reject.mode.clone(),
             format: reject.format.clone(),
             csv_header: reject.csv_header.clone(),
             put_ds: (reject.origin == "put")
@@ -280,12 +289,6 @@ fn group_rejects(pending: &[PendingReject]) -> BTreeMap<GroupKey, Vec<&PendingRe
         groups.entry(key).or_default().push(reject);
     }
     groups
-}
-
-fn format_of(name: &str) -> Option<BodyFormat> {
-    [BodyFormat::Ndjson, BodyFormat::JsonArray, BodyFormat::Csv]
-        .into_iter()
-        .find(|f| f.name() == name)
 }
 
 /// The records as one body of their format: NDJSON lines, a JSON array of

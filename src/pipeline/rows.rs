@@ -262,11 +262,15 @@ impl Pipeline {
             format,
             options: &options,
             ticket,
+            // The claim's transaction bounds its lock waits.
+            lock_wait: None,
         };
-        let (target, body) = self.fit_table_to_body(target, reading, body).await?;
+        let (target, body) = self
+            .fit_table_to_body(&mut *tx, target, reading, body)
+            .await?;
         let def = self.create_if_new(&mut *tx, target).await?;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
-        let job = quarantined(job, req.bad_rows, ticket);
+        let job = quarantined(job, req.bad_rows, mode, ticket);
         let small = self.settings.small_body_bytes();
         let decoding = decode::decode_small_or_spawn(job, body, small).await?;
         Ok((def, mode, decoding))
@@ -275,11 +279,16 @@ impl Pipeline {
 
 /// `job` with its bad rows quarantined when the request's policy (or, when
 /// it names none, its table's) says so.
-pub fn quarantined(job: DecodeJob, asked: Option<BadRowPolicy>, ticket: &LoadTicket) -> DecodeJob {
+pub fn quarantined(
+    job: DecodeJob,
+    asked: Option<BadRowPolicy>,
+    mode: MergeMode,
+    ticket: &LoadTicket,
+) -> DecodeJob {
     let policy = asked.unwrap_or(job.def.bad_rows);
+    let source = || ticket.reject_source("post", Some(mode.as_str()), job.format);
     DecodeJob {
-        quarantine: (policy == BadRowPolicy::Quarantine)
-            .then(|| Quarantine::Keep(ticket.reject_source("post", job.format))),
+        quarantine: (policy == BadRowPolicy::Quarantine).then(|| Quarantine::Keep(source())),
         ..job
     }
 }

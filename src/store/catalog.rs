@@ -1,6 +1,8 @@
 //! The catalog of user tables and the DDL that keeps each table's Postgres
-//! shape equal to its definition. Every schema change passes through
-//! `declare`, serialized per table by an advisory lock.
+//! shape equal to its definition. Every schema change (a declaration's in
+//! `declare`, a write's under `schema: evolve` in `evolve_to_fit`) is
+//! serialized per table by an advisory lock, under which the stored
+//! definition is read again.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -56,8 +58,9 @@ impl Declared {
 pub enum Origin {
     /// `PUT /tables`: it may change the table (safely).
     Declared,
-    /// Guessed from a body for an undeclared table: it creates the table or
-    /// yields to whatever definition is there.
+    /// Guessed from a body for an undeclared table: it creates the table, or
+    /// yields to whatever definition is there (growing it by what it brings,
+    /// under `schema: evolve`).
     Inferred,
 }
 
@@ -158,7 +161,8 @@ pub async fn declare(
                 Declared::Unchanged(stored)
             } else {
                 check_width(&stored.apply(&changes).columns)?;
-                let new_def = apply_changes(&mut tx, &stored, &changes, None).await?;
+                let cause = ChangeCause::Write(None);
+                let new_def = apply_changes(&mut tx, &stored, &changes, cause).await?;
                 Declared::Changed(new_def, changes)
             }
         }
@@ -192,8 +196,17 @@ async fn evolve(
     if changes.is_empty() {
         return Ok(Declared::Unchanged(stored));
     }
-    let new_def = apply_changes(&mut *conn, &stored, &changes, None).await?;
+    let new_def = apply_changes(&mut *conn, &stored, &changes, ChangeCause::Declaration).await?;
     Ok(Declared::Changed(new_def, changes))
+}
+
+/// Who changed a table.
+#[derive(Clone, Copy, Debug)]
+enum ChangeCause {
+    /// `PUT /tables`: the table is declared from now on.
+    Declaration,
+    /// A write under `schema: evolve` (its load, when known).
+    Write(Option<Uuid>),
 }
 
 /// Makes `changes` to the stored definition `stored`: the DDL, the new
@@ -203,8 +216,12 @@ async fn apply_changes(
     conn: &mut PgConnection,
     stored: &TableDef,
     changes: &[SchemaChange],
-    load_id: Option<Uuid>,
+    cause: ChangeCause,
 ) -> StoreResult<TableDef> {
+    let (by_write, load_id) = match cause {
+        ChangeCause::Declaration => (false, None),
+        ChangeCause::Write(load_id) => (true, load_id),
+    };
     let new_def = stored.apply(changes);
     alter_table(&mut *conn, &new_def, changes).await?;
     // A change a write made keeps the table's origin; a declaration makes
@@ -215,7 +232,7 @@ async fn apply_changes(
     )
     .bind(new_def.name.as_str())
     .bind(sqlx::types::Json(&new_def))
-    .bind(load_id.is_some())
+    .bind(by_write)
     .execute(&mut *conn)
     .await?;
     sqlx::query(
@@ -227,6 +244,46 @@ async fn apply_changes(
     .execute(&mut *conn)
     .await?;
     Ok(new_def)
+}
+
+/// Gives table `name` what a body under `schema: evolve` wants of it, in a
+/// transaction of its own on `conn` (a savepoint of the caller's, when it
+/// has one open: the change then commits with the caller's write, and the
+/// table's lock is held until then). The definition is read again under
+/// the lock, so concurrent writers' wants merge: the first makes one change
+/// with all it needs, the next find theirs made already (or make only what
+/// is left). A table no longer under `evolve` is left as it is. Lock waits
+/// end after `lock_wait`, when given. Returns the definition after.
+pub async fn evolve_to_fit(
+    conn: &mut PgConnection,
+    name: &TableName,
+    wants: &SchemaWants,
+    load_id: Uuid,
+    lock_wait: Option<std::time::Duration>,
+) -> StoreResult<Option<TableDef>> {
+    let mut tx = conn.begin().await?;
+    if let Some(wait) = lock_wait {
+        sqlx::query(&format!("set local lock_timeout = {}", wait.as_millis()))
+            .execute(&mut *tx)
+            .await?;
+    }
+    lock_table(&mut tx, name).await?;
+    let Some(stored) = table_def(&mut tx, name).await? else {
+        return Ok(None);
+    };
+    let changes = match stored.schema {
+        SchemaPolicy::Evolve => wants.changes_for(&stored),
+        _ => Vec::new(),
+    };
+    if changes.is_empty() {
+        tx.commit().await?;
+        return Ok(Some(stored));
+    }
+    check_width(&stored.apply(&changes).columns)?;
+    let cause = ChangeCause::Write(Some(load_id));
+    let new_def = apply_changes(&mut tx, &stored, &changes, cause).await?;
+    tx.commit().await?;
+    Ok(Some(new_def))
 }
 
 impl Store {
@@ -245,33 +302,6 @@ impl Store {
         .bind(name.as_str())
         .fetch_all(&mut *self.acquire().await?)
         .await?)
-    }
-
-    /// Gives table `name` what a body under `schema: evolve` wants of it, in
-    /// a transaction of its own under the table's lock. The definition is
-    /// read again under the lock, so concurrent writers' wants merge: the
-    /// first makes one change with all it needs, the next find theirs made
-    /// already (or make only what is left). Returns the definition after.
-    pub async fn evolve_to_fit(
-        &self,
-        name: &TableName,
-        wants: &SchemaWants,
-        load_id: Uuid,
-    ) -> StoreResult<Option<TableDef>> {
-        let mut conn = self.acquire().await?;
-        let mut tx = conn.begin().await?;
-        lock_table(&mut tx, name).await?;
-        let Some(stored) = table_def(&mut tx, name).await? else {
-            return Ok(None);
-        };
-        let changes = wants.changes_for(&stored);
-        if changes.is_empty() {
-            return Ok(Some(stored));
-        }
-        check_width(&stored.apply(&changes).columns)?;
-        let new_def = apply_changes(&mut tx, &stored, &changes, Some(load_id)).await?;
-        tx.commit().await?;
-        Ok(Some(new_def))
     }
 }
 

@@ -23,7 +23,7 @@ use crate::ingest::{BadRow, RowError};
 use crate::names::TableName;
 use crate::schema::{DuplicatePolicy, TableDef};
 
-/// The log, where a POST writes it.
+/// The log.
 pub const LOG_TABLE: &str = "idem.duplicates";
 
 /// How a load's repeated keys are resolved.
@@ -94,9 +94,14 @@ pub async fn resolve(
         ),
         false => String::new(),
     };
+    // The keys are read back only to be named in a refusal.
+    let keys = if how.refuse {
+        "key::text"
+    } else {
+        "null::text"
+    };
     let rows = sqlx::query(&format!(
-        "with {resolve}{log} select \"_row_hash\", key::text, version from removed
-          order by key, version"
+        "with {resolve}{log} select \"_row_hash\", {keys} as key from removed"
     ))
     .bind(def.name.as_str())
     .bind(how.load_id)

@@ -65,6 +65,18 @@ impl MergeMode {
             MergeMode::Patch => "patch",
         }
     }
+
+    /// The mode `as_str` names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            MergeMode::Merge,
+            MergeMode::Append,
+            MergeMode::InsertMissing,
+            MergeMode::Patch,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == name)
+    }
 }
 
 /// A partition a merge wrote to, and how its row count moved. (Its count

@@ -196,6 +196,9 @@ impl Store {
             return Ok(false);
         }
         contents::clear_deltas(&mut tx, &def.name, ds).await?;
+        // The day's pending rejects belonged to a version of it that is gone:
+        // a replay must not bring the day back.
+        super::rejects::supersede(&mut tx, &def.name, ds, uuid::Uuid::nil()).await?;
         let partition = partition_table(&def.name, ds);
         sqlx::query(&format!(
             "alter table {} detach partition {partition}",

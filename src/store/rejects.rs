@@ -18,6 +18,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{count, StoreError, StoreResult};
+use crate::ingest::cell::PG_EPOCH_UNIX_MICROS;
 use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
 use crate::ingest::BadRow;
 use crate::names::TableName;
@@ -27,11 +28,8 @@ use crate::period::Period;
 const SPOOL_MEMORY_BYTES: usize = 1 << 20;
 
 /// The columns a spool's tuples fill, in order.
-const COPY_COLUMNS: &str = "table_name, load_id, record, line, ds, origin, format, raw, \
+const COPY_COLUMNS: &str = "table_name, load_id, record, line, ds, origin, mode, format, raw, \
                             csv_header, errors, idempotency_key, received_at, last_tried_at";
-
-/// Postgres's timestamps count microseconds from 2000-01-01 UTC.
-const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
 
 /// What is the same for every reject of one load.
 #[derive(Clone, Debug)]
@@ -40,6 +38,8 @@ pub struct RejectSource {
     pub load_id: Uuid,
     /// `put` or `post`.
     pub origin: &'static str,
+    /// A POST's mode (`MergeMode::as_str`), which a replay writes by.
+    pub mode: Option<&'static str>,
     /// `ndjson`, `json` or `csv`.
     pub format: &'static str,
     /// A PUT's partition (a POST row's own is read from the row, if it can be).
@@ -166,18 +166,21 @@ fn encode_tuple(source: &RejectSource, reject: &Reject<'_>, out: &mut Vec<u8>) -
     let too_large = |_| io::Error::other("a rejected record is too large to keep");
     let record = i64::try_from(reject.record).map_err(too_large)?;
     let line = i64::try_from(reject.line).map_err(too_large)?;
-    let ds = reject.ds.or(source.ds).map(|p| p.label());
+    // A PUT's rejects belong to its partition, whatever day a row named.
+    let ds = source.ds.or(reject.ds).map(|p| p.label());
     let mut errors = vec![1u8]; // jsonb's binary form: a version byte, then text
     serde_json::to_writer(&mut errors, &problem_list(reject.problems))?;
-    let received = source.received_at.timestamp_micros() - POSTGRES_EPOCH_MICROS;
-    out.extend_from_slice(&13i16.to_be_bytes());
-    let fields: [Option<&[u8]>; 13] = [
+    // Postgres's timestamps count microseconds from 2000-01-01 UTC.
+    let received = source.received_at.timestamp_micros() - PG_EPOCH_UNIX_MICROS;
+    out.extend_from_slice(&14i16.to_be_bytes());
+    let fields: [Option<&[u8]>; 14] = [
         Some(source.table.as_str().as_bytes()),
         Some(source.load_id.as_bytes()),
         Some(&record.to_be_bytes()),
         Some(&line.to_be_bytes()),
         ds.as_deref().map(str::as_bytes),
         Some(source.origin.as_bytes()),
+        source.mode.map(str::as_bytes),
         Some(source.format.as_bytes()),
         reject.raw,
         reject.csv_header,
@@ -274,10 +277,15 @@ pub async fn supersede(
     load_id: Uuid,
 ) -> StoreResult<()> {
     // language=PostgreSQL
+    // Rows a replay holds are skipped, not waited for: the replay holds the
+    // partition's lock next, which this write's caller holds already.
     sqlx::query(
         "update idem.rejects set status = 'superseded'
-          where table_name = $1 and ds = $2 and origin = 'put' and status = 'pending'
-            and load_id <> $3",
+          where (table_name, load_id, record) in (
+                select table_name, load_id, record from idem.rejects
+                 where table_name = $1 and ds = $2 and origin = 'put' and status = 'pending'
+                   and load_id <> $3
+                   for update skip locked)",
     )
     .bind(table.as_str())
     .bind(ds.label())
@@ -296,6 +304,8 @@ pub struct StoredReject {
     pub line: u64,
     pub ds: Option<String>,
     pub origin: String,
+    /// A POST's mode, which a replay writes it by.
+    pub mode: Option<String>,
     pub format: String,
     /// The record as sent, when it is UTF-8 (see `raw_base64`); `null` when
     /// it was too large to keep.
@@ -337,16 +347,19 @@ impl RejectCursor {
         format!("{}.{}", self.load_id, self.record)
     }
 
+    /// A cursor this server gave: a record number within bigint's range.
     pub fn parse(text: &str) -> Option<Self> {
         let (load_id, record) = text.split_once('.')?;
+        let record: u64 = record.parse().ok()?;
+        i64::try_from(record).ok()?;
         Some(RejectCursor {
             load_id: Uuid::parse_str(load_id).ok()?,
-            record: record.parse().ok()?,
+            record,
         })
     }
 }
 
-const REJECT_COLUMNS: &str = "table_name, load_id, record, line, ds, origin, format, raw, \
+const REJECT_COLUMNS: &str = "table_name, load_id, record, line, ds, origin, mode, format, raw, \
     csv_header, errors, idempotency_key, received_at, tries, status, replayed_by, last_tried_at";
 
 /// A page of rejects, oldest load first (load ids are time-ordered), then
@@ -390,6 +403,7 @@ struct RejectRow {
     line: i64,
     ds: Option<String>,
     origin: String,
+    mode: Option<String>,
     format: String,
     raw: Option<Vec<u8>>,
     csv_header: Option<Vec<u8>>,
@@ -423,6 +437,7 @@ impl RejectRow {
             line: super::stored_count(self.line)?,
             ds: self.ds,
             origin: self.origin,
+            mode: self.mode,
             format: self.format,
             raw,
             raw_base64,
@@ -479,6 +494,7 @@ pub struct PendingReject {
     pub load_id: Uuid,
     pub record: i64,
     pub origin: String,
+    pub mode: Option<String>,
     pub ds: Option<String>,
     pub format: String,
     pub raw: Option<Vec<u8>>,
@@ -493,10 +509,12 @@ pub struct ReplayBounds {
     pub max_bytes: i64,
 }
 
-/// Locks and returns the table's oldest pending rejects, as many as the
-/// bounds allow, and whether more are pending. A replay running meanwhile
-/// holds the ones it took: this one waits for them, then finds them no
-/// longer pending.
+/// Locks and returns the table's pending rejects tried least recently (so
+/// that rejects that stay bad do not hold the newer ones back), as many as
+/// the bounds allow, and whether more are pending. A reject whose record
+/// was too large to keep is never taken: it cannot fit, and waits for its
+/// window to end. A replay running meanwhile holds the ones it took: this
+/// one waits for them, then takes only those still pending.
 pub async fn take_pending(
     conn: &mut PgConnection,
     table: &TableName,
@@ -504,9 +522,10 @@ pub async fn take_pending(
 ) -> StoreResult<(Vec<PendingReject>, bool)> {
     // language=PostgreSQL
     let sizes: Vec<(Uuid, i64, i64)> = sqlx::query_as(
-        "select load_id, record, coalesce(length(raw), 0)::bigint from idem.rejects
-          where table_name = $1 and status = 'pending'
-          order by load_id, record
+        "select load_id, record,
+                (length(raw) + coalesce(length(csv_header), 0))::bigint from idem.rejects
+          where table_name = $1 and status = 'pending' and raw is not null
+          order by last_tried_at, load_id, record
           limit $2
           for update",
     )
@@ -530,7 +549,7 @@ pub async fn take_pending(
         sizes[..taken].iter().map(|(l, r, _)| (*l, *r)).unzip();
     // language=PostgreSQL
     let pending = sqlx::query_as(
-        "select r.load_id, r.record, r.origin, r.ds, r.format, r.raw, r.csv_header
+        "select r.load_id, r.record, r.origin, r.mode, r.ds, r.format, r.raw, r.csv_header
            from idem.rejects r
            join unnest($2::uuid[], $3::bigint[]) as t(load_id, record)
              on r.load_id = t.load_id and r.record = t.record

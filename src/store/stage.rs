@@ -1,6 +1,8 @@
 //! Staging: a load's rows COPYed into a table of their own beside the live
 //! partition, with duplicates resolved and the unique index built, ready to
-//! be swapped in by `publish`. Nothing here touches what readers see.
+//! be swapped in by `publish`. Nothing here touches what readers see: the
+//! versions of repeated keys it logs (`duplicates`) are listed only once the
+//! load is in the ledger as published or unchanged.
 //!
 //! A stage is claimed by a session-level advisory lock on its name for as
 //! long as its owner lives, so any idem process's janitor can tell a stage

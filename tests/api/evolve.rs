@@ -230,3 +230,37 @@ async fn a_large_body_bringing_a_field_on_its_last_line_grows_the_table_and_is_w
             .unwrap();
     assert_eq!(late, [None, Some("last line".to_string())]);
 }
+
+#[tokio::test]
+async fn a_csv_header_naming_new_columns_grows_the_table() {
+    let app = spawn_app().await;
+    assert_eq!(app.declare("events", EVENTS).await.status(), 201);
+    let body = "id,ds,qty,colour,weight\r\n1,2026-10-12,3,red,1.5\r\n2,2026-10-12,4,,2\r\n";
+    let r = app
+        .put("/partitions/events/2026-10-12", "text/csv", body)
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let grown = columns(&app, "events").await;
+    assert_eq!(
+        (grown["colour"].as_str(), grown["weight"].as_str()),
+        ("text", "numeric")
+    );
+    let rows: Vec<(i64, Option<String>, String)> =
+        sqlx::query_as("select id, colour, weight::text from idem_data.events order by id")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (1, Some("red".to_string()), "1.5".to_string()),
+            (2, None, "2".to_string())
+        ]
+    );
+    // Refused bodies change nothing: a bad row under `reject` keeps the
+    // table as it was, the new field it brought included.
+    let bad = [json!({"id": "x", "ds": "2026-10-12", "shade": "blue"})];
+    let r = app.post_rows("table=events", Some("b1"), &bad).await;
+    assert_eq!(r.status(), 422);
+    assert!(!columns(&app, "events").await.contains_key("shade"));
+}

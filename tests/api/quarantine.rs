@@ -533,3 +533,67 @@ async fn a_quarantined_put_and_its_replay_keep_the_etag_equal_to_the_rows() {
         .collect();
     assert_eq!(statuses, ["replayed", "superseded", "pending"]);
 }
+
+#[tokio::test]
+async fn a_replay_writes_by_the_mode_the_post_asked_for_and_keeps_a_put_reject_in_its_day() {
+    let app = spawn_app().await;
+    assert_eq!(app.declare("events", EVENTS).await.status(), 201);
+    app.post_rows("table=events", Some("p0"), &[event(1, 5.into())])
+        .await;
+    // A patch of qty alone, too wide for its column.
+    let patch = [serde_json::json!({"id": 1, "ds": "2026-10-12", "qty": 5_000_000_000i64})];
+    let r = app
+        .post_rows("table=events&mode=patch", Some("p1"), &patch)
+        .await;
+    assert_eq!(json_body(r).await["rejected"], 1);
+    // A PUT of the 12th with a row of the 13th.
+    let other_day = serde_json::json!({"id": 7, "ds": "2026-10-13", "qty": 1, "note": "n"});
+    let r = app
+        .put_ndjson(
+            "/partitions/events/2026-10-12",
+            &[event(1, 5.into()), other_day],
+        )
+        .await;
+    assert_eq!(json_body(r).await["rejected"], 1);
+    let rejects = rejects_of(&app, "&status=pending").await;
+    let modes: Vec<&Value> = rejects.iter().map(|r| &r["mode"]).collect();
+    assert_eq!(modes, [&Value::from("patch"), &Value::Null]);
+    assert_eq!(
+        rejects[1]["ds"], "2026-10-12",
+        "a PUT's reject is its day's"
+    );
+
+    let widened = EVENTS.replace(r#""qty": "integer""#, r#""qty": "bigint""#);
+    assert_eq!(app.declare("events", &widened).await.status(), 200);
+    let receipt = json_body(replay(&app, "r1").await).await;
+    assert_eq!(
+        (
+            receipt["rows_replayed"].as_u64(),
+            receipt["still_pending"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{receipt}"
+    );
+    // The patch changed qty and left note as it was.
+    let row: (i64, Option<String>) =
+        sqlx::query_as("select qty, note from idem_data.events where id = 1")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(row, (5_000_000_000, Some("n".to_string())));
+    // The row of another day stays out of both days.
+    let days: i64 = sqlx::query_scalar("select count(*) from idem_data.events where id = 7")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(days, 0);
+    // Dropping the day supersedes its pending rejects.
+    let r = app
+        .client
+        .delete(app.url("/partitions/events/2026-10-12"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    assert!(rejects_of(&app, "&status=pending").await.is_empty());
+}
