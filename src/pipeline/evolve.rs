@@ -29,9 +29,37 @@ use crate::store::catalog::evolve_to_fit;
 use sqlx::PgConnection;
 
 /// A body read so that it can be read again.
-enum Rereadable {
+pub struct Rereadable(Kept);
+
+/// Where: in memory when small, else in a temporary file.
+enum Kept {
     Memory(Bytes),
     File(std::fs::File),
+}
+
+/// A write's body after `fit_table_to_body`: as it came (a table not under
+/// `evolve`), or kept so that it can be read as often as needed.
+pub enum FittedBody {
+    Once(Option<BodyReader>),
+    Again(Rereadable),
+}
+
+impl FittedBody {
+    /// The body from its start; `None` when it came once and was taken.
+    pub fn reader(&mut self) -> WriteResult<Option<BodyReader>> {
+        match self {
+            FittedBody::Once(body) => Ok(body.take()),
+            FittedBody::Again(body) => body.reader().map(Some),
+        }
+    }
+
+    /// The body kept to be read again, if it was.
+    pub fn kept(&self) -> Option<&Rereadable> {
+        match self {
+            FittedBody::Once(_) => None,
+            FittedBody::Again(body) => Some(body),
+        }
+    }
 }
 
 /// What a body is read as: its format and encoding options, for a load;
@@ -62,11 +90,27 @@ impl Pipeline {
         target: Target,
         reading: BodyReading<'_>,
         body: BodyReader,
-    ) -> WriteResult<(Target, BodyReader)> {
+    ) -> WriteResult<(Target, FittedBody)> {
         if target.def().schema != SchemaPolicy::Evolve {
-            return Ok((target, body));
+            return Ok((target, FittedBody::Once(Some(body))));
         }
         let body = Rereadable::read(body, self).await?;
+        let target = self.fit_again(conn, target, reading, Some(&body)).await?;
+        Ok((target, FittedBody::Again(body)))
+    }
+
+    /// The table changed to fit `body` (once more: after another writer
+    /// changed it, say); a body read once is taken as fitting.
+    pub async fn fit_again(
+        &self,
+        conn: &mut PgConnection,
+        target: Target,
+        reading: BodyReading<'_>,
+        body: Option<&Rereadable>,
+    ) -> WriteResult<Target> {
+        let Some(body) = body else {
+            return Ok(target);
+        };
         let job = DecodeJob {
             collect_wants: true,
             ..self.decode_job(
@@ -77,12 +121,10 @@ impl Pipeline {
                 reading.format,
             )
         };
-        let wants = match body.scan(job).await? {
-            Scan::Fits => return Ok((target, body.reader()?)),
-            Scan::Wants(wants) => wants,
-        };
-        let target = self.fit(conn, target, &wants, reading).await?;
-        Ok((target, body.reader()?))
+        match body.scan(job).await? {
+            Scan::Fits => Ok(target),
+            Scan::Wants(wants) => self.fit(conn, target, &wants, reading).await,
+        }
     }
 
     /// The table given what `wants` asks: a stored one changed (see
@@ -118,10 +160,10 @@ impl Rereadable {
     async fn read(body: BodyReader, pipeline: &Pipeline) -> WriteResult<Self> {
         Ok(
             match read_small(body, pipeline.settings.small_body_bytes()).await? {
-                BodyRead::Whole(bytes) => Rereadable::Memory(Bytes::from(bytes)),
+                BodyRead::Whole(bytes) => Rereadable(Kept::Memory(Bytes::from(bytes))),
                 BodyRead::Large(body) => {
                     let (file, _) = spool_body(body, Sha256::default(), pipeline).await?;
-                    Rereadable::File(file.into_std().await)
+                    Rereadable(Kept::File(file.into_std().await))
                 }
             },
         )
@@ -131,9 +173,9 @@ impl Rereadable {
     /// cannot be read whole, or has bad rows other than those, changes
     /// nothing: the pass that writes it reports what is wrong with it.
     async fn scan(&self, job: DecodeJob) -> WriteResult<Scan> {
-        let decoded = match self {
-            Rereadable::Memory(body) => decode_whole(&job, body).0,
-            Rereadable::File(file) => {
+        let decoded = match &self.0 {
+            Kept::Memory(body) => decode_whole(&job, body).0,
+            Kept::File(file) => {
                 let mut decoding = spawn_decoder(job, Box::new(rewound(file)?));
                 // The scan writes nothing: its rows are read and let go.
                 while decoding.chunks.recv().await.is_some() {}
@@ -149,10 +191,10 @@ impl Rereadable {
     }
 
     /// The body, from its start.
-    fn reader(self) -> WriteResult<BodyReader> {
-        Ok(match self {
-            Rereadable::Memory(body) => Box::new(std::io::Cursor::new(body)),
-            Rereadable::File(file) => Box::new(rewound(&file)?),
+    fn reader(&self) -> WriteResult<BodyReader> {
+        Ok(match &self.0 {
+            Kept::Memory(body) => Box::new(std::io::Cursor::new(body.clone())),
+            Kept::File(file) => Box::new(rewound(file)?),
         })
     }
 }

@@ -28,11 +28,13 @@ use crate::metrics::{Metrics, RowCounts};
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
+use crate::store::catalog;
 use crate::store::duplicates::Resolve;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published, Swap};
 use crate::store::rejects::RejectSpool;
 use crate::store::stage::{self, StageFate, Staged};
+use crate::store::StoreError;
 
 /// The answer to an accepted PUT (the receipt; see the README).
 #[derive(Clone, Debug, Serialize)]
@@ -185,14 +187,71 @@ impl Pipeline {
             lock_wait: Some(self.settings.idempotency_wait()),
         };
         // On the stage's connection, which has no transaction open yet.
-        let (target, body) = self
+        let (mut target, mut body) = self
             .fit_table_to_body(&mut *conn, target, reading, body)
             .await?;
+        let mut key_tx = key_tx;
+        let mut stagings = 0;
+        loop {
+            stagings += 1;
+            let reader = body.reader()?.ok_or_else(|| {
+                WriteError::Internal(anyhow::anyhow!("a PUT's body went missing"))
+            })?;
+            let put = PutAttempt {
+                ticket,
+                ds,
+                format,
+                options: options.clone(),
+                bad_rows,
+                live: live.as_ref(),
+                conditions: &conditions,
+            };
+            let written = self
+                .stage_and_publish(put, target, reader, &mut *conn, key_tx.as_deref_mut())
+                .await;
+            match written {
+                // Another writer changed the table while this body was
+                // staged: with a body kept to read again, fit and stage it
+                // again (a few times), rather than answer 409.
+                Err(WriteError::Store(StoreError::TableChanged(_)))
+                    if body.kept().is_some() && stagings < MAX_STAGINGS =>
+                {
+                    let stored = catalog::table_def(&mut *conn, &table)
+                        .await?
+                        .ok_or_else(|| WriteError::TableNotFound(table.clone()))?;
+                    target = self
+                        .fit_again(&mut *conn, Target::Stored(stored), reading, body.kept())
+                        .await?;
+                }
+                written => return written,
+            }
+        }
+    }
+
+    /// Stages the body for `target` and publishes it, unless it is the body
+    /// the live partition was built from.
+    async fn stage_and_publish(
+        &self,
+        put: PutAttempt<'_>,
+        target: Target,
+        body: BodyReader,
+        conn: &mut PgConnection,
+        key_tx: Option<&mut PgConnection>,
+    ) -> WriteResult<Receipt> {
+        let PutAttempt {
+            ticket,
+            ds,
+            format,
+            options,
+            bad_rows,
+            live,
+            conditions,
+        } = put;
         let new_table = matches!(target, Target::Inferred(_));
         let def = target.into_def();
         let bad_rows = bad_rows.unwrap_or(def.bad_rows);
         let body_hash = body_hash_prefix(format, &def, bad_rows);
-        let body = match &live {
+        let body = match live {
             None => body,
             Some(live) => match self
                 .spool_unless_same(body, body_hash.clone(), live)
@@ -218,7 +277,7 @@ impl Pipeline {
         let stage = StagedPut {
             ticket,
             ds,
-            conditions: &conditions,
+            conditions,
             new_table,
             metrics: &self.metrics,
         };
@@ -246,6 +305,23 @@ impl Pipeline {
 enum Spooled {
     Same,
     Different(BodyReader),
+}
+
+/// How many times, at most, a PUT whose body is kept (`schema: evolve`) is
+/// staged while other writers keep changing its table (each time one did,
+/// so writers as a whole progress).
+const MAX_STAGINGS: usize = 8;
+
+/// What one staging of a PUT needs besides its table and body.
+struct PutAttempt<'a> {
+    ticket: &'a LoadTicket,
+    ds: Period,
+    format: BodyFormat,
+    options: EncodeOptions,
+    /// `?bad_rows=`, if asked.
+    bad_rows: Option<BadRowPolicy>,
+    live: Option<&'a Current>,
+    conditions: &'a Conditions,
 }
 
 /// A PUT past its checks: its rows go to a stage, which is then published.

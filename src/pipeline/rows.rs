@@ -265,9 +265,12 @@ impl Pipeline {
             // The claim's transaction bounds its lock waits.
             lock_wait: None,
         };
-        let (target, body) = self
+        let (target, mut body) = self
             .fit_table_to_body(&mut *tx, target, reading, body)
             .await?;
+        let body = body
+            .reader()?
+            .ok_or_else(|| WriteError::Internal(anyhow::anyhow!("a fitted body went missing")))?;
         let def = self.create_if_new(&mut *tx, target).await?;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
         let job = quarantined(job, req.bad_rows, mode, ticket);

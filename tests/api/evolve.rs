@@ -264,3 +264,41 @@ async fn a_csv_header_naming_new_columns_grows_the_table() {
     assert_eq!(r.status(), 422);
     assert!(!columns(&app, "events").await.contains_key("shade"));
 }
+
+#[tokio::test]
+async fn puts_of_several_days_bringing_new_fields_at_once_all_land() {
+    let app = spawn_app().await;
+    assert_eq!(app.declare("events", EVENTS).await.status(), 201);
+    let puts = (1..=6i64).map(|day| {
+        let app = &app;
+        async move {
+            let ds = format!("2026-10-{day:02}");
+            let rows: Vec<Value> = (0..50i64)
+                .map(|k| {
+                    let mut row = json!({"id": k, "ds": ds, "qty": k});
+                    row[format!("day_{day}")] = json!(day * 1000 + k);
+                    row
+                })
+                .collect();
+            let r = app
+                .put_ndjson(&format!("/partitions/events/{ds}"), &rows)
+                .await;
+            let status = r.status();
+            (status, r.text().await.unwrap())
+        }
+    });
+    for (status, body) in futures::future::join_all(puts).await {
+        assert_eq!(status, 200, "{body}");
+    }
+    let grown = columns(&app, "events").await;
+    for day in 1..=6 {
+        assert_eq!(grown[&format!("day_{day}")], "bigint");
+        let sum: i64 = sqlx::query_scalar(&format!(
+            "select sum(day_{day})::bigint from idem_data.events where ds = '2026-10-{day:02}'"
+        ))
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        assert_eq!(sum, (0..50).map(|k| day * 1000 + k).sum::<i64>());
+    }
+}
