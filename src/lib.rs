@@ -1,10 +1,12 @@
 //! idem: an HTTP server that lands data in Postgres idempotently.
 //!
 //! HTTP (`http`) → decode and validate (`ingest`) → stage and publish
-//! (`pipeline`, `store`).
+//! (`pipeline`, `store`). `client` is the other side: the commands that
+//! send files to a server.
 
 pub mod access;
 pub mod app;
+pub mod client;
 pub mod config;
 pub mod error;
 pub mod http;

@@ -1,0 +1,83 @@
+//! The client side of the `idem` binary (`idem put`, `idem post`, …): what
+//! orchestrators and people run to load files into an idem server, with the
+//! discipline every caller needs (one Idempotency-Key for every retry of a
+//! load, retries only of what a retry can cure, exit codes a task can act
+//! on). It talks to the server over HTTP only, and uses none of the server's
+//! modules.
+
+pub mod retry;
+
+/// How a client command ends, as its process's exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every load was accepted.
+    Done,
+    /// The server refused a load (a 4xx a retry cannot cure).
+    Refused,
+    /// A load was still failing (no answer, a 5xx, …) when the retries
+    /// ran out.
+    GaveUp,
+    /// The command was wrong (arguments, a file that cannot be read).
+    Usage,
+}
+
+impl Outcome {
+    /// The documented exit code: 0, 1, 2 or 3.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Done => 0,
+            Outcome::Refused => 1,
+            Outcome::GaveUp => 2,
+            Outcome::Usage => 3,
+        }
+    }
+}
+
+/// The first 32 hex digits of a file's SHA-256: enough to tell files apart.
+fn short(file_sha256: &str) -> &str {
+    file_sha256.get(..32).unwrap_or(file_sha256)
+}
+
+/// The Idempotency-Key of `PUT /partitions/{table}/{ds}` of a file whose
+/// SHA-256 is `file_sha256` (hex): the same file put again is the same
+/// load, so a rerun of the command is answered as a replay.
+pub fn put_key(table: &str, ds: &str, file_sha256: &str) -> String {
+    format!(
+        "idem-put:{table}:{ds}:{}",
+        &file_sha256[..32.min(file_sha256.len())]
+    )
+}
+
+/// The Idempotency-Key of batch `batch` (from 0) of a file POSTed to
+/// `table`: a rerun sends only the batches the server has no record of.
+pub fn post_key(table: &str, file_sha256: &str, batch: u64) -> String {
+    format!("idem-post:{table}:{}:{batch}", short(file_sha256))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_name_the_load_and_fit_the_header() {
+        let sha = "9f2c".repeat(16);
+        let key = put_key("orders", "2026-10-12", &sha);
+        assert_eq!(key, format!("idem-put:orders:2026-10-12:{}", &sha[..32]));
+        assert_ne!(key, put_key("orders", "2026-10-13", &sha));
+        assert_ne!(post_key("orders", &sha, 0), post_key("orders", &sha, 1));
+        // Names are at most 48 characters: a key stays far below 255, and
+        // visible ASCII.
+        let longest = post_key(&"t".repeat(48), &sha, u64::MAX);
+        assert!(longest.len() <= 255 && longest.bytes().all(|b| b.is_ascii_graphic()));
+        let codes: Vec<u8> = [
+            Outcome::Done,
+            Outcome::Refused,
+            Outcome::GaveUp,
+            Outcome::Usage,
+        ]
+        .into_iter()
+        .map(Outcome::exit_code)
+        .collect();
+        assert_eq!(codes, [0, 1, 2, 3]);
+    }
+}
