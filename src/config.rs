@@ -23,6 +23,10 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Client: PUT a file as partition DS of TABLE, retried under one
+    /// Idempotency-Key. Exit codes: 0 done, 1 refused by the server, 2 gave
+    /// up after retries, 3 usage error.
+    Put(crate::client::args::PutArgs),
 }
 
 #[derive(Clone, Debug, Args)]

@@ -13,5 +13,9 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => idem::app::run(*args).await,
         Command::Migrate(args) => idem::app::migrate(args).await,
+        Command::Put(args) => {
+            let outcome = idem::client::put::put(args).await;
+            std::process::exit(i32::from(outcome.exit_code()))
+        }
     }
 }

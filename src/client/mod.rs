@@ -5,7 +5,10 @@
 //! on). It talks to the server over HTTP only, and uses none of the server's
 //! modules.
 
+pub mod args;
+pub mod put;
 pub mod retry;
+mod send;
 
 /// How a client command ends, as its process's exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

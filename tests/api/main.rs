@@ -3,6 +3,7 @@
 //! `scripts/test` provides).
 
 mod auth;
+mod cli;
 mod concurrency;
 mod duplicates;
 mod encoding;
