@@ -174,3 +174,43 @@ async fn idem_put_exits_1_when_refused_2_when_it_gives_up_3_on_a_wrong_command()
     .await;
     assert_eq!(out.status.code(), Some(3));
 }
+
+#[tokio::test]
+async fn idem_put_waits_for_a_server_that_starts_late_and_loads_once() {
+    // An address nobody listens on yet.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let rows: Vec<Value> = (1..=100)
+        .map(|id| order(id, "paid", "2026-10-12T01:00:00Z"))
+        .collect();
+    let file = file_with(".ndjson", &ndjson(&rows));
+    let url = format!("http://{addr}");
+    let path = file.path().to_str().unwrap().to_string();
+    let client = tokio::spawn(async move {
+        let args = [
+            "put",
+            "late",
+            "2026-10-12",
+            &path,
+            "--url",
+            &url,
+            "--token",
+            ADMIN_TOKEN,
+        ];
+        idem(&args, b"").await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let app = spawn_app_listening_fresh(listener).await;
+    let out = client.await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("retrying"), "it had to retry: {stderr}");
+    let count: i64 = sqlx::query_scalar("select count(*) from idem_data.late")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(count, 100);
+}

@@ -132,7 +132,25 @@ pub async fn spawn_app_with(settings: Settings) -> TestApp {
 /// Another server on the same database (as a second idem process would be).
 /// Unless `settings` say otherwise, the server takes `ADMIN_TOKEN` and the
 /// app's client sends it.
-pub async fn spawn_app_on(options: PgConnectOptions, mut settings: Settings) -> TestApp {
+pub async fn spawn_app_on(options: PgConnectOptions, settings: Settings) -> TestApp {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    spawn_app_listening(listener, options, settings).await
+}
+
+/// A server on a fresh database, listening on `listener` (an address a
+/// client was told before the server started).
+pub async fn spawn_app_listening_fresh(listener: TcpListener) -> TestApp {
+    let (options, database) = fresh_database().await;
+    let mut app = spawn_app_listening(listener, options, Settings::default()).await;
+    app._database = Some(database);
+    app
+}
+
+async fn spawn_app_listening(
+    listener: TcpListener,
+    options: PgConnectOptions,
+    mut settings: Settings,
+) -> TestApp {
     if settings.admin_token.is_none() && !settings.insecure_no_auth {
         settings.admin_token = Some(ADMIN_TOKEN.parse().expect("a valid admin token"));
     }
@@ -148,7 +166,6 @@ pub async fn spawn_app_on(options: PgConnectOptions, mut settings: Settings) -> 
         .expect("connect");
     store.migrate().await.expect("migrate");
     store.sweep_stages().await.expect("sweep");
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let state = AppState::new(store.clone(), settings);
     tokio::spawn(idem::app::serve(listener, state, std::future::pending()));
