@@ -27,6 +27,10 @@ pub enum Command {
     /// Idempotency-Key. Exit codes: 0 done, 1 refused by the server, 2 gave
     /// up after retries, 3 usage error.
     Put(crate::client::args::PutArgs),
+    /// Client: POST a file's rows to TABLE in batches, each under its own
+    /// Idempotency-Key (a rerun sends only what is missing). Exit codes as
+    /// for `put`.
+    Post(crate::client::args::PostArgs),
 }
 
 #[derive(Clone, Debug, Args)]

@@ -17,5 +17,9 @@ async fn main() -> anyhow::Result<()> {
             let outcome = idem::client::put::put(args).await;
             std::process::exit(i32::from(outcome.exit_code()))
         }
+        Command::Post(args) => {
+            let outcome = idem::client::post::post(args).await;
+            std::process::exit(i32::from(outcome.exit_code()))
+        }
     }
 }

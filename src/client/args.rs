@@ -58,3 +58,24 @@ pub struct PutArgs {
     #[command(flatten)]
     pub server: ServerArgs,
 }
+
+/// `idem post TABLE FILE`.
+#[derive(Clone, Debug, Args)]
+pub struct PostArgs {
+    pub table: String,
+    /// `.ndjson`, `.jsonl` or `.csv`, each optionally `.gz`; `-` for stdin
+    /// (with `--format`).
+    pub file: PathBuf,
+    /// The body's format when the file's name does not say it (stdin).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// `merge`, `patch`, `append` or `insert_missing` (the table's default
+    /// when not given).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Rows a POST carries.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_rows: u32,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}

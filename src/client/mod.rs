@@ -6,6 +6,7 @@
 //! modules.
 
 pub mod args;
+pub mod post;
 pub mod put;
 pub mod retry;
 mod send;

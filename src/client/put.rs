@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use super::args::PutArgs;
-use super::send::{send_until_settled, FileBody, Load};
+use super::send::{send_until_settled, FileBody, Load, Payload};
 use super::{put_key, Outcome};
 
 /// Runs `idem put`.
@@ -35,11 +35,17 @@ pub async fn put(args: PutArgs) -> Outcome {
         key: put_key(&args.table, &args.ds, &sha256),
         what: format!("{} {}", args.table, args.ds),
     };
-    send_until_settled(&args.server, &load, &body).await
+    match send_until_settled(&args.server, &load, &Payload::File(&body)).await {
+        Ok(receipt) => {
+            println!("{receipt}");
+            Outcome::Done
+        }
+        Err(outcome) => outcome,
+    }
 }
 
 /// The SHA-256 of the file at `path`, hex.
-async fn file_sha256(path: &Path) -> std::io::Result<String> {
+pub(super) async fn file_sha256(path: &Path) -> std::io::Result<String> {
     let mut file = tokio::fs::File::open(path).await?;
     let mut hash = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];

@@ -17,8 +17,8 @@ use super::Outcome;
 /// temporary file first, so that a retry can send it again.
 pub struct FileBody {
     path: PathBuf,
-    content_type: &'static str,
-    gzip: bool,
+    pub content_type: &'static str,
+    pub gzip: bool,
     /// Holds stdin's copy for as long as the body is needed.
     _spooled: Option<tempfile::NamedTempFile>,
 }
@@ -57,10 +57,32 @@ impl FileBody {
         &self.path
     }
 
-    /// A fresh stream of the file, for one attempt.
-    async fn stream(&self) -> std::io::Result<reqwest::Body> {
-        let file = tokio::fs::File::open(&self.path).await?;
-        Ok(reqwest::Body::wrap_stream(ReaderStream::new(file)))
+    /// The file, to read from its start.
+    pub async fn reader(&self) -> std::io::Result<tokio::fs::File> {
+        tokio::fs::File::open(&self.path).await
+    }
+}
+
+/// What one load sends: a file, streamed afresh each attempt, or bytes.
+pub enum Payload<'a> {
+    File(&'a FileBody),
+    Bytes {
+        data: bytes::Bytes,
+        content_type: &'static str,
+    },
+}
+
+impl Payload<'_> {
+    /// The body of one attempt, and its content type and encoding.
+    async fn body(&self) -> std::io::Result<(reqwest::Body, &'static str, bool)> {
+        Ok(match self {
+            Payload::File(file) => {
+                let stream = ReaderStream::new(file.reader().await?);
+                let body = reqwest::Body::wrap_stream(stream);
+                (body, file.content_type, file.gzip)
+            }
+            Payload::Bytes { data, content_type } => (data.clone().into(), content_type, false),
+        })
     }
 }
 
@@ -104,9 +126,13 @@ struct Answer {
     failure: Option<String>,
 }
 
-/// Sends `load` until it is settled; prints the receipt (stdout) or why it
-/// was not taken (stderr).
-pub async fn send_until_settled(server: &ServerArgs, load: &Load, body: &FileBody) -> Outcome {
+/// Sends `load` until it is settled: its receipt, or how it ended (why is
+/// said on stderr).
+pub async fn send_until_settled(
+    server: &ServerArgs,
+    load: &Load,
+    body: &Payload<'_>,
+) -> Result<serde_json::Value, Outcome> {
     let client = match reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .read_timeout(Duration::from_secs(120))
@@ -115,7 +141,7 @@ pub async fn send_until_settled(server: &ServerArgs, load: &Load, body: &FileBod
         Ok(client) => client,
         Err(e) => {
             eprintln!("idem: cannot make an HTTP client: {e}");
-            return Outcome::Usage;
+            return Err(Outcome::Usage);
         }
     };
     let policy = server.retry_policy();
@@ -131,12 +157,11 @@ pub async fn send_until_settled(server: &ServerArgs, load: &Load, body: &FileBod
             chrono::Utc::now(),
         ) {
             Verdict::Done => {
-                println!("{}", answer.body.trim_end());
-                return Outcome::Done;
+                return Ok(serde_json::from_str(&answer.body).unwrap_or_default());
             }
             Verdict::Refused => {
                 report_refusal(load, &answer);
-                return Outcome::Refused;
+                return Err(Outcome::Refused);
             }
             Verdict::Retry { after } => after,
         };
@@ -160,7 +185,7 @@ pub async fn send_until_settled(server: &ServerArgs, load: &Load, body: &FileBod
                     load.what,
                     started.elapsed().as_secs_f64()
                 );
-                return Outcome::GaveUp;
+                return Err(Outcome::GaveUp);
             }
         }
     }
@@ -170,7 +195,7 @@ async fn attempt_once(
     client: &reqwest::Client,
     server: &ServerArgs,
     load: &Load,
-    body: &FileBody,
+    body: &Payload<'_>,
 ) -> Answer {
     let no_answer = |failure: String| Answer {
         status: None,
@@ -178,16 +203,16 @@ async fn attempt_once(
         body: String::new(),
         failure: Some(failure),
     };
-    let stream = match body.stream().await {
-        Ok(stream) => stream,
-        Err(e) => return no_answer(format!("reading {}: {e}", body.path.display())),
+    let (stream, content_type, gzip) = match body.body().await {
+        Ok(body) => body,
+        Err(e) => return no_answer(format!("reading the body: {e}")),
     };
     let mut request = client
         .request(load.method.clone(), &load.url)
         .header("idempotency-key", &load.key)
-        .header(CONTENT_TYPE, body.content_type)
+        .header(CONTENT_TYPE, content_type)
         .body(stream);
-    if body.gzip {
+    if gzip {
         request = request.header(CONTENT_ENCODING, "gzip");
     }
     if let Some(token) = &server.token {

@@ -214,3 +214,84 @@ async fn idem_put_waits_for_a_server_that_starts_late_and_loads_once() {
         .unwrap();
     assert_eq!(count, 100);
 }
+
+#[tokio::test]
+async fn idem_post_sends_batches_once_and_a_rerun_replays_them_all() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let rows: Vec<Value> = (1..=250)
+        .map(|id| order(id, "paid", "2026-10-12T01:00:00Z"))
+        .collect();
+    let file = file_with(".ndjson", &ndjson(&rows));
+    let path = file.path().to_str().unwrap();
+    let args = [
+        "post",
+        "orders",
+        path,
+        "--batch-rows",
+        "100",
+        "--url",
+        &app.base,
+        "--token",
+        ADMIN_TOKEN,
+    ];
+    let first = idem(&args, b"").await;
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(
+        (
+            summary["batches"].as_u64(),
+            summary["new"].as_u64(),
+            summary["rows_written"].as_u64()
+        ),
+        (Some(3), Some(3), Some(250)),
+        "{summary}"
+    );
+    let again = idem(&args, b"").await;
+    let summary: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        (summary["new"].as_u64(), summary["replayed"].as_u64()),
+        (Some(0), Some(3)),
+        "{summary}"
+    );
+    assert_eq!(app.count("orders", "2026-10-12").await, 250);
+
+    // CSV records, one with a quoted line end, kept whole across batches.
+    let csv = "order_id,ds,customer_id,status,amount,updated_at,note\r\n\
+               301,2026-10-12,1,paid,1.00,2026-10-12T00:00:00Z,\"two\r\nlines\"\r\n\
+               302,2026-10-12,1,paid,1.00,2026-10-12T00:00:00Z,plain\r\n\
+               303,2026-10-12,1,paid,1.00,2026-10-12T00:00:00Z,\"say \"\"hi\"\"\"\r\n";
+    let file = file_with(".csv", csv);
+    let args = [
+        "post",
+        "orders",
+        file.path().to_str().unwrap(),
+        "--batch-rows",
+        "1",
+        "--url",
+        &app.base,
+        "--token",
+        ADMIN_TOKEN,
+    ];
+    let out = idem(&args, b"").await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["batches"], 3, "{summary}");
+    let notes: Vec<String> = sqlx::query_scalar(
+        "select note from idem_data.orders where order_id > 300 order by order_id",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(notes, ["two\r\nlines", "plain", "say \"hi\""]);
+}
