@@ -103,11 +103,7 @@ impl ReplayReceipt {
 
     pub fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
         LoadEntry {
-            status: if self.changed {
-                LoadStatus::Published
-            } else {
-                LoadStatus::Unchanged
-            },
+            status: LoadStatus::of_merge(self.changed),
             rows_received: self.tried,
             rows_written: self.rows_written,
             duplicates: self.duplicates,

@@ -395,11 +395,7 @@ impl RowsReceipt {
     /// The ledger's row for this write.
     pub fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
         LoadEntry {
-            status: if self.changed {
-                LoadStatus::Published
-            } else {
-                LoadStatus::Unchanged
-            },
+            status: LoadStatus::of_merge(self.changed),
             ds: self.ds,
             mode: self.mode.as_str(),
             rows_received: self.rows_received,

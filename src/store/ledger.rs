@@ -22,6 +22,17 @@ pub enum LoadStatus {
 }
 
 impl LoadStatus {
+    /// An accepted merge's status: published when it changed rows.
+    pub fn of_merge(changed: bool) -> Self {
+        if changed {
+            LoadStatus::Published
+        } else {
+            LoadStatus::Unchanged
+        }
+    }
+}
+
+impl LoadStatus {
     fn as_str(self) -> &'static str {
         match self {
             LoadStatus::Published => "published",

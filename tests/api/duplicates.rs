@@ -36,20 +36,7 @@ fn with_policy(policy: &str) -> String {
 
 /// Every version of the log of `table` (following the pages).
 async fn logged(app: &TestApp, query: &str) -> Vec<Value> {
-    let mut next = Some(format!("/duplicates?{query}&limit=1000"));
-    let mut all = Vec::new();
-    while let Some(path) = next.take() {
-        let r = app.get(&path).await;
-        assert_eq!(r.status(), 200);
-        next = r
-            .headers()
-            .get("link")
-            .map(|l| l.to_str().unwrap().to_string())
-            .map(|l| l[1..l.find('>').unwrap()].to_string());
-        let page: Vec<Value> = serde_json::from_value(json_body(r).await).unwrap();
-        all.extend(page);
-    }
-    all
+    all_pages(app, &format!("/duplicates?{query}&limit=1000"), 1000).await
 }
 
 /// How many times each order_id occurs in an NDJSON body.

@@ -292,6 +292,26 @@ pub fn gzip(data: &[u8]) -> Vec<u8> {
     enc.finish().unwrap()
 }
 
+/// Every item of a list, from `first` on, following its `Link` headers;
+/// each page holds at most `page_size` items.
+pub async fn all_pages(app: &TestApp, first: &str, page_size: usize) -> Vec<Value> {
+    let mut next = Some(first.to_string());
+    let mut all = Vec::new();
+    while let Some(path) = next.take() {
+        let r = app.get(&path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        next = r
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_string())
+            .map(|l| l[1..l.find('>').unwrap()].to_string());
+        let page: Vec<Value> = serde_json::from_value(json_body(r).await).unwrap();
+        assert!(page.len() <= page_size, "{path}");
+        all.extend(page);
+    }
+    all
+}
+
 pub async fn json_body(r: Response) -> Value {
     let text = r.text().await.unwrap();
     serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))

@@ -72,21 +72,7 @@ fn ndjson_body() -> (String, Vec<(u64, &'static str)>) {
 /// `Link` headers).
 async fn linked_rejects(app: &TestApp, receipt: &Value) -> Vec<Value> {
     let link = receipt["rejects"].as_str().expect("a link to the rejects");
-    let mut next = Some(format!("{link}&limit=4"));
-    let mut all = Vec::new();
-    while let Some(path) = next.take() {
-        let r = app.get(&path).await;
-        assert_eq!(r.status(), 200);
-        next = r
-            .headers()
-            .get("link")
-            .map(|l| l.to_str().unwrap().to_string())
-            .map(|l| l[1..l.find('>').unwrap()].to_string());
-        let page: Vec<Value> = serde_json::from_value(json_body(r).await).unwrap();
-        assert!(page.len() <= 4);
-        all.extend(page);
-    }
-    all
+    all_pages(app, &format!("{link}&limit=4"), 4).await
 }
 
 #[tokio::test]
