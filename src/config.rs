@@ -31,6 +31,20 @@ pub enum Command {
     /// Idempotency-Key (a rerun sends only what is missing). Exit codes as
     /// for `put`.
     Post(crate::client::args::PostArgs),
+    /// Client: PUT every partition from --from to --to, each from its file
+    /// (--files with {ds}), --parallel at a time; a rerun loads only what
+    /// is missing. Ends with a table of the partitions.
+    Backfill(crate::client::args::BackfillArgs),
+    /// Client: a partition's rows, to stdout or -o FILE.
+    Get(crate::client::args::GetArgs),
+    /// Client: the tables.
+    Tables(crate::client::args::ListArgs),
+    /// Client: a table's partitions.
+    Partitions(crate::client::args::PartitionsArgs),
+    /// Client: the loads ledger, newest first.
+    Loads(crate::client::args::LoadsArgs),
+    /// Client: what the server recorded under an Idempotency-Key.
+    Key(crate::client::args::KeyArgs),
 }
 
 #[derive(Clone, Debug, Args)]

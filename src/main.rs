@@ -1,4 +1,5 @@
 use clap::Parser;
+use idem::client;
 use idem::config::{Cli, Command};
 
 // Small POSTs allocate and free many short-lived buffers across the
@@ -10,16 +11,32 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Serve(args) => idem::app::run(*args).await,
-        Command::Migrate(args) => idem::app::migrate(args).await,
-        Command::Put(args) => {
-            let outcome = idem::client::put::put(args).await;
-            std::process::exit(i32::from(outcome.exit_code()))
-        }
-        Command::Post(args) => {
-            let outcome = idem::client::post::post(args).await;
-            std::process::exit(i32::from(outcome.exit_code()))
-        }
-    }
+    let command = match Cli::try_parse() {
+        Ok(cli) => cli.command,
+        Err(e) => usage_error(e),
+    };
+    let outcome = match command {
+        Command::Serve(args) => return idem::app::run(*args).await,
+        Command::Migrate(args) => return idem::app::migrate(args).await,
+        Command::Put(args) => client::put::put(args).await,
+        Command::Post(args) => client::post::post(args).await,
+        Command::Backfill(args) => client::backfill::backfill(args).await,
+        Command::Get(args) => client::show::get(args).await,
+        Command::Tables(args) => client::show::tables(args).await,
+        Command::Partitions(args) => client::show::partitions(args).await,
+        Command::Loads(args) => client::show::loads(args).await,
+        Command::Key(args) => client::show::key(args).await,
+    };
+    std::process::exit(i32::from(outcome.exit_code()))
+}
+
+/// Help and the version exit 0; wrong arguments exit with the documented
+/// usage code (3), not clap's 2, which means "gave up" here.
+fn usage_error(error: clap::Error) -> ! {
+    let code = match error.use_stderr() {
+        true => i32::from(client::Outcome::Usage.exit_code()),
+        false => 0,
+    };
+    let _ = error.print();
+    std::process::exit(code)
 }

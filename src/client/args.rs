@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::retry::RetryPolicy;
+use super::Outcome;
 
 /// Where the server is, and how hard to try it.
 #[derive(Clone, Debug, Args)]
@@ -22,7 +23,7 @@ pub struct ServerArgs {
     /// Most seconds from a load's first attempt to its last.
     #[arg(long, default_value_t = 300)]
     pub max_time: u64,
-    /// Only errors on stderr.
+    /// No progress bar: plain log lines (as when stdout is not a terminal).
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -36,9 +37,24 @@ impl ServerArgs {
         }
     }
 
-    /// `path` on the server.
-    pub fn endpoint(&self, path: &str) -> String {
-        format!("{}{path}", self.url.trim_end_matches('/'))
+    /// The URL of `segments` (each percent-encoded as one path segment)
+    /// under `--url`, with `query`; a `--url` that is not a URL is a usage
+    /// error.
+    pub fn endpoint(&self, segments: &[&str], query: &[(&str, &str)]) -> Result<String, Outcome> {
+        let mut url = reqwest::Url::parse(&self.url).map_err(|e| {
+            eprintln!("idem: --url {:?} is not a URL: {e}", self.url);
+            Outcome::Usage
+        })?;
+        let Ok(mut path) = url.path_segments_mut() else {
+            eprintln!("idem: --url {:?} cannot have a path", self.url);
+            return Err(Outcome::Usage);
+        };
+        path.pop_if_empty().extend(segments);
+        drop(path);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        Ok(url.into())
     }
 }
 
@@ -76,6 +92,100 @@ pub struct PostArgs {
     /// Rows a POST carries.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_rows: u32,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `idem backfill TABLE --from DS --to DS --files PATTERN`.
+#[derive(Clone, Debug, Args)]
+pub struct BackfillArgs {
+    pub table: String,
+    /// The first partition (`YYYY-MM-DD`, `YYYY-MM-DDTHH` or `YYYY-MM`).
+    #[arg(long)]
+    pub from: String,
+    /// The last partition, included, of the same form.
+    #[arg(long)]
+    pub to: String,
+    /// Each partition's file, `{ds}` standing for the partition, e.g.
+    /// `data/ds={ds}.csv`.
+    #[arg(long)]
+    pub files: String,
+    /// Partitions loaded at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub parallel: u16,
+    /// The files' format when their names do not say it.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// A partition without a file is a failure (exit 3), not just reported.
+    #[arg(long)]
+    pub require_files: bool,
+    /// The closing table as JSON (one object a partition) on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// How `idem get` writes a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RowsFormat {
+    Ndjson,
+    Csv,
+}
+
+/// `idem get TABLE DS`.
+#[derive(Clone, Debug, Args)]
+pub struct GetArgs {
+    pub table: String,
+    pub ds: String,
+    /// Write to this file (whole or not at all) instead of stdout.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = RowsFormat::Ndjson)]
+    pub format: RowsFormat,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// The flags of the commands that list things.
+#[derive(Clone, Debug, Args)]
+pub struct ListArgs {
+    /// JSON on stdout (an array, or the object), for scripts.
+    #[arg(long)]
+    pub json: bool,
+    /// Most items listed (the newest first where the server orders so).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `idem partitions TABLE`.
+#[derive(Clone, Debug, Args)]
+pub struct PartitionsArgs {
+    pub table: String,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// `idem loads [--table T] [--ds DS]`.
+#[derive(Clone, Debug, Args)]
+pub struct LoadsArgs {
+    #[arg(long)]
+    pub table: Option<String>,
+    #[arg(long)]
+    pub ds: Option<String>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// `idem key KEY`.
+#[derive(Clone, Debug, Args)]
+pub struct KeyArgs {
+    pub key: String,
+    /// The key's whole record as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub server: ServerArgs,
 }

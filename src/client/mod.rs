@@ -3,13 +3,16 @@
 //! discipline every caller needs (one Idempotency-Key for every retry of a
 //! load, retries only of what a retry can cure, exit codes a task can act
 //! on). It talks to the server over HTTP only, and uses none of the server's
-//! modules.
+//! modules but `period` (what a partition is called).
 
 pub mod args;
+pub mod backfill;
 pub mod post;
+mod progress;
 pub mod put;
 pub mod retry;
 mod send;
+pub mod show;
 
 /// How a client command ends, as its process's exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,10 +49,7 @@ fn short(file_sha256: &str) -> &str {
 /// SHA-256 is `file_sha256` (hex): the same file put again is the same
 /// load, so a rerun of the command is answered as a replay.
 pub fn put_key(table: &str, ds: &str, file_sha256: &str) -> String {
-    format!(
-        "idem-put:{table}:{ds}:{}",
-        &file_sha256[..32.min(file_sha256.len())]
-    )
+    format!("idem-put:{table}:{ds}:{}", short(file_sha256))
 }
 
 /// The Idempotency-Key of batch `batch` (from 0) of a file POSTed to

@@ -3,12 +3,17 @@
 //! file and carries the load's one Idempotency-Key.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
+use futures::TryStreamExt;
+
+use chrono::Utc;
+use reqwest::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use tokio_util::io::ReaderStream;
 
 use super::args::ServerArgs;
+use super::progress::Progress;
 use super::retry::{verdict, Verdict};
 use super::Outcome;
 
@@ -57,31 +62,58 @@ impl FileBody {
         &self.path
     }
 
+    /// The file's length in bytes.
+    pub async fn len(&self) -> std::io::Result<u64> {
+        Ok(tokio::fs::metadata(&self.path).await?.len())
+    }
+
     /// The file, to read from its start.
     pub async fn reader(&self) -> std::io::Result<tokio::fs::File> {
         tokio::fs::File::open(&self.path).await
     }
 }
 
-/// What one load sends: a file, streamed afresh each attempt, or bytes.
+/// What one load sends: a file, streamed afresh each attempt, bytes, or
+/// nothing (a read).
 pub enum Payload<'a> {
     File(&'a FileBody),
     Bytes {
         data: bytes::Bytes,
         content_type: &'static str,
     },
+    Nothing,
+}
+
+/// A request's body, its content type and whether it is gzipped.
+struct Body {
+    stream: reqwest::Body,
+    content_type: &'static str,
+    gzip: bool,
 }
 
 impl Payload<'_> {
-    /// The body of one attempt, and its content type and encoding.
-    async fn body(&self) -> std::io::Result<(reqwest::Body, &'static str, bool)> {
+    /// The body of one attempt. A file's bytes count on `progress` as they
+    /// go.
+    async fn body(&self, progress: &Arc<Progress>) -> std::io::Result<Option<Body>> {
         Ok(match self {
             Payload::File(file) => {
-                let stream = ReaderStream::new(file.reader().await?);
-                let body = reqwest::Body::wrap_stream(stream);
-                (body, file.content_type, file.gzip)
+                progress.restart();
+                let progress = Arc::clone(progress);
+                let stream = ReaderStream::new(file.reader().await?).inspect_ok(move |chunk| {
+                    progress.advance(u64::try_from(chunk.len()).unwrap_or(u64::MAX))
+                });
+                Some(Body {
+                    stream: reqwest::Body::wrap_stream(stream),
+                    content_type: file.content_type,
+                    gzip: file.gzip,
+                })
             }
-            Payload::Bytes { data, content_type } => (data.clone().into(), content_type, false),
+            Payload::Bytes { data, content_type } => Some(Body {
+                stream: data.clone().into(),
+                content_type,
+                gzip: false,
+            }),
+            Payload::Nothing => None,
         })
     }
 }
@@ -109,156 +141,191 @@ async fn spool_stdin() -> std::io::Result<tempfile::NamedTempFile> {
     Ok(spooled)
 }
 
-/// One load: where it goes, under which key, and how to name it in messages.
+/// One request: where it goes, under which key (a write's), and how to
+/// name it in messages.
 pub struct Load {
     pub method: reqwest::Method,
     pub url: String,
-    pub key: String,
+    pub key: Option<String>,
+    /// The `Accept` of a read.
+    pub accept: Option<&'static str>,
     pub what: String,
 }
 
-/// What one attempt brought back.
-struct Answer {
-    status: Option<u16>,
-    retry_after: Option<String>,
-    body: String,
-    /// Why no answer came.
-    failure: Option<String>,
+/// How one attempt ended.
+enum Attempt<T> {
+    /// A 2xx, read to the end.
+    Read(T),
+    /// Another status, with its `Retry-After` and its body (a problem).
+    Answered {
+        status: u16,
+        retry_after: Option<String>,
+        body: String,
+    },
+    /// No answer, or one that broke off: why.
+    NoAnswer(String),
 }
 
-/// Sends `load` until it is settled: its receipt, or how it ended (why is
-/// said on stderr).
+/// Sends a write until it is settled: its receipt, or how it ended (why
+/// is said on stderr).
 pub async fn send_until_settled(
     server: &ServerArgs,
     load: &Load,
     body: &Payload<'_>,
+    progress: &Arc<Progress>,
 ) -> Result<serde_json::Value, Outcome> {
-    let client = match reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .read_timeout(Duration::from_secs(120))
-        .build()
-    {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("idem: cannot make an HTTP client: {e}");
-            return Err(Outcome::Usage);
-        }
-    };
+    settle(server, load, body, progress, |response| async move {
+        let text = response.text().await.map_err(|e| e.to_string())?;
+        Ok(serde_json::from_str(&text).unwrap_or_default())
+    })
+    .await
+}
+
+/// Sends `load` until a 2xx answer is read by `read` (whose failure, e.g. a
+/// body cut off, is retried like no answer), a refusal, or the end of the
+/// retries.
+pub async fn settle<T, F, Fut>(
+    server: &ServerArgs,
+    load: &Load,
+    body: &Payload<'_>,
+    progress: &Arc<Progress>,
+    read: F,
+) -> Result<T, Outcome>
+where
+    F: Fn(reqwest::Response) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let client = http_client()?;
     let policy = server.retry_policy();
     let mut waits = policy.waits();
     let started = Instant::now();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let answer = attempt_once(&client, server, load, body).await;
-        let after = match verdict(
-            answer.status,
-            answer.retry_after.as_deref(),
-            chrono::Utc::now(),
-        ) {
-            Verdict::Done => {
-                return Ok(serde_json::from_str(&answer.body).unwrap_or_default());
-            }
-            Verdict::Refused => {
-                report_refusal(load, &answer);
-                return Err(Outcome::Refused);
-            }
-            Verdict::Retry { after } => after,
-        };
-        let why = answer
-            .failure
-            .unwrap_or_else(|| format!("HTTP {}", answer.status.unwrap_or_default()));
-        match policy.next_wait(waits.next(), after, started.elapsed()) {
-            Some(wait) => {
-                if !server.quiet {
-                    eprintln!(
-                        "idem: {}: attempt {attempt} failed ({why}); retrying in {:.1} s",
-                        load.what,
-                        wait.as_secs_f64()
-                    );
+        let (after, why) = match attempt_once(&client, server, load, body, progress, &read).await {
+            Attempt::Read(value) => return Ok(value),
+            Attempt::Answered {
+                status,
+                retry_after,
+                body,
+            } => match verdict(Some(status), retry_after.as_deref(), Utc::now()) {
+                Verdict::Refused => {
+                    report_refusal(load, status, &body, progress);
+                    return Err(Outcome::Refused);
                 }
-                tokio::time::sleep(wait).await;
-            }
-            None => {
-                eprintln!(
-                    "idem: {}: gave up after {attempt} attempts in {:.0} s; last: {why}",
-                    load.what,
-                    started.elapsed().as_secs_f64()
-                );
-                return Err(Outcome::GaveUp);
-            }
-        }
+                Verdict::Retry { after } => (after, format!("HTTP {status}")),
+                // A 2xx is read, never answered: nothing to wait for.
+                Verdict::Done => (None, format!("HTTP {status}")),
+            },
+            Attempt::NoAnswer(why) => (None, why),
+        };
+        let Some(wait) = policy.next_wait(waits.next(), after, started.elapsed()) else {
+            progress.note(&format!(
+                "idem: {}: gave up after {attempt} attempts in {:.0} s; last: {why}",
+                load.what,
+                started.elapsed().as_secs_f64()
+            ));
+            return Err(Outcome::GaveUp);
+        };
+        progress.note(&format!(
+            "idem: {}: attempt {attempt} failed ({why}); retrying in {:.1} s",
+            load.what,
+            wait.as_secs_f64()
+        ));
+        tokio::time::sleep(wait).await;
     }
 }
 
-async fn attempt_once(
+fn http_client() -> Result<reqwest::Client, Outcome> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .read_timeout(Duration::from_secs(120))
+        .build()
+        .map_err(|e| {
+            eprintln!("idem: cannot make an HTTP client: {e}");
+            Outcome::Usage
+        })
+}
+
+async fn attempt_once<T, F, Fut>(
     client: &reqwest::Client,
     server: &ServerArgs,
     load: &Load,
     body: &Payload<'_>,
-) -> Answer {
-    let no_answer = |failure: String| Answer {
-        status: None,
-        retry_after: None,
-        body: String::new(),
-        failure: Some(failure),
-    };
-    let (stream, content_type, gzip) = match body.body().await {
-        Ok(body) => body,
-        Err(e) => return no_answer(format!("reading the body: {e}")),
-    };
-    let mut request = client
-        .request(load.method.clone(), &load.url)
-        .header("idempotency-key", &load.key)
-        .header(CONTENT_TYPE, content_type)
-        .body(stream);
-    if gzip {
-        request = request.header(CONTENT_ENCODING, "gzip");
+    progress: &Arc<Progress>,
+    read: &F,
+) -> Attempt<T>
+where
+    F: Fn(reqwest::Response) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let mut request = client.request(load.method.clone(), &load.url);
+    match body.body(progress).await {
+        Ok(Some(body)) => {
+            request = request
+                .header(CONTENT_TYPE, body.content_type)
+                .body(body.stream);
+            if body.gzip {
+                request = request.header(CONTENT_ENCODING, "gzip");
+            }
+        }
+        Ok(None) => {}
+        Err(e) => return Attempt::NoAnswer(format!("reading the body: {e}")),
+    }
+    if let Some(key) = &load.key {
+        request = request.header("idempotency-key", key);
+    }
+    if let Some(accept) = load.accept {
+        request = request.header(ACCEPT, accept);
     }
     if let Some(token) = &server.token {
         request = request.bearer_auth(token);
     }
     let response = match request.send().await {
         Ok(response) => response,
-        Err(e) => return no_answer(e.to_string()),
+        Err(e) => return Attempt::NoAnswer(e.to_string()),
     };
     let status = response.status().as_u16();
+    if response.status().is_success() {
+        return match read(response).await {
+            Ok(value) => Attempt::Read(value),
+            Err(why) => Attempt::NoAnswer(format!("reading the answer: {why}")),
+        };
+    }
     let retry_after = response
         .headers()
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     match response.text().await {
-        Ok(text) => Answer {
-            status: Some(status),
+        Ok(body) => Attempt::Answered {
+            status,
             retry_after,
-            body: text,
-            failure: None,
+            body,
         },
-        Err(e) => no_answer(format!("reading the answer: {e}")),
+        Err(e) => Attempt::NoAnswer(format!("reading the answer: {e}")),
     }
 }
 
 /// One line with the problem's title, detail and code, then the first bad
 /// rows of a 422.
-fn report_refusal(load: &Load, answer: &Answer) {
-    let status = answer.status.unwrap_or_default();
-    let problem: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
+fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
+    let problem: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
     let text = |field: &str| problem[field].as_str().unwrap_or("").to_string();
-    eprintln!(
+    progress.note(&format!(
         "idem: {}: refused, HTTP {status} {}: {} (code {})",
         load.what,
         text("title"),
         text("detail"),
         text("code")
-    );
+    ));
     for row in problem["errors"].as_array().into_iter().flatten().take(5) {
-        eprintln!(
+        progress.note(&format!(
             "  line {}, column {}: {}",
             row["line"],
             row["column"].as_str().unwrap_or("-"),
             row["message"].as_str().unwrap_or("")
-        );
+        ));
     }
 }
 

@@ -1,0 +1,313 @@
+//! The commands that read: `idem get` (a partition's rows, to a file or
+//! stdout) and `idem tables`, `idem partitions`, `idem loads`, `idem key`
+//! (terminal tables for people, `--json` for scripts). Reads are retried
+//! like writes (they change nothing, so any retry is safe).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use comfy_table::Table;
+use futures::TryStreamExt;
+use reqwest::header::LINK;
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+use super::args::{GetArgs, KeyArgs, ListArgs, LoadsArgs, PartitionsArgs, RowsFormat, ServerArgs};
+use super::progress::{Progress, Unit};
+use super::send::{settle, Load, Payload};
+use super::Outcome;
+
+/// Runs `idem get`: the partition as the server gives it, written whole
+/// (a download cut off is started again, from a fresh file).
+pub async fn get(args: GetArgs) -> Outcome {
+    match get_rows(&args).await {
+        Ok(()) => Outcome::Done,
+        Err(outcome) => outcome,
+    }
+}
+
+async fn get_rows(args: &GetArgs) -> Result<(), Outcome> {
+    let url = args
+        .server
+        .endpoint(&["partitions", &args.table, &args.ds], &[])?;
+    let accept = match args.format {
+        RowsFormat::Ndjson => "application/x-ndjson",
+        RowsFormat::Csv => "text/csv",
+    };
+    // The rows land in a temporary file beside the output (or in the
+    // temporary directory for stdout), renamed or copied once complete.
+    let dir = match &args.output {
+        Some(path) => parent_dir(path),
+        None => std::env::temp_dir(),
+    };
+    let load = Load {
+        method: reqwest::Method::GET,
+        url,
+        key: None,
+        accept: Some(accept),
+        what: format!("{} {}", args.table, args.ds),
+    };
+    let progress = Arc::new(Progress::new(&load.what, Unit::Bytes, None, false));
+    let file = settle(
+        &args.server,
+        &load,
+        &Payload::Nothing,
+        &progress,
+        |response| download_to(response, &dir),
+    )
+    .await?;
+    deliver(file, args.output.as_deref()).await.map_err(|e| {
+        eprintln!("idem get: cannot write the rows: {e}");
+        Outcome::Usage
+    })
+}
+
+/// The directory a file goes in (`.` for a bare name).
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The answer's body, streamed into a new temporary file in `dir`.
+async fn download_to(
+    response: reqwest::Response,
+    dir: &Path,
+) -> Result<tempfile::NamedTempFile, String> {
+    let file = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
+    let mut out = tokio::fs::File::create(file.path())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.try_next().await.map_err(|e| e.to_string())? {
+        out.write_all(&chunk).await.map_err(|e| e.to_string())?;
+    }
+    out.flush().await.map_err(|e| e.to_string())?;
+    Ok(file)
+}
+
+/// The downloaded rows, renamed to `output` or copied to stdout.
+async fn deliver(file: tempfile::NamedTempFile, output: Option<&Path>) -> std::io::Result<()> {
+    match output {
+        Some(path) => file.persist(path).map(drop).map_err(|e| e.error),
+        None => {
+            let mut rows = tokio::fs::File::open(file.path()).await?;
+            let mut stdout = tokio::io::stdout();
+            tokio::io::copy(&mut rows, &mut stdout).await?;
+            stdout.flush().await
+        }
+    }
+}
+
+/// Runs `idem tables`.
+pub async fn tables(args: ListArgs) -> Outcome {
+    let columns = [
+        ("table", "name"),
+        ("partitions", "partitions"),
+        ("rows", "rows"),
+        ("grain", "grain"),
+        ("primary key", "primary_key"),
+        ("updated", "updated_at"),
+    ];
+    list(&args, &["tables"], &[], &columns).await
+}
+
+/// Runs `idem partitions TABLE`.
+pub async fn partitions(args: PartitionsArgs) -> Outcome {
+    let columns = [
+        ("ds", "ds"),
+        ("rows", "rows"),
+        ("published", "published_at"),
+        ("load", "load_id"),
+        ("sha256", "content_sha256"),
+    ];
+    let path = ["partitions", args.table.as_str()];
+    list(&args.list, &path, &[], &columns).await
+}
+
+/// Runs `idem loads`.
+pub async fn loads(args: LoadsArgs) -> Outcome {
+    let columns = [
+        ("load", "load_id"),
+        ("table", "table"),
+        ("ds", "ds"),
+        ("mode", "mode"),
+        ("status", "status"),
+        ("rows", "rows_written"),
+        ("changed", "changed"),
+        ("key", "idempotency_key"),
+        ("finished", "finished_at"),
+    ];
+    let mut query = Vec::new();
+    if let Some(table) = &args.table {
+        query.push(("table", table.as_str()));
+    }
+    if let Some(ds) = &args.ds {
+        query.push(("ds", ds.as_str()));
+    }
+    list(&args.list, &["loads"], &query, &columns).await
+}
+
+/// Runs `idem key KEY`: what the server recorded under an Idempotency-Key.
+pub async fn key(args: KeyArgs) -> Outcome {
+    let fetched = async {
+        let url = args
+            .server
+            .endpoint(&["idempotency-keys", &args.key], &[])?;
+        fetch_page(&args.server, url, &args.key).await
+    };
+    let record = match fetched.await {
+        Ok((record, _)) => record,
+        Err(outcome) => return outcome,
+    };
+    if args.json {
+        println!("{record}");
+        return Outcome::Done;
+    }
+    let mut table = Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    let response = &record["response"];
+    for (name, value) in [
+        ("key", &record["key"]),
+        ("status", &record["status"]),
+        ("load", &record["load_id"]),
+        ("created", &record["created_at"]),
+        ("expires", &record["expires_at"]),
+        ("answer", &response["status"]),
+        ("table", &response["body"]["table"]),
+        ("ds", &response["body"]["ds"]),
+        ("changed", &response["body"]["changed"]),
+        ("rows written", &response["body"]["rows_written"]),
+    ] {
+        if !value.is_null() {
+            table.add_row([name.to_string(), cell(value)]);
+        }
+    }
+    println!("{table}");
+    Outcome::Done
+}
+
+/// Lists the items at `path` (following the server's `Link` pages up to
+/// `--limit`) as a table of `columns` (heading, field), or as JSON.
+async fn list(
+    args: &ListArgs,
+    path: &[&str],
+    query: &[(&str, &str)],
+    columns: &[(&str, &str)],
+) -> Outcome {
+    let items = match fetch_all(&args.server, path, query, args.limit).await {
+        Ok(items) => items,
+        Err(outcome) => return outcome,
+    };
+    if args.json {
+        println!("{}", Value::Array(items));
+        return Outcome::Done;
+    }
+    let mut table = Table::new();
+    table.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
+    table.set_header(columns.iter().map(|(heading, _)| *heading));
+    for item in &items {
+        table.add_row(columns.iter().map(|(_, field)| cell(&item[*field])));
+    }
+    println!("{table}");
+    Outcome::Done
+}
+
+/// A value as a table cell: strings bare, lists joined, nothing for null.
+fn cell(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        Value::Array(items) => items.iter().map(cell).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+/// Up to `limit` items of a paged list.
+async fn fetch_all(
+    server: &ServerArgs,
+    path: &[&str],
+    query: &[(&str, &str)],
+    limit: u32,
+) -> Result<Vec<Value>, Outcome> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut url = server.endpoint(path, query)?;
+    let mut items = Vec::new();
+    loop {
+        let (page, next) = fetch_page(server, url.clone(), &path.join("/")).await?;
+        items.extend(page.as_array().into_iter().flatten().cloned());
+        let next = next.and_then(|next| reqwest::Url::parse(&url).ok()?.join(&next).ok());
+        match next {
+            Some(next) if items.len() < limit => url = next.into(),
+            _ => break,
+        }
+    }
+    items.truncate(limit);
+    Ok(items)
+}
+
+/// One JSON answer, and the path of its `Link: <…>; rel="next"` page.
+async fn fetch_page(
+    server: &ServerArgs,
+    url: String,
+    what: &str,
+) -> Result<(Value, Option<String>), Outcome> {
+    let load = Load {
+        method: reqwest::Method::GET,
+        url,
+        key: None,
+        accept: Some("application/json"),
+        what: what.to_string(),
+    };
+    let progress = Arc::new(Progress::new(what, Unit::Bytes, None, false));
+    settle(
+        server,
+        &load,
+        &Payload::Nothing,
+        &progress,
+        |response| async move {
+            let next = response
+                .headers()
+                .get(LINK)
+                .and_then(|link| link.to_str().ok())
+                .and_then(next_page);
+            let text = response.text().await.map_err(|e| e.to_string())?;
+            let value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            Ok((value, next))
+        },
+    )
+    .await
+}
+
+/// The target of `rel="next"` in a `Link` header.
+fn next_page(link: &str) -> Option<String> {
+    link.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        params.contains("rel=\"next\"").then(|| {
+            target
+                .trim()
+                .trim_start_matches('<')
+                .trim_end_matches('>')
+                .to_string()
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_page_is_read_off_the_link_header() {
+        assert_eq!(
+            next_page("</loads?limit=2&cursor=01a2>; rel=\"next\"").as_deref(),
+            Some("/loads?limit=2&cursor=01a2")
+        );
+        assert_eq!(
+            next_page("</a>; rel=\"prev\", </b>; rel=\"next\"").as_deref(),
+            Some("/b")
+        );
+        assert_eq!(next_page("</a>; rel=\"prev\""), None);
+    }
+}
