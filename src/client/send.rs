@@ -175,7 +175,7 @@ pub async fn send_until_settled(
     progress: &Arc<Progress>,
 ) -> Result<serde_json::Value, Outcome> {
     settle(server, load, body, progress, |response| async move {
-        let text = response.text().await.map_err(|e| e.to_string())?;
+        let text = response.text().await.map_err(|e| with_causes(&e))?;
         Ok(serde_json::from_str(&text).unwrap_or_default())
     })
     .await
@@ -283,7 +283,7 @@ where
     }
     let response = match request.send().await {
         Ok(response) => response,
-        Err(e) => return Attempt::NoAnswer(e.to_string()),
+        Err(e) => return Attempt::NoAnswer(with_causes(&e)),
     };
     let status = response.status().as_u16();
     if response.status().is_success() {
@@ -303,8 +303,21 @@ where
             retry_after,
             body,
         },
-        Err(e) => Attempt::NoAnswer(format!("reading the answer: {e}")),
+        Err(e) => Attempt::NoAnswer(format!("reading the answer: {}", with_causes(&e))),
     }
+}
+
+/// An error and what caused it (reqwest's own message is only "error
+/// sending request").
+pub(super) fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
 }
 
 /// One line with the problem's title, detail and code, then the first bad

@@ -14,7 +14,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::args::{GetArgs, KeyArgs, ListArgs, LoadsArgs, PartitionsArgs, RowsFormat, ServerArgs};
 use super::progress::{Progress, Unit};
-use super::send::{settle, Load, Payload};
+use super::send::{settle, with_causes, Load, Payload};
 use super::Outcome;
 
 /// Runs `idem get`: the partition as the server gives it, written whole
@@ -80,7 +80,7 @@ async fn download_to(
         .await
         .map_err(|e| e.to_string())?;
     let mut body = response.bytes_stream();
-    while let Some(chunk) = body.try_next().await.map_err(|e| e.to_string())? {
+    while let Some(chunk) = body.try_next().await.map_err(|e| with_causes(&e))? {
         out.write_all(&chunk).await.map_err(|e| e.to_string())?;
     }
     out.flush().await.map_err(|e| e.to_string())?;
@@ -272,7 +272,7 @@ async fn fetch_page(
                 .get(LINK)
                 .and_then(|link| link.to_str().ok())
                 .and_then(next_page);
-            let text = response.text().await.map_err(|e| e.to_string())?;
+            let text = response.text().await.map_err(|e| with_causes(&e))?;
             let value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
             Ok((value, next))
         },

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::Output;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::helpers::*;
 
@@ -294,4 +294,225 @@ async fn idem_post_sends_batches_once_and_a_rerun_replays_them_all() {
     .await
     .unwrap();
     assert_eq!(notes, ["two\r\nlines", "plain", "say \"hi\""]);
+}
+
+/// What the test proxy does to one connection.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// Passes it through.
+    Nothing,
+    /// Passes the request's head and a little of its body, then hangs up
+    /// on both sides.
+    RequestMidway,
+    /// Passes the whole request, then the first bytes of the answer, then
+    /// hangs up.
+    AnswerMidway,
+    /// Passes it through, each chunk of the request held back this long.
+    Slow(std::time::Duration),
+}
+
+/// A TCP proxy in front of `upstream`: its n-th connection (from 0) is
+/// treated as `plan[n]` says, those past the plan as `after`. Its URL.
+async fn proxy(upstream: &str, plan: Vec<Cut>, after: Cut) -> String {
+    let upstream = upstream.trim_start_matches("http://").to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        for n in 0.. {
+            let Ok((client, _)) = listener.accept().await else {
+                return;
+            };
+            let cut = plan.get(n).copied().unwrap_or(after);
+            tokio::spawn(relay(client, upstream.clone(), cut));
+        }
+    });
+    url
+}
+
+async fn relay(mut client: tokio::net::TcpStream, upstream: String, cut: Cut) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+        return;
+    };
+    match cut {
+        Cut::Nothing => {
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+        }
+        Cut::RequestMidway => {
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 16 * 1024];
+            while let Ok(n @ 1..) = client.read(&mut buf).await {
+                seen.extend_from_slice(&buf[..n]);
+                if let Some(head) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let upto = (head + 4 + 512).min(seen.len());
+                    let _ = server.write_all(&seen[..upto]).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    return;
+                }
+            }
+        }
+        Cut::AnswerMidway => {
+            let (mut from_client, mut to_client) = client.split();
+            let (mut from_server, mut to_server) = server.split();
+            let answer_start = async {
+                let mut buf = [0u8; 12];
+                if let Ok(n) = from_server.read(&mut buf).await {
+                    let _ = to_client.write_all(&buf[..n]).await;
+                }
+            };
+            tokio::select! {
+                _ = tokio::io::copy(&mut from_client, &mut to_server) => {}
+                _ = answer_start => {}
+            }
+        }
+        Cut::Slow(delay) => {
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            let answers = tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+            });
+            let mut buf = [0u8; 16 * 1024];
+            while let Ok(n @ 1..) = from_client.read(&mut buf).await {
+                tokio::time::sleep(delay).await;
+                if to_server.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+            let _ = to_server.shutdown().await;
+            let _ = answers.await;
+        }
+    }
+}
+
+/// `n` rows of a feed with no key (so a row written twice would show),
+/// each about 150 bytes, as NDJSON.
+fn feed_rows(n: u64) -> String {
+    (1..=n)
+        .map(|id| {
+            format!(
+                "{}\n",
+                json!({"id": id, "ds": "2026-10-12", "note": format!("row {id} {}", "x".repeat(100))})
+            )
+        })
+        .collect()
+}
+
+/// Published loads of `table` in the ledger, and its rows (all, distinct).
+async fn ledger_and_rows(app: &TestApp, table: &str) -> (i64, i64, i64) {
+    let loads: i64 = sqlx::query_scalar(
+        "select count(*) from idem.loads where table_name = $1 and status = 'published'",
+    )
+    .bind(table)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    let (rows, distinct): (i64, i64) = sqlx::query_as(&format!(
+        "select count(*), count(distinct id) from idem_data.{table}"
+    ))
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    (loads, rows, distinct)
+}
+
+fn post_args<'a>(table: &'a str, file: &'a str, url: &'a str) -> Vec<&'a str> {
+    vec![
+        "post",
+        table,
+        file,
+        "--mode",
+        "append",
+        "--batch-rows",
+        "100",
+        "--url",
+        url,
+        "--token",
+        ADMIN_TOKEN,
+    ]
+}
+
+#[tokio::test]
+async fn idem_post_through_connections_cut_mid_body_and_mid_answer_writes_every_batch_once() {
+    let app = spawn_app().await;
+    let file = file_with(".ndjson", &feed_rows(500));
+    let plan = vec![
+        Cut::RequestMidway,
+        Cut::AnswerMidway,
+        Cut::Nothing,
+        Cut::RequestMidway,
+        Cut::AnswerMidway,
+        Cut::AnswerMidway,
+        Cut::RequestMidway,
+    ];
+    let url = proxy(&app.base, plan, Cut::Nothing).await;
+    let args = post_args("cut_feed", file.path().to_str().unwrap(), &url);
+    let out = idem(&args, b"").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("retrying"), "{stderr}");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["batches"], 5, "{summary}");
+    assert!(
+        summary["replayed"].as_u64() >= Some(1),
+        "an answer cut off is answered again from the record: {summary}"
+    );
+    // Appended without a key: a batch written twice would show.
+    assert_eq!(ledger_and_rows(&app, "cut_feed").await, (5, 500, 500));
+}
+
+#[tokio::test]
+async fn a_killed_idem_post_run_again_sends_only_the_batches_the_server_lacks() {
+    let app = spawn_app().await;
+    let file = file_with(".ndjson", &feed_rows(1000));
+    let path = file.path().to_str().unwrap();
+    let slow = Cut::Slow(std::time::Duration::from_millis(150));
+    let url = proxy(&app.base, vec![], slow).await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(post_args("killed_feed", path, &url))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_published_loads(&app, "killed_feed", 3).await;
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    // What was in flight settles (the proxy still holds its last chunk).
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let (loaded_before, rows_before, _) = ledger_and_rows(&app, "killed_feed").await;
+    assert!((3..10).contains(&loaded_before), "{loaded_before} batches");
+    assert_eq!(rows_before, loaded_before * 100);
+
+    let out = idem(&post_args("killed_feed", path, &app.base), b"").await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let loaded_before = u64::try_from(loaded_before).unwrap();
+    assert_eq!(
+        (summary["replayed"].as_u64(), summary["new"].as_u64()),
+        (Some(loaded_before), Some(10 - loaded_before)),
+        "{summary}"
+    );
+    assert_eq!(ledger_and_rows(&app, "killed_feed").await, (10, 1000, 1000));
+}
+
+async fn wait_for_published_loads(app: &TestApp, table: &str, at_least: i64) {
+    for _ in 0..300 {
+        let loads: i64 = sqlx::query_scalar(
+            "select count(*) from idem.loads where table_name = $1 and status = 'published'",
+        )
+        .bind(table)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        if loads >= at_least {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{table}: fewer than {at_least} loads after 15 s");
 }
