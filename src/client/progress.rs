@@ -120,7 +120,7 @@ impl Progress {
     pub fn add_rows(&self, n: u64) {
         let rows = self.rows.fetch_add(n, Ordering::Relaxed) + n;
         if let Some(bar) = &self.bar {
-            bar.set_message(format!("{rows} rows"));
+            bar.set_message(format!(", {rows} rows"));
         }
     }
 
@@ -201,12 +201,38 @@ fn bar(what: &str, unit: Unit, total: Option<u64>) -> ProgressBar {
 fn style(unit: Unit, known_total: bool) -> ProgressStyle {
     let template = match (unit, known_total) {
         (Unit::Bytes, true) => {
-            "{prefix} [{bar:30}] {bytes}/{total_bytes} {msg}, {binary_bytes_per_sec}, ETA {eta}"
+            "{prefix} [{bar:30}] {bytes}/{total_bytes}{msg}, {binary_bytes_per_sec}, ETA {eta}"
         }
-        (Unit::Bytes, false) => "{prefix} {spinner} {bytes} {msg}, {binary_bytes_per_sec}",
+        (Unit::Bytes, false) => "{prefix} {spinner} {bytes}{msg}, {binary_bytes_per_sec}",
         (Unit::Days, _) => "{prefix} [{bar:30}] {pos}/{len} days, {elapsed} elapsed, ETA {eta}",
     };
     ProgressStyle::with_template(template)
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_line_tells_bytes_of_the_total_rows_and_rate() {
+        let progress = Progress::new("orders 2026-10-12", Unit::Bytes, None, false);
+        progress.advance(3 * 1024 * 1024);
+        progress.add_rows(52_000);
+        let line = progress.plain_line();
+        assert!(
+            line.starts_with("idem: orders 2026-10-12: 3.00 MiB sent, 52000 rows, "),
+            "{line}"
+        );
+        progress.set_total(12 * 1024 * 1024);
+        assert!(progress.plain_line().contains("3.00 MiB of 12.00 MiB sent"));
+        // A new attempt counts from the start again.
+        progress.restart();
+        assert!(progress.plain_line().contains(": 0 B of 12.00 MiB sent"));
+        assert_eq!(per_second(5000, Duration::from_millis(2500)), 2000);
+        // No time yet counts as a millisecond; a huge count saturates.
+        assert_eq!(per_second(10, Duration::ZERO), 10_000);
+        assert_eq!(per_second(u64::MAX, Duration::from_secs(1)), u64::MAX / 1000);
+    }
 }
