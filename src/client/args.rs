@@ -87,7 +87,7 @@ pub struct PostArgs {
     pub format: Option<String>,
     /// `merge`, `patch`, `append` or `insert_missing` (the table's default
     /// when not given).
-    #[arg(long)]
+    #[arg(long, value_parser = ["merge", "patch", "append", "insert_missing"])]
     pub mode: Option<String>,
     /// Rows a POST carries.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]

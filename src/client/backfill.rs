@@ -18,7 +18,7 @@ use super::args::BackfillArgs;
 use super::progress::{watched, Progress, Unit};
 use super::put::put_file;
 use super::send::FileBody;
-use super::Outcome;
+use super::{say, Outcome};
 use crate::period::Period;
 
 /// Most partitions one backfill takes (an hourly year is 8,784).
@@ -78,6 +78,10 @@ pub async fn backfill(args: BackfillArgs) -> Outcome {
             return Outcome::Usage;
         }
     };
+    // A wrong --url is said once, not once a partition.
+    if let Err(outcome) = args.server.endpoint(&[], &[]) {
+        return outcome;
+    }
     if !args.files.contains("{ds}") {
         eprintln!("idem backfill: --files must contain {{ds}}, e.g. 'data/ds={{ds}}.csv'");
         return Outcome::Usage;
@@ -144,8 +148,13 @@ async fn load_partition(args: &BackfillArgs, ds: String, progress: &Progress) ->
         load_id: None,
         replayed: false,
     };
-    if tokio::fs::metadata(&partition.file).await.is_ok() {
-        put_partition(args, &mut partition, progress).await;
+    match tokio::fs::metadata(&partition.file).await {
+        Ok(_) => put_partition(args, &mut partition, progress).await,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            progress.note(&format!("idem: {}: {e}", partition.file.display()));
+            partition.result = Status::Unreadable;
+        }
     }
     partition.seconds = started.elapsed().as_secs_f64();
     progress.advance(1);
@@ -196,7 +205,7 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
 /// The closing table (or its JSON) on stdout, and a count on stderr.
 fn report(args: &BackfillArgs, partitions: &[Partition], started: Instant) {
     if args.json {
-        println!("{}", serde_json::to_string(partitions).unwrap_or_default());
+        say(serde_json::to_string(partitions).unwrap_or_default());
     } else {
         let mut table = Table::new();
         table.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
@@ -212,7 +221,7 @@ fn report(args: &BackfillArgs, partitions: &[Partition], started: Instant) {
                 format!("{:.1}", partition.seconds),
             ]);
         }
-        println!("{table}");
+        say(&table);
     }
     let count = |result| partitions.iter().filter(|p| p.result == result).count();
     eprintln!(

@@ -10,6 +10,7 @@ pub mod backfill;
 pub mod post;
 mod progress;
 pub mod put;
+mod records;
 pub mod retry;
 mod send;
 pub mod show;
@@ -38,6 +39,13 @@ impl Outcome {
             Outcome::Usage => 3,
         }
     }
+}
+
+/// Writes a command's result on stdout. A reader that stopped early
+/// (`idem loads | head`) is no failure, and no panic as with `println!`.
+fn say(text: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
 /// The first 32 hex digits of a file's SHA-256: enough to tell files apart.

@@ -198,6 +198,14 @@ fn bar(what: &str, unit: Unit, total: Option<u64>) -> ProgressBar {
     bar
 }
 
+/// A command that ends early (a refusal, a file it cannot read) leaves no
+/// bar drawn under its last line.
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 fn style(unit: Unit, known_total: bool) -> ProgressStyle {
     let template = match (unit, known_total) {
         (Unit::Bytes, true) => {
@@ -233,6 +241,9 @@ mod tests {
         assert_eq!(per_second(5000, Duration::from_millis(2500)), 2000);
         // No time yet counts as a millisecond; a huge count saturates.
         assert_eq!(per_second(10, Duration::ZERO), 10_000);
-        assert_eq!(per_second(u64::MAX, Duration::from_secs(1)), u64::MAX / 1000);
+        assert_eq!(
+            per_second(u64::MAX, Duration::from_secs(1)),
+            u64::MAX / 1000
+        );
     }
 }

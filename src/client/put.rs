@@ -11,7 +11,7 @@ use tokio::io::AsyncReadExt;
 use super::args::{PutArgs, ServerArgs};
 use super::progress::{watched, Progress, Unit};
 use super::send::{send_until_settled, FileBody, Load, Payload};
-use super::{put_key, Outcome};
+use super::{put_key, say, Outcome};
 
 /// Runs `idem put`: the receipt on stdout.
 pub async fn put(args: PutArgs) -> Outcome {
@@ -34,7 +34,7 @@ pub async fn put(args: PutArgs) -> Outcome {
     .await
     {
         Ok(receipt) => {
-            println!("{receipt}");
+            say(&receipt);
             Outcome::Done
         }
         Err(outcome) => outcome,

@@ -164,6 +164,17 @@ enum Attempt<T> {
     },
     /// No answer, or one that broke off: why.
     NoAnswer(String),
+    /// Nothing a retry can cure on this side (a file that cannot be read
+    /// or written, a header that cannot be sent): why.
+    Stop(String),
+}
+
+/// Why an answer could not be read.
+pub enum ReadFailure {
+    /// It broke off (retried like no answer).
+    Cut(String),
+    /// Writing it here failed (not retried: a usage error).
+    Local(String),
 }
 
 /// Sends a write until it is settled: its receipt, or how it ended (why
@@ -175,14 +186,17 @@ pub async fn send_until_settled(
     progress: &Arc<Progress>,
 ) -> Result<serde_json::Value, Outcome> {
     settle(server, load, body, progress, |response| async move {
-        let text = response.text().await.map_err(|e| with_causes(&e))?;
+        let text = response
+            .text()
+            .await
+            .map_err(|e| ReadFailure::Cut(with_causes(&e)))?;
         Ok(serde_json::from_str(&text).unwrap_or_default())
     })
     .await
 }
 
-/// Sends `load` until a 2xx answer is read by `read` (whose failure, e.g. a
-/// body cut off, is retried like no answer), a refusal, or the end of the
+/// Sends `load` until a 2xx answer is read by `read` (an answer cut off is
+/// retried like no answer), a refusal, a local failure, or the end of the
 /// retries.
 pub async fn settle<T, F, Fut>(
     server: &ServerArgs,
@@ -193,7 +207,7 @@ pub async fn settle<T, F, Fut>(
 ) -> Result<T, Outcome>
 where
     F: Fn(reqwest::Response) -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
+    Fut: std::future::Future<Output = Result<T, ReadFailure>>,
 {
     let client = http_client()?;
     let policy = server.retry_policy();
@@ -218,6 +232,10 @@ where
                 Verdict::Done => (None, format!("HTTP {status}")),
             },
             Attempt::NoAnswer(why) => (None, why),
+            Attempt::Stop(why) => {
+                progress.note(&format!("idem: {}: {why}", load.what));
+                return Err(Outcome::Usage);
+            }
         };
         let Some(wait) = policy.next_wait(waits.next(), after, started.elapsed()) else {
             progress.note(&format!(
@@ -257,7 +275,7 @@ async fn attempt_once<T, F, Fut>(
 ) -> Attempt<T>
 where
     F: Fn(reqwest::Response) -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
+    Fut: std::future::Future<Output = Result<T, ReadFailure>>,
 {
     let mut request = client.request(load.method.clone(), &load.url);
     match body.body(progress).await {
@@ -270,7 +288,7 @@ where
             }
         }
         Ok(None) => {}
-        Err(e) => return Attempt::NoAnswer(format!("reading the body: {e}")),
+        Err(e) => return Attempt::Stop(format!("cannot read the body: {e}")),
     }
     if let Some(key) = &load.key {
         request = request.header("idempotency-key", key);
@@ -283,13 +301,15 @@ where
     }
     let response = match request.send().await {
         Ok(response) => response,
+        Err(e) if e.is_builder() => return Attempt::Stop(with_causes(&e)),
         Err(e) => return Attempt::NoAnswer(with_causes(&e)),
     };
     let status = response.status().as_u16();
     if response.status().is_success() {
         return match read(response).await {
             Ok(value) => Attempt::Read(value),
-            Err(why) => Attempt::NoAnswer(format!("reading the answer: {why}")),
+            Err(ReadFailure::Cut(why)) => Attempt::NoAnswer(format!("reading the answer: {why}")),
+            Err(ReadFailure::Local(why)) => Attempt::Stop(why),
         };
     }
     let retry_after = response
@@ -297,13 +317,11 @@ where
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    match response.text().await {
-        Ok(body) => Attempt::Answered {
-            status,
-            retry_after,
-            body,
-        },
-        Err(e) => Attempt::NoAnswer(format!("reading the answer: {}", with_causes(&e))),
+    // The status decides; a problem cut off only tells less.
+    Attempt::Answered {
+        status,
+        retry_after,
+        body: response.text().await.unwrap_or_default(),
     }
 }
 
@@ -325,6 +343,16 @@ pub(super) fn with_causes(error: &dyn std::error::Error) -> String {
 fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
     let problem: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
     let text = |field: &str| problem[field].as_str().unwrap_or("").to_string();
+    if problem["title"].is_null() {
+        // Not a problem (a proxy's page, say): its first words.
+        let start: String = body.chars().take(200).collect();
+        let start = start.split_whitespace().collect::<Vec<_>>().join(" ");
+        progress.note(&format!(
+            "idem: {}: refused, HTTP {status}: {start}",
+            load.what
+        ));
+        return;
+    }
     progress.note(&format!(
         "idem: {}: refused, HTTP {status} {}: {} (code {})",
         load.what,

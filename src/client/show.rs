@@ -14,8 +14,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::args::{GetArgs, KeyArgs, ListArgs, LoadsArgs, PartitionsArgs, RowsFormat, ServerArgs};
 use super::progress::{Progress, Unit};
-use super::send::{settle, with_causes, Load, Payload};
-use super::Outcome;
+use super::send::{settle, with_causes, Load, Payload, ReadFailure};
+use super::{say, Outcome};
 
 /// Runs `idem get`: the partition as the server gives it, written whole
 /// (a download cut off is started again, from a fresh file).
@@ -34,12 +34,10 @@ async fn get_rows(args: &GetArgs) -> Result<(), Outcome> {
         RowsFormat::Ndjson => "application/x-ndjson",
         RowsFormat::Csv => "text/csv",
     };
-    // The rows land in a temporary file beside the output (or in the
-    // temporary directory for stdout), renamed or copied once complete.
-    let dir = match &args.output {
-        Some(path) => parent_dir(path),
-        None => std::env::temp_dir(),
-    };
+    let landing = landing_file(args.output.as_deref()).map_err(|e| {
+        eprintln!("idem get: cannot write beside the output: {e}");
+        Outcome::Usage
+    })?;
     let load = Load {
         method: reqwest::Method::GET,
         url,
@@ -48,18 +46,38 @@ async fn get_rows(args: &GetArgs) -> Result<(), Outcome> {
         what: format!("{} {}", args.table, args.ds),
     };
     let progress = Arc::new(Progress::new(&load.what, Unit::Bytes, None, false));
-    let file = settle(
+    settle(
         &args.server,
         &load,
         &Payload::Nothing,
         &progress,
-        |response| download_to(response, &dir),
+        |response| download_to(response, landing.path()),
     )
     .await?;
-    deliver(file, args.output.as_deref()).await.map_err(|e| {
-        eprintln!("idem get: cannot write the rows: {e}");
-        Outcome::Usage
-    })
+    match deliver(landing, args.output.as_deref()).await {
+        Ok(()) => Ok(()),
+        // A reader that stopped early (`idem get … | head`) is no failure.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => {
+            eprintln!("idem get: cannot write the rows: {e}");
+            Err(Outcome::Usage)
+        }
+    }
+}
+
+/// Where the rows land until they are complete: a new file beside the
+/// output (renamed to it at the end; made as any new file, under the
+/// umask), or in the temporary directory for stdout.
+fn landing_file(output: Option<&Path>) -> std::io::Result<tempfile::NamedTempFile> {
+    let dir = output.map_or_else(std::env::temp_dir, parent_dir);
+    tempfile::Builder::new()
+        .prefix(".idem-get-")
+        .make_in(&dir, |path| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+        })
 }
 
 /// The directory a file goes in (`.` for a bare name).
@@ -70,21 +88,20 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// The answer's body, streamed into a new temporary file in `dir`.
-async fn download_to(
-    response: reqwest::Response,
-    dir: &Path,
-) -> Result<tempfile::NamedTempFile, String> {
-    let file = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
-    let mut out = tokio::fs::File::create(file.path())
-        .await
-        .map_err(|e| e.to_string())?;
+/// The answer's body, streamed into the file at `path` (from its start:
+/// an attempt after a cut writes it anew).
+async fn download_to(response: reqwest::Response, path: &Path) -> Result<(), ReadFailure> {
+    let local = |e: std::io::Error| ReadFailure::Local(format!("cannot write the rows: {e}"));
+    let mut out = tokio::fs::File::create(path).await.map_err(local)?;
     let mut body = response.bytes_stream();
-    while let Some(chunk) = body.try_next().await.map_err(|e| with_causes(&e))? {
-        out.write_all(&chunk).await.map_err(|e| e.to_string())?;
+    while let Some(chunk) = body
+        .try_next()
+        .await
+        .map_err(|e| ReadFailure::Cut(with_causes(&e)))?
+    {
+        out.write_all(&chunk).await.map_err(local)?;
     }
-    out.flush().await.map_err(|e| e.to_string())?;
-    Ok(file)
+    out.flush().await.map_err(local)
 }
 
 /// The downloaded rows, renamed to `output` or copied to stdout.
@@ -162,7 +179,7 @@ pub async fn key(args: KeyArgs) -> Outcome {
         Err(outcome) => return outcome,
     };
     if args.json {
-        println!("{record}");
+        say(&record);
         return Outcome::Done;
     }
     let mut table = Table::new();
@@ -184,7 +201,7 @@ pub async fn key(args: KeyArgs) -> Outcome {
             table.add_row([name.to_string(), cell(value)]);
         }
     }
-    println!("{table}");
+    say(&table);
     Outcome::Done
 }
 
@@ -201,7 +218,7 @@ async fn list(
         Err(outcome) => return outcome,
     };
     if args.json {
-        println!("{}", Value::Array(items));
+        say(Value::Array(items));
         return Outcome::Done;
     }
     let mut table = Table::new();
@@ -210,7 +227,7 @@ async fn list(
     for item in &items {
         table.add_row(columns.iter().map(|(_, field)| cell(&item[*field])));
     }
-    println!("{table}");
+    say(&table);
     Outcome::Done
 }
 
@@ -272,8 +289,9 @@ async fn fetch_page(
                 .get(LINK)
                 .and_then(|link| link.to_str().ok())
                 .and_then(next_page);
-            let text = response.text().await.map_err(|e| with_causes(&e))?;
-            let value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            let cut = |why: String| ReadFailure::Cut(why);
+            let text = response.text().await.map_err(|e| cut(with_causes(&e)))?;
+            let value = serde_json::from_str(&text).map_err(|e| cut(e.to_string()))?;
             Ok((value, next))
         },
     )

@@ -160,6 +160,16 @@ async fn idem_put_exits_1_when_refused_2_when_it_gives_up_3_on_a_wrong_command()
     )
     .await;
     assert_eq!(out.status.code(), Some(3), "stdin needs --format");
+    let out = idem(&["post", "orders", "x.ndjson", "--mode", "upsert"], b"").await;
+    // (clap refuses it before the file is looked at)
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "an unknown mode, before anything is sent"
+    );
+    let good_path = good.path().to_str().unwrap();
+    let out = idem(&["post", "orders", good_path, "--url", "not a url"], b"").await;
+    assert_eq!(out.status.code(), Some(3));
     let out = idem(
         &[
             "put",
@@ -814,6 +824,12 @@ async fn idem_get_writes_a_partition_put_takes_back_and_the_lists_tell_what_was_
     let (code, _, _) = idem_json(&app.base, &get).await;
     assert_eq!(code, Some(1));
     assert!(!missing.exists());
+    // A place it cannot write to: a usage error at once, not retries.
+    let started = std::time::Instant::now();
+    let get = ["get", "orders", "2026-11-01", "-o", "/no/such/dir/day.csv"];
+    let (code, _, stderr) = idem_json(&app.base, &get).await;
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
 
     let (_, tables, _) = idem_json(&app.base, &["tables", "--json"]).await;
     assert!(
