@@ -99,9 +99,10 @@ impl Payload<'_> {
             Payload::File(file) => {
                 progress.restart();
                 let progress = Arc::clone(progress);
-                let stream = ReaderStream::new(file.reader().await?).inspect_ok(move |chunk| {
-                    progress.advance(u64::try_from(chunk.len()).unwrap_or(u64::MAX))
-                });
+                let stream = ReaderStream::with_capacity(file.reader().await?, 256 * 1024)
+                    .inspect_ok(move |chunk| {
+                        progress.advance(u64::try_from(chunk.len()).unwrap_or(u64::MAX))
+                    });
                 Some(Body {
                     stream: reqwest::Body::wrap_stream(stream),
                     content_type: file.content_type,
