@@ -41,25 +41,9 @@ async fn idem_put_loads_a_file_once_and_a_rerun_is_a_replay() {
         .collect();
     let file = file_with(".ndjson", &ndjson(&rows));
     let path = file.path().to_str().unwrap();
-    let args = [
-        "put",
-        "orders",
-        "2026-10-12",
-        path,
-        "--url",
-        &app.base,
-        "--token",
-        ADMIN_TOKEN,
-        "-q",
-    ];
-    let first = idem(&args, b"").await;
-    assert_eq!(
-        first.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
-    let receipt: Value = serde_json::from_slice(&first.stdout).unwrap();
+    let args = ["put", "orders", "2026-10-12", path];
+    let (code, receipt, stderr) = idem_json(&app.base, &args).await;
+    assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(
         (
             receipt["rows_written"].as_u64(),
@@ -70,32 +54,15 @@ async fn idem_put_loads_a_file_once_and_a_rerun_is_a_replay() {
     assert_eq!(app.count("orders", "2026-10-12").await, 50);
 
     // The same command again: the same key, answered from its record.
-    let again = idem(&args, b"").await;
-    assert_eq!(again.status.code(), Some(0));
-    let receipt: Value = serde_json::from_slice(&again.stdout).unwrap();
+    let (code, receipt, _) = idem_json(&app.base, &args).await;
+    assert_eq!(code, Some(0));
     assert_eq!(receipt["replayed"], true);
 
     // Stdin, gzipped CSV, with --format.
     let csv = "order_id,ds,customer_id,status,amount,updated_at,note\n7,2026-10-13,1,paid,1.00,2026-10-13T00:00:00Z,\n";
-    let stdin_args = [
-        "put",
-        "orders",
-        "2026-10-13",
-        "-",
-        "--format",
-        "csv.gz",
-        "--url",
-        &app.base,
-        "--token",
-        ADMIN_TOKEN,
-    ];
-    let out = idem(&stdin_args, &gzip(csv.as_bytes())).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdin_args = ["put", "orders", "2026-10-13", "-", "--format", "csv.gz"];
+    let (code, _, stderr) = idem_json_in(&app.base, &stdin_args, &gzip(csv.as_bytes())).await;
+    assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(app.count("orders", "2026-10-13").await, 1);
 }
 
@@ -105,22 +72,8 @@ async fn idem_put_exits_1_when_refused_2_when_it_gives_up_3_on_a_wrong_command()
     app.declare_orders().await;
     let bad = file_with(".ndjson", "{\"order_id\": \"x\", \"ds\": \"2026-10-12\"}\n");
     let path = bad.path().to_str().unwrap();
-    let out = idem(
-        &[
-            "put",
-            "orders",
-            "2026-10-12",
-            path,
-            "--url",
-            &app.base,
-            "--token",
-            ADMIN_TOKEN,
-        ],
-        b"",
-    )
-    .await;
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (code, _, stderr) = idem_json(&app.base, &["put", "orders", "2026-10-12", path]).await;
+    assert_eq!(code, Some(1));
     assert!(
         stderr.contains("bad_rows") && stderr.contains("line 1"),
         "{stderr}"
@@ -234,25 +187,9 @@ async fn idem_post_sends_batches_once_and_a_rerun_replays_them_all() {
         .collect();
     let file = file_with(".ndjson", &ndjson(&rows));
     let path = file.path().to_str().unwrap();
-    let args = [
-        "post",
-        "orders",
-        path,
-        "--batch-rows",
-        "100",
-        "--url",
-        &app.base,
-        "--token",
-        ADMIN_TOKEN,
-    ];
-    let first = idem(&args, b"").await;
-    assert_eq!(
-        first.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
-    let summary: Value = serde_json::from_slice(&first.stdout).unwrap();
+    let args = ["post", "orders", path, "--batch-rows", "100"];
+    let (code, summary, stderr) = idem_json(&app.base, &args).await;
+    assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(
         (
             summary["batches"].as_u64(),
@@ -262,8 +199,7 @@ async fn idem_post_sends_batches_once_and_a_rerun_replays_them_all() {
         (Some(3), Some(3), Some(250)),
         "{summary}"
     );
-    let again = idem(&args, b"").await;
-    let summary: Value = serde_json::from_slice(&again.stdout).unwrap();
+    let (_, summary, _) = idem_json(&app.base, &args).await;
     assert_eq!(
         (summary["new"].as_u64(), summary["replayed"].as_u64()),
         (Some(0), Some(3)),
@@ -283,19 +219,9 @@ async fn idem_post_sends_batches_once_and_a_rerun_replays_them_all() {
         file.path().to_str().unwrap(),
         "--batch-rows",
         "1",
-        "--url",
-        &app.base,
-        "--token",
-        ADMIN_TOKEN,
     ];
-    let out = idem(&args, b"").await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, summary, stderr) = idem_json(&app.base, &args).await;
+    assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(summary["batches"], 3, "{summary}");
     let notes: Vec<String> = sqlx::query_scalar(
         "select note from idem_data.orders where order_id > 300 order by order_id",
@@ -550,9 +476,14 @@ fn day_csv(first: u64, rows: u64) -> String {
 /// `idem` with the server's flags after `args`; its exit code and stdout
 /// as JSON (null when it is not).
 async fn idem_json(app_url: &str, args: &[&str]) -> (Option<i32>, Value, String) {
+    idem_json_in(app_url, args, b"").await
+}
+
+/// `idem_json` with `stdin` on the standard input.
+async fn idem_json_in(app_url: &str, args: &[&str], stdin: &[u8]) -> (Option<i32>, Value, String) {
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--url", app_url, "--token", ADMIN_TOKEN, "--quiet"]);
-    let out = idem(&all, b"").await;
+    let out = idem(&all, stdin).await;
     let stdout = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (
         out.status.code(),
