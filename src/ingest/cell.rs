@@ -8,6 +8,7 @@ use std::io::Write;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike, Utc};
 use uuid::Uuid;
 
+use super::temporal::{check_earliest, Infinity, EARLIEST_TIMESTAMP_UNIX_MICROS};
 use super::RawField;
 use crate::schema::ColumnType;
 
@@ -25,6 +26,8 @@ pub enum Cell<'a> {
     Date(NaiveDate),
     /// Microseconds since the Unix epoch, UTC.
     Timestamp(i64),
+    /// `infinity` or `-infinity` in a date or timestamptz column.
+    Infinite(Infinity),
     /// Compact JSON with object keys sorted.
     Json(String),
     Uuid(Uuid),
@@ -84,12 +87,9 @@ pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String>
         RawField::Json(raw) => {
             let raw = raw.get();
             if ty == ColumnType::Jsonb {
-                // In a JSON body a jsonb value is the JSON value itself (as
-                // `row_to_json` writes it back); only null is SQL NULL.
-                return match raw.as_bytes().first() {
-                    Some(b'n') => Ok(Cell::Null),
-                    _ => canonical_json(raw),
-                };
+                // In a JSON body a jsonb value is the JSON value itself, null
+                // too; SQL NULL is the field left out (as the export writes it).
+                return canonical_json(raw);
             }
             match classify(raw)? {
                 Json::Null => Ok(Cell::Null),
@@ -141,34 +141,55 @@ pub fn parse_text(ty: ColumnType, text: &str) -> Result<Cell<'_>, String> {
             .parse::<i32>()
             .map(|v| Cell::Int(v.into()))
             .map_err(|_| bad()),
-        ColumnType::DoublePrecision => parse_float(t).map(Cell::Float).ok_or_else(bad),
+        ColumnType::DoublePrecision => parse_float(t)
+            .map(Cell::Float)
+            .map_err(|e| e.unwrap_or_else(bad)),
         ColumnType::Numeric => parse_numeric(t).map_err(|e| e.unwrap_or_else(bad)),
         ColumnType::Boolean => match t.to_ascii_lowercase().as_str() {
             "true" | "t" | "1" | "yes" | "y" => Ok(Cell::Bool(true)),
             "false" | "f" | "0" | "no" | "n" => Ok(Cell::Bool(false)),
             _ => Err(bad()),
         },
-        ColumnType::Date => parse_date(t).map(Cell::Date).ok_or_else(bad),
-        ColumnType::Timestamptz => timestamp_micros(t)
-            .map(Cell::Timestamp)
-            .map_err(|e| e.unwrap_or_else(bad)),
+        // `±infinity` is tried once the common forms failed: no cost to them.
+        ColumnType::Date => parse_date(t)
+            .map(Cell::Date)
+            .or_else(|| Infinity::parse(t).map(Cell::Infinite))
+            .ok_or_else(bad),
+        ColumnType::Timestamptz => timestamp_micros(t).map(Cell::Timestamp).or_else(|e| {
+            Infinity::parse(t)
+                .map(Cell::Infinite)
+                .ok_or_else(|| e.unwrap_or_else(bad))
+        }),
         ColumnType::Jsonb => canonical_json(text),
         ColumnType::Uuid => Uuid::parse_str(t).map(Cell::Uuid).map_err(|_| bad()),
     }
 }
 
-fn parse_float(t: &str) -> Option<f64> {
+/// A double as Postgres's `float8in` reads it. `Err(None)`: not a number;
+/// `Err(Some(why))`: a literal strtod overflows to infinity, or underflows
+/// to zero from a non-zero value (`1e-400`), which Postgres refuses as out
+/// of range instead of storing `0`. Subnormals (`5e-324`) it keeps.
+fn parse_float(t: &str) -> Result<f64, Option<String>> {
     match t.to_ascii_lowercase().as_str() {
-        "nan" => Some(f64::NAN),
-        "infinity" | "inf" | "+infinity" => Some(f64::INFINITY),
-        "-infinity" | "-inf" => Some(f64::NEG_INFINITY),
+        "nan" => Ok(f64::NAN),
+        "infinity" | "inf" | "+infinity" => Ok(f64::INFINITY),
+        "-infinity" | "-inf" => Ok(f64::NEG_INFINITY),
         _ if t
             .bytes()
             .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) =>
         {
-            t.parse::<f64>().ok().filter(|v| v.is_finite())
+            let v = t.parse::<f64>().map_err(|_| None)?;
+            let mantissa = t.split(['e', 'E']).next().unwrap_or(t);
+            let underflow = v == 0.0 && mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'));
+            if v.is_infinite() || underflow {
+                return Err(Some(format!(
+                    "{} is out of range for double precision",
+                    snippet(t)
+                )));
+            }
+            Ok(v)
         }
-        _ => None,
+        _ => Err(None),
     }
 }
 
@@ -489,11 +510,6 @@ pub fn parse_timestamp(t: &str) -> Option<i64> {
     timestamp_micros(t).ok()
 }
 
-/// The earliest instant Postgres's timestamptz holds, 4714-11-24 00:00:00
-/// BC (UTC), in microseconds since the Unix epoch. Its latest (294276 AD) is
-/// past the latest year chrono parses.
-const PG_MIN_TIMESTAMP_UNIX_MICROS: i64 = -210_866_803_200_000_000;
-
 /// A timestamp as microseconds since the Unix epoch. `Err(None)`: not a
 /// timestamp; `Err(Some(why))`: one Postgres cannot hold.
 fn timestamp_micros(t: &str) -> Result<i64, Option<String>> {
@@ -536,12 +552,7 @@ fn timestamp_micros(t: &str) -> Result<i64, Option<String>> {
         .and_then(|s| s.checked_mul(1_000_000))
         .and_then(|m| m.checked_add(fraction_micros(t)))
         .ok_or(None)?;
-    if micros < PG_MIN_TIMESTAMP_UNIX_MICROS {
-        return Err(Some(
-            "timestamp is before 4714-11-24 00:00:00 BC (UTC), the earliest Postgres holds".into(),
-        ));
-    }
-    Ok(micros)
+    check_earliest(micros).map_err(Some)
 }
 
 /// The fraction of a second in microseconds, rounded the way Postgres's own
@@ -611,6 +622,11 @@ const PG_EPOCH_DAYS_FROM_CE: i32 = 730_120;
 /// Microseconds from the Unix epoch to 2000-01-01, Postgres's timestamp epoch.
 pub(crate) const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
 
+/// A jsonb JSON `null` in the canonical encoding. Not JSON, so that no
+/// other value (a document, a string) can encode alike; SQL NULL keeps
+/// `null`, and with it the hashes of rows stored before the two were told apart.
+const JSONB_NULL_CANONICAL: &[u8] = b"jsonb:null";
+
 impl Cell<'_> {
     pub fn is_null(&self) -> bool {
         matches!(self, Cell::Null)
@@ -626,6 +642,7 @@ impl Cell<'_> {
             Cell::Bool(v) => Cell::Bool(v),
             Cell::Date(v) => Cell::Date(v),
             Cell::Timestamp(v) => Cell::Timestamp(v),
+            Cell::Infinite(v) => Cell::Infinite(v),
             Cell::Json(v) => Cell::Json(v),
             Cell::Uuid(v) => Cell::Uuid(v),
         }
@@ -667,6 +684,9 @@ impl Cell<'_> {
                 write_timestamp(out, *micros);
                 out.push(b'"');
             }
+            Cell::Infinite(infinity) => infinity.write_canonical(out),
+            // SQL NULL is `null`: a jsonb null takes a form no JSON value has.
+            Cell::Json(j) if j == "null" => out.extend_from_slice(JSONB_NULL_CANONICAL),
             Cell::Json(j) => out.extend_from_slice(j.as_bytes()),
             Cell::Uuid(u) => {
                 let _ = write!(out, "\"{}\"", u.hyphenated());
@@ -698,11 +718,12 @@ impl Cell<'_> {
             ),
             Cell::Timestamp(micros) => {
                 let since_pg_epoch = Some(*micros)
-                    .filter(|&m| m >= PG_MIN_TIMESTAMP_UNIX_MICROS)
+                    .filter(|&m| m >= EARLIEST_TIMESTAMP_UNIX_MICROS)
                     .and_then(|m| m.checked_sub(PG_EPOCH_UNIX_MICROS))
                     .ok_or_else(|| "timestamp is out of Postgres's range".to_string())?;
                 write_fixed(out, &since_pg_epoch.to_be_bytes());
             }
+            Cell::Infinite(infinity) => infinity.write_binary(ty, out)?,
             Cell::Json(j) => {
                 // jsonb's binary form: a version byte, then the text.
                 out.extend_from_slice(&field_length(1 + j.len())?);
@@ -934,6 +955,53 @@ mod tests {
     }
 
     #[test]
+    fn a_double_is_refused_exactly_where_postgres_finds_it_out_of_range() {
+        let float = |t: &'static str| parse_text(ColumnType::DoublePrecision, t);
+        for out in [
+            "1e-400",
+            "4.9e-325",
+            "-1e-400",
+            "2e-324",
+            "2.4703282292062327e-324",
+            "1e400",
+            "1.7976931348623159e308",
+        ] {
+            let err = float(out).unwrap_err();
+            assert!(
+                err.contains("out of range for double precision"),
+                "{out}: {err}"
+            );
+        }
+        // Subnormals round as strtod rounds them; zero is zero at any exponent.
+        assert_eq!(float("5e-324"), Ok(Cell::Float(5e-324)));
+        assert_eq!(float("2.4703282292062328e-324"), Ok(Cell::Float(5e-324)));
+        assert_eq!(float("1.7976931348623158e308"), Ok(Cell::Float(f64::MAX)));
+        assert_eq!(float("0e-400"), Ok(Cell::Float(0.0)));
+        assert_eq!(float("-0.000e-999"), Ok(Cell::Float(0.0)));
+        assert!(float("1e-4x")
+            .unwrap_err()
+            .starts_with("expected double precision"));
+    }
+
+    #[test]
+    fn a_jsonb_null_is_a_value_that_encodes_apart_from_sql_null() {
+        let json_null = json(ColumnType::Jsonb, "null").unwrap();
+        assert_eq!(json_null, Cell::Json("null".into()));
+        assert_eq!(parse_text(ColumnType::Jsonb, "null"), Ok(json_null.clone()));
+        assert_eq!(
+            parse_text(ColumnType::Jsonb, " null "),
+            Ok(json_null.clone())
+        );
+        assert_eq!(canonical(&Cell::Null), "null");
+        assert_ne!(canonical(&json_null), canonical(&Cell::Null));
+        // A null inside a document is the document's.
+        assert_eq!(
+            canonical(&json(ColumnType::Jsonb, "[null]").unwrap()),
+            "[null]"
+        );
+    }
+
+    #[test]
     fn json_objects_are_canonical_regardless_of_key_order() {
         assert_eq!(
             json(ColumnType::Jsonb, r#"{"b":1,"a":[true,null]}"#),
@@ -1072,19 +1140,5 @@ mod tests {
             micros("2026-10-12T23:59:60.5Z"),
             micros("2026-10-13T00:00:00.5Z")
         );
-    }
-
-    #[test]
-    fn timestamps_before_postgres_earliest_are_refused() {
-        let earliest = NaiveDate::from_ymd_opt(-4713, 11, 24)
-            .unwrap()
-            .and_hms_opt(0, 0, 0)
-            .unwrap()
-            .and_utc()
-            .timestamp_micros();
-        assert_eq!(earliest, PG_MIN_TIMESTAMP_UNIX_MICROS);
-        assert_eq!(micros("-4713-11-24 00:00:00Z"), earliest);
-        let err = json(ColumnType::Timestamptz, "\"-4713-11-23 23:59:59.999999Z\"").unwrap_err();
-        assert!(err.contains("earliest"), "{err}");
     }
 }

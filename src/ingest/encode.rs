@@ -283,6 +283,11 @@ impl<'d> RowEncoder<'d> {
                 errors.push(row_error(record, name, message));
                 None
             }
+            (Cell::Infinite(_), _) => {
+                let message = "is the partition column; infinity falls in no partition".into();
+                errors.push(row_error(record, name, message));
+                None
+            }
             (Cell::Date(d), _) => Some(Period::containing(d.and_time(NaiveTime::MIN), grain)),
             (Cell::Timestamp(micros), _) => DateTime::from_timestamp_micros(*micros)
                 .map(|t| Period::containing(t.naive_utc(), grain)),

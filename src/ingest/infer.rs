@@ -5,6 +5,7 @@
 use std::ops::ControlFlow;
 
 use super::cell::{parse_text, parse_timestamp};
+use super::temporal::Infinity;
 use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
 use crate::names::{ColumnName, TableName};
 use crate::schema::{check_width, Column, ColumnType, SchemaError, SchemaPolicy, TableDef};
@@ -41,6 +42,10 @@ impl Guess {
 
 fn guess_text(text: &str) -> ColumnType {
     use ColumnType::*;
+    // `infinity` says nothing of its type: a date's, a timestamp's, a word.
+    if Infinity::parse(text.trim()).is_some() {
+        return Text;
+    }
     for ty in [Bigint, Numeric, Boolean, Date, Uuid] {
         if parse_text(ty, text).is_ok() && !(ty == Boolean && text.len() == 1) {
             return ty;

@@ -12,6 +12,7 @@ pub mod formats;
 pub mod hash;
 pub mod infer;
 mod json;
+mod temporal;
 
 use serde::Serialize;
 

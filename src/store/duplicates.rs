@@ -21,7 +21,7 @@ use super::stage::row_hash;
 use super::{StoreError, StoreResult};
 use crate::ingest::{BadRow, RowError};
 use crate::names::TableName;
-use crate::schema::{DuplicatePolicy, TableDef};
+use crate::schema::{ColumnType, DuplicatePolicy, TableDef};
 
 /// The log.
 pub const LOG_TABLE: &str = "idem.duplicates";
@@ -78,11 +78,12 @@ pub async fn resolve(
             delete from {table} _s using ranked r
              where _s.ctid = r.at and {removed}
          returning _s.\"_row_id\", _s.\"_row_hash\", {ds} as ds, jsonb_build_object({key}) as key,
-                   (select jsonb_object_agg(k, v) from jsonb_each(to_jsonb(_s)) as e(k, v)
+                   (select jsonb_object_agg(k, v) from jsonb_each({logged}) as e(k, v)
                      where k not like '\\_%') as row,
                    r.version, {kept} as kept)",
         // `_s`: no user column is named like it, to be taken for the row.
         ds = label_sql(def, "_s"),
+        logged = logged_row(def),
     );
     let log = match how.log {
         true => format!(
@@ -112,6 +113,33 @@ pub async fn resolve(
         return Err(repeated_keys(def, &rows));
     }
     rows.iter().map(|r| row_hash(r.try_get(0)?)).collect()
+}
+
+/// A version of row `_s` as the log keeps it: `to_jsonb` writes SQL NULL
+/// and a jsonb `null` alike, so a SQL-NULL jsonb column is left out of the
+/// object, as the rows' export leaves it out.
+fn logged_row(def: &TableDef) -> String {
+    let sql_null_jsonb: Vec<String> = def
+        .columns
+        .iter()
+        .filter(|c| c.ty == ColumnType::Jsonb && c.nullable)
+        // Names are `[a-z_][a-z0-9_]*`: nothing to escape in a literal.
+        .map(|c| {
+            format!(
+                "case when _s.{} is null then '{}' end",
+                c.name.quoted(),
+                c.name.as_str()
+            )
+        })
+        .collect();
+    if sql_null_jsonb.is_empty() {
+        return "to_jsonb(_s)".into();
+    }
+    // `jsonb - text[]` skips the array's nulls: the columns that hold a value.
+    format!(
+        "to_jsonb(_s) - array[{}]::text[]",
+        sql_null_jsonb.join(", ")
+    )
 }
 
 /// The refusal of a load whose body repeats keys: each key once, naming

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{Column, ColumnType, TableDef};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PartitionInfo {
@@ -69,18 +69,45 @@ async fn send_csv(conn: &mut PgConnection, select: &str, tx: &Chunks) -> Result<
     Ok(())
 }
 
-/// The rows as `row_to_json` writes them: one a line (NDJSON), or the
+/// A row of `_row` as one JSON object. `row_to_json` writes SQL NULL and a
+/// jsonb `null` alike; where a jsonb column may be NULL, the object is built
+/// field by field (each as `row_to_json` writes it) and leaves a SQL-NULL
+/// jsonb column out, as a JSON body leaves it out. `||` rather than
+/// `concat_ws`: a function takes at most 100 arguments, a table has more columns.
+fn json_row(def: &TableDef) -> String {
+    let nullable_jsonb = |c: &Column| c.ty == ColumnType::Jsonb && c.nullable;
+    if !def.columns.iter().any(nullable_jsonb) {
+        return "row_to_json(_row)::text".into();
+    }
+    let fields: Vec<String> = def
+        .columns
+        .iter()
+        .map(|c| {
+            // Names are `[a-z_][a-z0-9_]*`: nothing to escape in a literal.
+            let (key, value) = (c.name.as_str(), format!("_row.{}", c.name.quoted()));
+            if nullable_jsonb(c) {
+                format!("coalesce(',\"{key}\":' || {value}::text, '')")
+            } else {
+                format!("',\"{key}\":' || coalesce(to_json({value})::text, 'null')")
+            }
+        })
+        .collect();
+    format!("'{{' || substr({}, 2) || '}}'", fields.join(" || "))
+}
+
+/// The rows as JSON objects (`json_row`): one a line (NDJSON), or the
 /// elements of one JSON array.
 async fn send_json(
     conn: &mut PgConnection,
     select: &str,
+    json_row: &str,
     format: RowFormat,
     tx: &Chunks,
 ) -> Result<(), sqlx::Error> {
     let array = format == RowFormat::Json;
     // The alias starts with `_`, as no user column does: a column named
     // like it would be taken for the whole row.
-    let sql = format!("select row_to_json(_row)::text from ({select}) _row");
+    let sql = format!("select {json_row} from ({select}) _row");
     let mut rows = sqlx::query_scalar::<_, String>(&sql).fetch(&mut *conn);
     let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
     let mut first = true;
@@ -177,7 +204,12 @@ impl Store {
             partition_key(def),
             period_literal(def, ds)
         );
-        Ok(info.map(|info| PartitionSnapshot { tx, select, info }))
+        Ok(info.map(|info| PartitionSnapshot {
+            tx,
+            select,
+            json_row: json_row(def),
+            info,
+        }))
     }
 
     /// Drops partition `ds`; false when it did not exist.
@@ -218,6 +250,7 @@ impl Store {
 pub struct PartitionSnapshot {
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     select: String,
+    json_row: String,
     pub info: PartitionInfo,
 }
 
@@ -229,13 +262,14 @@ impl PartitionSnapshot {
         let Self {
             tx: mut snapshot,
             select,
+            json_row,
             ..
         } = self;
         tokio::spawn(async move {
             let result = match format {
                 RowFormat::Csv => send_csv(&mut snapshot, &select, &tx).await,
                 RowFormat::Ndjson | RowFormat::Json => {
-                    send_json(&mut snapshot, &select, format, &tx).await
+                    send_json(&mut snapshot, &select, &json_row, format, &tx).await
                 }
             };
             if let Err(e) = result {

@@ -179,6 +179,7 @@ async fn a_jsonb_value_in_a_json_body_is_the_json_value_itself() {
 {"id": 3, "j": 1.50}
 {"id": 4, "j": {"k": [true]}}
 {"id": 5, "j": null}
+{"id": 6}
 "#;
     let r = app.put(DAY, "application/x-ndjson", body).await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
@@ -194,6 +195,7 @@ async fn a_jsonb_value_in_a_json_body_is_the_json_value_itself() {
             Some(r#""\"hello\"""#.to_string()),
             Some("1.50".to_string()),
             Some(r#"{"k": [true]}"#.to_string()),
+            Some("null".to_string()),
             None
         ]
     );
