@@ -19,6 +19,7 @@ mod patch;
 mod policies;
 mod processes;
 mod quarantine;
+mod readme;
 mod refusals;
 mod reports;
 mod round_trip;
