@@ -8,6 +8,7 @@ mod concurrency;
 mod duplicates;
 mod encoding;
 mod evolve;
+mod examples;
 mod grains;
 mod helpers;
 mod ledger;
