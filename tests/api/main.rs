@@ -5,6 +5,7 @@
 mod auth;
 mod cli;
 mod concurrency;
+mod container;
 mod duplicates;
 mod encoding;
 mod evolve;
