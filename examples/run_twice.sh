@@ -5,14 +5,21 @@
 #   plain inserts (psql \copy into a table):   3 rows, then 6
 #   idem put of the same file:                 2 rows, then 2
 #
-# Needs a running idem (IDEM_URL, default http://127.0.0.1:8080, and
-# IDEM_TOKEN), a Postgres for the plain half (DATABASE_URL; the script makes
-# and drops a table `run_twice_plain` there), psql and curl. IDEM names the
-# idem binary (default: `idem` on PATH).
+# After the README's quick start it needs nothing more: idem at IDEM_URL
+# (default http://127.0.0.1:8080) with IDEM_TOKEN, `idem` on PATH (or IDEM
+# naming the binary), psql and curl. The plain half runs on the Postgres
+# DATABASE_URL names, or else on the one `scripts/serve` started in .idem/pg
+# (it makes and drops a table `run_twice_plain` there).
 set -euo pipefail
 IDEM=${IDEM:-idem}
 IDEM_URL=${IDEM_URL:-http://127.0.0.1:8080}
-: "${DATABASE_URL:?DATABASE_URL: a Postgres for the plain inserts}"
+if [ -z "${DATABASE_URL:-}" ]; then
+  # The same call scripts/serve makes: it starts that Postgres only if it is
+  # not running, and sets DATABASE_URL.
+  repo=$(cd "$(dirname "$0")/.." && pwd)
+  . "$repo/scripts/pg.sh"
+  pg_start "$repo/.idem/pg" "${IDEM_PG_PORT:-54329}"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"; psql "$DATABASE_URL" -qc "drop table if exists run_twice_plain" >/dev/null 2>&1 || true' EXIT
 
