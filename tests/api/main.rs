@@ -5,6 +5,7 @@
 mod auth;
 mod cli;
 mod concurrency;
+mod drop_table;
 mod duplicates;
 mod encoding;
 mod evolve;
