@@ -4,6 +4,7 @@
 
 mod auth;
 mod cli;
+mod cli_commands;
 mod concurrency;
 mod drop_table;
 mod duplicates;
