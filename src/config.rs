@@ -45,6 +45,17 @@ pub enum Command {
     Loads(crate::client::args::LoadsArgs),
     /// Client: what the server recorded under an Idempotency-Key.
     Key(crate::client::args::KeyArgs),
+    /// Client: declare (or safely change) TABLE from a JSON file, as
+    /// `PUT /tables/{table}` takes it.
+    Declare(crate::client::args::DeclareArgs),
+    /// Client: drop TABLE with its partitions, rejects and keys (the
+    /// ledger keeps its loads, marked dropped).
+    Drop(crate::client::args::DropArgs),
+    /// Client: the rows of TABLE a `quarantine` policy kept.
+    Rejects(crate::client::args::RejectsArgs),
+    /// Client: send TABLE's pending rejects again, under a key new to each
+    /// run.
+    Replay(crate::client::args::ReplayArgs),
 }
 
 #[derive(Clone, Debug, Args)]

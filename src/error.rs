@@ -30,6 +30,10 @@ pub enum ApiError {
     DeclarationTooLarge { limit: usize },
     #[error("{0}")]
     NotFound(String),
+    /// A destructive request without its `confirm` parameter naming what
+    /// it destroys.
+    #[error("{0}")]
+    ConfirmRequired(String),
     #[error("this resource does not take that method; see GET /openapi.yaml")]
     MethodNotAllowed,
     #[error("this request needs an Idempotency-Key header (1 to 255 visible ASCII characters)")]
@@ -94,6 +98,7 @@ impl ApiError {
             InvalidDeclaration(_) => "invalid_declaration",
             DeclarationTooLarge { .. } => "payload_too_large",
             NotFound(_) => "not_found",
+            ConfirmRequired(_) => "confirm_required",
             MethodNotAllowed => "method_not_allowed",
             IdempotencyKeyMissing => "idempotency_key_missing",
             IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
@@ -122,6 +127,7 @@ impl ApiError {
             "idempotency_key_missing" => (StatusCode::BAD_REQUEST, "Idempotency-Key missing"),
             "idempotency_key_invalid" => (StatusCode::BAD_REQUEST, "Idempotency-Key invalid"),
             "invalid_token_request" => (StatusCode::BAD_REQUEST, "Invalid token request"),
+            "confirm_required" => (StatusCode::BAD_REQUEST, "Confirmation required"),
             "unauthorized" => (StatusCode::UNAUTHORIZED, "Unauthorized"),
             "forbidden" => (StatusCode::FORBIDDEN, "Forbidden"),
             "table_not_found" => (StatusCode::NOT_FOUND, "Table not found"),
@@ -289,6 +295,7 @@ mod tests {
             ),
             (StoreError::TableChanged(orders()).into(), 409),
             (ApiError::HostNotAllowed("x".into()), 421),
+            (ApiError::ConfirmRequired("x".into()), 400),
             (StoreError::PreconditionFailed("x".into()).into(), 412),
             (
                 WriteError::Store(StoreError::KeyInFlight {

@@ -26,6 +26,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Partitions(args) => client::show::partitions(args).await,
         Command::Loads(args) => client::show::loads(args).await,
         Command::Key(args) => client::show::key(args).await,
+        Command::Declare(args) => client::tables::declare(args).await,
+        Command::Drop(args) => client::tables::drop(args).await,
+        Command::Rejects(args) => client::rejects::rejects(args).await,
+        Command::Replay(args) => client::rejects::replay(args).await,
     };
     std::process::exit(i32::from(outcome.exit_code()))
 }

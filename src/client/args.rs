@@ -72,7 +72,31 @@ pub struct PutArgs {
     #[arg(long)]
     pub format: Option<String>,
     #[command(flatten)]
+    pub bad_rows: BadRowsArg,
+    /// Replace the partition only while its ETag is this one (`If-Match`;
+    /// the server answers 412 otherwise, exit 1).
+    #[arg(long, value_name = "ETAG")]
+    pub if_match: Option<String>,
+    #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// `--bad-rows`: the write's own bad-row policy.
+#[derive(Clone, Debug, Default, Args)]
+pub struct BadRowsArg {
+    /// What the server does with a bad row, for this write only (`?bad_rows=`):
+    /// `reject` refuses the request, `quarantine` writes the good rows and
+    /// keeps the bad ones (see `idem rejects`). The table's policy when not
+    /// given.
+    #[arg(long, value_parser = ["reject", "quarantine"])]
+    pub bad_rows: Option<String>,
+}
+
+impl BadRowsArg {
+    /// The query pair it adds to a write's URL.
+    pub fn query(&self) -> Option<(&'static str, &str)> {
+        self.bad_rows.as_deref().map(|policy| ("bad_rows", policy))
+    }
 }
 
 /// `idem post TABLE FILE`.
@@ -92,6 +116,8 @@ pub struct PostArgs {
     /// Rows a POST carries.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_rows: u32,
+    #[command(flatten)]
+    pub bad_rows: BadRowsArg,
     #[command(flatten)]
     pub server: ServerArgs,
 }
@@ -122,6 +148,8 @@ pub struct BackfillArgs {
     /// The closing table as JSON (one object a partition) on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub bad_rows: BadRowsArg,
     #[command(flatten)]
     pub server: ServerArgs,
 }
@@ -186,6 +214,48 @@ pub struct KeyArgs {
     /// The key's whole record as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `idem declare TABLE FILE.json`.
+#[derive(Clone, Debug, Args)]
+pub struct DeclareArgs {
+    pub table: String,
+    /// The declaration, as `PUT /tables/{table}` takes it (JSON); `-` for
+    /// stdin.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `idem drop TABLE`.
+#[derive(Clone, Debug, Args)]
+pub struct DropArgs {
+    pub table: String,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `idem rejects TABLE`.
+#[derive(Clone, Debug, Args)]
+pub struct RejectsArgs {
+    pub table: String,
+    /// Only the rejects in this state.
+    #[arg(long, value_parser = ["pending", "replayed", "expired", "superseded"])]
+    pub status: Option<String>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// `idem replay TABLE`.
+#[derive(Clone, Debug, Args)]
+pub struct ReplayArgs {
+    pub table: String,
+    /// The Idempotency-Key of the first replay call (later calls of the
+    /// same run add `:2`, `:3`, …). Without it, a key new to each run.
+    #[arg(long)]
+    pub key: Option<String>,
     #[command(flatten)]
     pub server: ServerArgs,
 }

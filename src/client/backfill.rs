@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::args::BackfillArgs;
 use super::progress::{watched, Progress, Unit};
-use super::put::put_file;
+use super::put::{put_file, PutOptions, PutTarget};
 use super::send::FileBody;
 use super::{say, Outcome};
 use crate::period::Period;
@@ -101,7 +101,19 @@ pub async fn backfill(args: BackfillArgs) -> Outcome {
         .await;
     progress.finish();
     report(&args, &partitions, started);
+    if none_found(&partitions) {
+        eprintln!(
+            "idem backfill: no file of the range was found (--files {:?}); nothing was loaded",
+            args.files
+        );
+    }
     outcome_of(&partitions, args.require_files)
+}
+
+/// Not one partition of the range had a file: a wrong `--files` or range,
+/// more likely than a range with no data at all.
+fn none_found(partitions: &[Partition]) -> bool {
+    partitions.iter().all(|p| p.result == Status::MissingFile)
 }
 
 /// Every partition from `from` to `to`, both included, by the grain their
@@ -182,7 +194,15 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
         }
     };
     let day = Arc::new(progress.day(format!("{} {}", args.table, partition.ds), None));
-    let receipt = match put_file(&args.server, &args.table, &partition.ds, &body, day).await {
+    let target = PutTarget {
+        table: &args.table,
+        ds: &partition.ds,
+        options: PutOptions {
+            bad_rows: &args.bad_rows,
+            if_match: None,
+        },
+    };
+    let receipt = match put_file(&args.server, target, &body, day).await {
         Ok(receipt) => receipt,
         Err(outcome) => {
             partition.result = match outcome {
@@ -238,14 +258,18 @@ fn report(args: &BackfillArgs, partitions: &[Partition], started: Instant) {
 
 /// The exit code: 2 when a partition could still load on a rerun (the
 /// retries ran out), else 1 when the server refused one, else 3 when a file
-/// could not be read (or was missing, with `--require-files`), else 0.
+/// could not be read (or was missing, with `--require-files`, or none of
+/// the range was found), else 0.
 fn outcome_of(partitions: &[Partition], require_files: bool) -> Outcome {
     let any = |result| partitions.iter().any(|p| p.result == result);
     if any(Status::GaveUp) {
         Outcome::GaveUp
     } else if any(Status::Refused) {
         Outcome::Refused
-    } else if any(Status::Unreadable) || (require_files && any(Status::MissingFile)) {
+    } else if any(Status::Unreadable)
+        || (require_files && any(Status::MissingFile))
+        || none_found(partitions)
+    {
         Outcome::Usage
     } else {
         Outcome::Done

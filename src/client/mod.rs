@@ -11,9 +11,11 @@ pub mod post;
 mod progress;
 pub mod put;
 mod records;
+pub mod rejects;
 pub mod retry;
 mod send;
 pub mod show;
+pub mod tables;
 
 /// How a client command ends, as its process's exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,14 +58,31 @@ fn short(file_sha256: &str) -> &str {
 /// The Idempotency-Key of `PUT /partitions/{table}/{ds}` of a file whose
 /// SHA-256 is `file_sha256` (hex): the same file put again is the same
 /// load, so a rerun of the command is answered as a replay.
-pub fn put_key(table: &str, ds: &str, file_sha256: &str) -> String {
-    format!("idem-put:{table}:{ds}:{}", short(file_sha256))
+pub fn put_key(table: &str, ds: &str, file_sha256: &str, bad_rows: Option<&str>) -> String {
+    with_policy(
+        format!("idem-put:{table}:{ds}:{}", short(file_sha256)),
+        bad_rows,
+    )
 }
 
-/// The Idempotency-Key of batch `batch` (from 0) of a file POSTed to
-/// `table`: a rerun sends only the batches the server has no record of.
-pub fn post_key(table: &str, file_sha256: &str, batch: u64) -> String {
-    format!("idem-post:{table}:{}:{batch}", short(file_sha256))
+/// The Idempotency-Key of batch `batch` (from 0; messages count from 1) of
+/// a file POSTed to `table`: a rerun sends only the batches the server has
+/// no record of.
+pub fn post_key(table: &str, file_sha256: &str, batch: u64, bad_rows: Option<&str>) -> String {
+    with_policy(
+        format!("idem-post:{table}:{}:{batch}", short(file_sha256)),
+        bad_rows,
+    )
+}
+
+/// A key with the `--bad-rows` it was sent under: the same file under
+/// another policy is another request (the server would refuse the key as
+/// reused), so a rerun with `--bad-rows quarantine` after a refusal writes.
+fn with_policy(key: String, bad_rows: Option<&str>) -> String {
+    match bad_rows {
+        Some(policy) => format!("{key}:bad_rows={policy}"),
+        None => key,
+    }
 }
 
 #[cfg(test)]
@@ -73,13 +92,20 @@ mod tests {
     #[test]
     fn keys_name_the_load_and_fit_the_header() {
         let sha = "9f2c".repeat(16);
-        let key = put_key("orders", "2026-10-12", &sha);
+        let key = put_key("orders", "2026-10-12", &sha, None);
         assert_eq!(key, format!("idem-put:orders:2026-10-12:{}", &sha[..32]));
-        assert_ne!(key, put_key("orders", "2026-10-13", &sha));
-        assert_ne!(post_key("orders", &sha, 0), post_key("orders", &sha, 1));
+        assert_ne!(key, put_key("orders", "2026-10-13", &sha, None));
+        assert_ne!(
+            key,
+            put_key("orders", "2026-10-12", &sha, Some("quarantine"))
+        );
+        assert_ne!(
+            post_key("orders", &sha, 0, None),
+            post_key("orders", &sha, 1, None)
+        );
         // Names are at most 48 characters: a key stays far below 255, and
         // visible ASCII.
-        let longest = post_key(&"t".repeat(48), &sha, u64::MAX);
+        let longest = post_key(&"t".repeat(48), &sha, u64::MAX, Some("quarantine"));
         assert!(longest.len() <= 255 && longest.bytes().all(|b| b.is_ascii_graphic()));
         let codes: Vec<u8> = [
             Outcome::Done,

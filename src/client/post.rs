@@ -76,9 +76,21 @@ async fn send_batches(
         let load = Load {
             method: reqwest::Method::POST,
             url: url.clone(),
-            key: Some(post_key(&args.table, &sha256, tally.batches)),
+            key: Some(post_key(
+                &args.table,
+                &sha256,
+                tally.batches,
+                args.bad_rows.bad_rows.as_deref(),
+            )),
             accept: None,
-            what: format!("{} batch {} ({})", args.table, tally.batches, batch.place),
+            headers: Vec::new(),
+            // Counted from 1, as people count them (the key counts from 0).
+            what: format!(
+                "{} batch {} ({})",
+                args.table,
+                tally.batches + 1,
+                batch.place
+            ),
         };
         let payload = Payload::Bytes {
             data: batch.body,
@@ -115,6 +127,7 @@ fn rows_url(args: &PostArgs) -> Result<String, Outcome> {
     if let Some(mode) = &args.mode {
         query.push(("mode", mode));
     }
+    query.extend(args.bad_rows.query());
     args.server.endpoint(&["rows"], &query)
 }
 

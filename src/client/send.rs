@@ -150,6 +150,8 @@ pub struct Load {
     pub key: Option<String>,
     /// The `Accept` of a read.
     pub accept: Option<&'static str>,
+    /// Other headers (`If-Match`).
+    pub headers: Vec<(&'static str, String)>,
     pub what: String,
 }
 
@@ -226,6 +228,9 @@ where
             } => match verdict(Some(status), retry_after.as_deref(), Utc::now()) {
                 Verdict::Refused => {
                     report_refusal(load, status, &body, progress);
+                    if status == 401 {
+                        progress.note(token_hint(server.token.is_some()));
+                    }
                     return Err(Outcome::Refused);
                 }
                 Verdict::Retry { after } => (after, format!("HTTP {status}")),
@@ -252,6 +257,16 @@ where
             wait.as_secs_f64()
         ));
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// What to do about a 401: the token is where the client looks for it.
+fn token_hint(token_sent: bool) -> &'static str {
+    match token_sent {
+        false => "idem: the server needs a bearer token: set IDEM_TOKEN (or pass --token)",
+        true => {
+            "idem: the server did not accept the token: set IDEM_TOKEN (or --token) to a valid one"
+        }
     }
 }
 
@@ -296,6 +311,9 @@ where
     }
     if let Some(accept) = load.accept {
         request = request.header(ACCEPT, accept);
+    }
+    for (name, value) in &load.headers {
+        request = request.header(*name, value);
     }
     if let Some(token) = &server.token {
         request = request.bearer_auth(token);

@@ -43,6 +43,7 @@ async fn get_rows(args: &GetArgs) -> Result<(), Outcome> {
         url,
         key: None,
         accept: Some(accept),
+        headers: Vec::new(),
         what: format!("{} {}", args.table, args.ds),
     };
     let progress = Arc::new(Progress::new(&load.what, Unit::Bytes, None, false));
@@ -207,7 +208,7 @@ pub async fn key(args: KeyArgs) -> Outcome {
 
 /// Lists the items at `path` (following the server's `Link` pages up to
 /// `--limit`) as a table of `columns` (heading, field), or as JSON.
-async fn list(
+pub(super) async fn list(
     args: &ListArgs,
     path: &[&str],
     query: &[(&str, &str)],
@@ -231,11 +232,18 @@ async fn list(
     Outcome::Done
 }
 
-/// A value as a table cell: strings bare, lists joined, nothing for null.
+/// A value as a table cell: strings bare, lists joined, a problem with a
+/// message as `column: message`, nothing for null.
 fn cell(value: &Value) -> String {
     match value {
         Value::Null => String::new(),
         Value::String(text) => text.clone(),
+        Value::Object(fields) if fields.contains_key("message") => {
+            match (cell(&value["column"]), cell(&value["message"])) {
+                (column, message) if column.is_empty() => message,
+                (column, message) => format!("{column}: {message}"),
+            }
+        }
         Value::Array(items) => items.iter().map(cell).collect::<Vec<_>>().join(", "),
         other => other.to_string(),
     }
@@ -275,6 +283,7 @@ async fn fetch_page(
         url,
         key: None,
         accept: Some("application/json"),
+        headers: Vec::new(),
         what: what.to_string(),
     };
     let progress = Arc::new(Progress::new(what, Unit::Bytes, None, false));

@@ -23,7 +23,10 @@ const MAX_DECLARATION_BYTES: usize = 1 << 20;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/tables", get(list_tables))
-        .route("/tables/{table}", get(get_table).put(put_table))
+        .route(
+            "/tables/{table}",
+            get(get_table).put(put_table).delete(drop_table),
+        )
         .route("/tables/{table}/history", get(table_history))
 }
 
@@ -106,4 +109,29 @@ async fn put_table(
     let mut answer = serde_json::to_value(info).map_err(anyhow::Error::from)?;
     answer["changes"] = changes;
     Ok((status, Json(answer)))
+}
+
+#[derive(Deserialize)]
+struct DropQuery {
+    confirm: Option<String>,
+}
+
+/// Drops the table with its partitions, stages and registry rows (the
+/// ledger keeps its loads, marked dropped). Needs `write` on the table (or
+/// `admin`) and `?confirm=` repeating its name, so that no stray request
+/// drops a table. 204 also when there was no such table.
+async fn drop_table(
+    State(state): State<AppState>,
+    caller: Caller,
+    TablePath(table): TablePath,
+    ApiQuery(q): ApiQuery<DropQuery>,
+) -> ApiResult<StatusCode> {
+    caller.require(Scope::Write, &table)?;
+    if q.confirm.as_deref() != Some(table.as_str()) {
+        return Err(ApiError::ConfirmRequired(format!(
+            "dropping a table needs ?confirm={table} (its name again)"
+        )));
+    }
+    state.pipeline().drop_table(&table, &caller.actor).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -9,6 +9,7 @@
 pub mod batch;
 pub mod body;
 pub mod decode;
+pub mod drop;
 pub mod error;
 pub mod evolve;
 pub mod keyed;

@@ -71,6 +71,12 @@ impl CompletedKeys {
         Some(stored)
     }
 
+    /// Forgets every key: a dropped table's keys no longer stand (a drop
+    /// is rare; the keys of other tables are read again once).
+    pub fn forget_all(&self) {
+        *self.lock() = Inner::default();
+    }
+
     /// Remembers a key that is completed (committed).
     pub fn remember(&self, stored: &StoredKey) {
         let remembered = Remembered {

@@ -68,6 +68,9 @@ pub struct Load {
     /// The token that made the load (none for the bootstrap admin token).
     pub token_id: Option<Uuid>,
     pub token_name: Option<String>,
+    /// The drop (`DELETE /tables/{table}`) that removed what this load
+    /// wrote; none while its table stands.
+    pub dropped_by: Option<Uuid>,
 }
 
 /// Every column of a ledger row, and its duration.
@@ -75,7 +78,7 @@ pub struct Load {
 const LOAD_COLUMNS: &str = "load_id, table_name, ds, mode, status, rows_received, rows_written,
     duplicates, rejected, content_sha256, changed, idempotency_key, error, started_at, finished_at,
     (extract(epoch from finished_at - started_at) * 1000)::bigint as duration_ms,
-    token_id, token_name";
+    token_id, token_name, dropped_by";
 
 /// Which loads a list shows.
 pub struct LoadFilter<'a> {

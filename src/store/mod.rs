@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod closing;
 pub mod completed_keys;
 pub mod contents;
+pub mod drop_table;
 pub mod duplicates;
 pub mod error;
 pub mod idempotency;

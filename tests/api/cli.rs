@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 
 /// Runs the `idem` binary with `args`, `stdin` on its standard input.
-async fn idem(args: &[&str], stdin: &[u8]) -> Output {
+pub(crate) async fn idem(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem"))
         .args(args)
         .env_remove("IDEM_URL")
@@ -26,7 +26,7 @@ async fn idem(args: &[&str], stdin: &[u8]) -> Output {
     child.wait_with_output().await.unwrap()
 }
 
-fn file_with(suffix: &str, text: &str) -> tempfile::NamedTempFile {
+pub(crate) fn file_with(suffix: &str, text: &str) -> tempfile::NamedTempFile {
     let mut file = tempfile::Builder::new().suffix(suffix).tempfile().unwrap();
     file.write_all(text.as_bytes()).unwrap();
     file
@@ -475,12 +475,16 @@ fn day_csv(first: u64, rows: u64) -> String {
 
 /// `idem` with the server's flags after `args`; its exit code and stdout
 /// as JSON (null when it is not).
-async fn idem_json(app_url: &str, args: &[&str]) -> (Option<i32>, Value, String) {
+pub(crate) async fn idem_json(app_url: &str, args: &[&str]) -> (Option<i32>, Value, String) {
     idem_json_in(app_url, args, b"").await
 }
 
 /// `idem_json` with `stdin` on the standard input.
-async fn idem_json_in(app_url: &str, args: &[&str], stdin: &[u8]) -> (Option<i32>, Value, String) {
+pub(crate) async fn idem_json_in(
+    app_url: &str,
+    args: &[&str],
+    stdin: &[u8],
+) -> (Option<i32>, Value, String) {
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--url", app_url, "--token", ADMIN_TOKEN, "--quiet"]);
     let out = idem(&all, stdin).await;

@@ -4,8 +4,10 @@
 
 mod auth;
 mod cli;
+mod cli_commands;
 mod concurrency;
 mod container;
+mod drop_table;
 mod duplicates;
 mod encoding;
 mod evolve;

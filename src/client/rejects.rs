@@ -1,0 +1,115 @@
+//! `idem rejects TABLE` (the rows a `quarantine` policy kept, from `GET
+//! /rejects`) and `idem replay TABLE` (`POST /rejects/replay`, called again
+//! while the server says more are pending).
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::args::{RejectsArgs, ReplayArgs};
+use super::progress::{Progress, Unit};
+use super::send::{send_until_settled, Load, Payload};
+use super::show::list;
+use super::{say, Outcome};
+
+/// Most calls one `idem replay` makes (each takes up to 10,000 rejects).
+const MAX_REPLAY_CALLS: u32 = 1000;
+
+/// Runs `idem rejects`: oldest first, by load and record.
+pub async fn rejects(args: RejectsArgs) -> Outcome {
+    let columns = [
+        ("load", "load_id"),
+        ("record", "record"),
+        ("line", "line"),
+        ("ds", "ds"),
+        ("status", "status"),
+        ("tries", "tries"),
+        ("errors", "errors"),
+        ("received", "received_at"),
+    ];
+    let mut query = vec![("table", args.table.as_str())];
+    if let Some(status) = &args.status {
+        query.push(("status", status.as_str()));
+    }
+    list(&args.list, &["rejects"], &query, &columns).await
+}
+
+/// What the replay calls added up to.
+#[derive(Default)]
+struct Tally {
+    calls: u32,
+    tried: u64,
+    rows_replayed: u64,
+    rows_written: u64,
+    expired: u64,
+    still_pending: u64,
+    load_ids: Vec<Value>,
+}
+
+impl Tally {
+    fn add(&mut self, receipt: &Value) {
+        let count = |field: &str| receipt[field].as_u64().unwrap_or(0);
+        self.calls += 1;
+        self.tried += count("tried");
+        self.rows_replayed += count("rows_replayed");
+        self.rows_written += count("rows_written");
+        self.expired += count("expired");
+        self.still_pending = count("still_pending");
+        self.load_ids.push(receipt["load_id"].clone());
+    }
+}
+
+/// Runs `idem replay`: a summary on stdout.
+pub async fn replay(args: ReplayArgs) -> Outcome {
+    // A replay is meant to run again later, when more rows fit: each run
+    // is a new request, under a key of its own, retried under that key.
+    let first = args
+        .key
+        .clone()
+        .unwrap_or_else(|| format!("idem-replay:{}:{}", args.table, uuid::Uuid::now_v7()));
+    let url = match args
+        .server
+        .endpoint(&["rejects", "replay"], &[("table", &args.table)])
+    {
+        Ok(url) => url,
+        Err(outcome) => return outcome,
+    };
+    let progress = Arc::new(Progress::new(&args.table, Unit::Bytes, None, false));
+    let mut tally = Tally::default();
+    while tally.calls < MAX_REPLAY_CALLS {
+        let key = match tally.calls {
+            0 => first.clone(),
+            n => format!("{first}:{}", n + 1),
+        };
+        let load = Load {
+            method: reqwest::Method::POST,
+            url: url.clone(),
+            key: Some(key),
+            accept: None,
+            headers: Vec::new(),
+            what: format!("replay {} (call {})", args.table, tally.calls + 1),
+        };
+        let receipt =
+            match send_until_settled(&args.server, &load, &Payload::Nothing, &progress).await {
+                Ok(receipt) => receipt,
+                Err(outcome) => return outcome,
+            };
+        tally.add(&receipt);
+        // Rejects that stay bad are tried again on the next call only after
+        // the others: a call that replayed none has nothing more to gain.
+        if receipt["more_pending"] != true || receipt["rows_replayed"].as_u64() == Some(0) {
+            break;
+        }
+    }
+    say(json!({
+        "table": args.table,
+        "calls": tally.calls,
+        "tried": tally.tried,
+        "rows_replayed": tally.rows_replayed,
+        "rows_written": tally.rows_written,
+        "expired": tally.expired,
+        "still_pending": tally.still_pending,
+        "load_ids": tally.load_ids,
+    }));
+    Outcome::Done
+}

@@ -1,0 +1,95 @@
+//! Dropping a whole table (`DELETE /tables/{table}`): its Postgres table
+//! and partitions, its registry rows, rejects, duplicates, schema history,
+//! partition deltas and the Idempotency-Keys of its loads, in one
+//! transaction. The ledger keeps the table's loads, each marked with the
+//! drop that removed what it wrote, and records the drop itself.
+
+use std::time::Duration;
+
+use sqlx::{Connection, PgConnection};
+
+use super::ledger::{self, LoadEntry};
+use super::{lock_table, parent_table, Store, StoreResult};
+use crate::names::TableName;
+
+impl Store {
+    /// Drops `table` and records `entry` (the drop) in the ledger; false,
+    /// recording nothing, when there was no such table. Lock waits end
+    /// after `lock_wait` (the caller answers busy and the client retries).
+    #[tracing::instrument(skip(self, entry), fields(load_id = %entry.load_id))]
+    pub async fn drop_table(
+        &self,
+        table: &TableName,
+        entry: &LoadEntry<'_>,
+        lock_wait: Duration,
+    ) -> StoreResult<bool> {
+        let mut conn = self.acquire().await?;
+        let mut tx = conn.begin().await?;
+        sqlx::query(&format!(
+            "set local lock_timeout = {}",
+            lock_wait.as_millis()
+        ))
+        .execute(&mut *tx)
+        .await?;
+        // Exclusive: every writer holds the table's lock shared from its
+        // swap or merge to its commit, so a write either commits before the
+        // drop or finds the table gone after it (and fails or starts anew).
+        lock_table(&mut tx, table).await?;
+        let exists: Option<i32> =
+            sqlx::query_scalar("select 1 from idem.tables where name = $1 for update")
+                .bind(table.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+        if exists.is_none() {
+            return Ok(false);
+        }
+        remove(&mut tx, table, entry).await?;
+        ledger::insert(&mut tx, entry).await?;
+        tx.commit().await?;
+        // Replays of the dropped loads' keys must not outlive their rows
+        // here. (Another process forgets them when it restarts; see README.)
+        self.completed.forget_all();
+        Ok(true)
+    }
+}
+
+/// Everything of `table` but its ledger entries, which are marked dropped.
+async fn remove(
+    tx: &mut PgConnection,
+    table: &TableName,
+    entry: &LoadEntry<'_>,
+) -> StoreResult<()> {
+    // ACCESS EXCLUSIVE on the parent and its partitions: waits for readers
+    // streaming a partition (bounded by the lock timeout).
+    sqlx::query(&format!("drop table if exists {}", parent_table(table)))
+        .execute(&mut *tx)
+        .await?;
+    // A key's stored answer tells of rows that are gone: the same request
+    // sent again (a rerun after a fix) must write again, not replay.
+    // language=PostgreSQL
+    sqlx::query(
+        "delete from idem.idempotency_keys
+          where load_id in (select load_id from idem.loads where table_name = $1)",
+    )
+    .bind(table.as_str())
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("delete from idem.partition_deltas where table_name = $1")
+        .bind(table.as_str())
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "update idem.loads set dropped_by = $2 where table_name = $1 and dropped_by is null",
+    )
+    .bind(table.as_str())
+    .bind(entry.load_id)
+    .execute(&mut *tx)
+    .await?;
+    // Cascades to its partitions' registry rows, rejects, duplicates and
+    // schema history.
+    sqlx::query("delete from idem.tables where name = $1")
+        .bind(table.as_str())
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
