@@ -12,6 +12,7 @@ pub mod formats;
 pub mod hash;
 pub mod infer;
 mod json;
+mod tuple_size;
 
 use serde::Serialize;
 
@@ -180,6 +181,11 @@ impl ErrorLog {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// The most rows it lists.
+    pub fn max_listed(&self) -> usize {
+        self.max_listed
     }
 }
 
