@@ -26,6 +26,10 @@ pub struct NameError {
 
 const PATTERN: &str = "must match ^[a-z_][a-z0-9_]{0,47}$";
 
+/// Postgres's system columns: every table has them, so no column can take
+/// their names (`oid` has been an ordinary name since Postgres 12).
+const SYSTEM_COLUMNS: [&str; 6] = ["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"];
+
 /// Checks `^[a-z_][a-z0-9_]{0,47}$`.
 fn is_valid_name(name: &str) -> bool {
     let bytes = name.as_bytes();
@@ -171,6 +175,11 @@ impl ColumnName {
                 "starts with '_', which is reserved for system columns",
             ));
         }
+        if SYSTEM_COLUMNS.contains(&name) {
+            return Err(error(
+                "is reserved: Postgres gives every table a system column of that name",
+            ));
+        }
         Ok(ColumnName(name.to_string()))
     }
 }
@@ -197,6 +206,20 @@ mod tests {
         assert!(ColumnName::parse("_load_id").is_err());
         assert!(ColumnName::parse("load_id").is_ok());
         assert!(TableName::parse("_staging").is_ok());
+    }
+
+    #[test]
+    fn postgres_system_column_names_are_refused_for_columns_with_the_reason() {
+        for name in ["xmin", "xmax", "cmin", "cmax", "ctid", "tableoid"] {
+            let err = ColumnName::parse(name).unwrap_err();
+            assert!(err.to_string().contains("system column"), "{err}");
+            assert!(
+                TableName::parse(name).is_ok(),
+                "a table may be called {name}"
+            );
+        }
+        assert!(ColumnName::parse("oid").is_ok());
+        assert!(ColumnName::parse("xmin_at").is_ok());
     }
 
     #[test]

@@ -59,15 +59,17 @@ impl ColumnType {
         }
     }
 
-    /// The bytes a value takes in a row and its alignment; for a value that
-    /// may move out of line, the pointer it leaves behind.
-    fn stored_width(self) -> (usize, usize) {
+    /// The bytes a value takes in a row and its alignment, for a type of
+    /// fixed width; `None` for text, numeric and jsonb, whose values take
+    /// what they take: a short one its bytes, a long one the 18-byte
+    /// pointer it leaves once moved out of line (TOAST).
+    pub fn fixed_width(self) -> Option<(usize, usize)> {
         match self {
-            Self::Bigint | Self::DoublePrecision | Self::Timestamptz => (8, 8),
-            Self::Integer | Self::Date => (4, 4),
-            Self::Boolean => (1, 1),
-            Self::Uuid => (16, 1),
-            Self::Text | Self::Numeric | Self::Jsonb => (18, 1),
+            Self::Bigint | Self::DoublePrecision | Self::Timestamptz => Some((8, 8)),
+            Self::Integer | Self::Date => Some((4, 4)),
+            Self::Boolean => Some((1, 1)),
+            Self::Uuid => Some((16, 1)),
+            Self::Text | Self::Numeric | Self::Jsonb => None,
         }
     }
 
@@ -347,13 +349,16 @@ impl SchemaError {
 /// `_row_hash`, and a merge's incoming rows `_deleted`.
 pub const MAX_USER_COLUMNS: usize = 1600 - 4;
 
-/// The most a row's fixed part may take: Postgres's 8 kB page, less its
-/// headers (a row must fit one page once long values are moved out).
-const MAX_ROW_BYTES: usize = 8160;
+/// The most a row may take: Postgres's 8 kB page, less its headers
+/// (`MaxHeapTupleSize`; a row must fit one page once long values are moved
+/// out).
+pub const MAX_ROW_BYTES: usize = 8160;
 
 /// Checks that a table of `columns` can exist and hold a row: at most
-/// `MAX_USER_COLUMNS`, and a row whose fixed-width values (long values move
-/// out of line, leaving an 18-byte pointer) fit a page.
+/// `MAX_USER_COLUMNS`, and a row of all its fixed-width values fits a page.
+/// Text, numeric and jsonb values are not counted: whether a row of them
+/// fits depends on the values sent (`ingest::tuple_size` checks each row),
+/// and a table of 1,500 text columns holds rows of short or long values.
 pub fn check_width(columns: &[Column]) -> Result<(), SchemaError> {
     if columns.len() > MAX_USER_COLUMNS {
         return Err(SchemaError::TooWide(format!(
@@ -364,13 +369,12 @@ pub fn check_width(columns: &[Column]) -> Result<(), SchemaError> {
     // Row header and null bitmap, then idem's own columns (a uuid and two
     // 32-byte digests), then the user columns, each aligned.
     let mut width = 24 + columns.len().div_ceil(8) + 16 + 2 * 33;
-    for column in columns {
-        let (size, align) = column.ty.stored_width();
+    for (size, align) in columns.iter().filter_map(|c| c.ty.fixed_width()) {
         width = width.next_multiple_of(align) + size;
     }
     if width > MAX_ROW_BYTES {
         return Err(SchemaError::TooWide(format!(
-            "a row of these columns takes at least {width} bytes; Postgres holds at most {MAX_ROW_BYTES}"
+            "a row of these columns' fixed-width values takes {width} bytes; Postgres holds at most {MAX_ROW_BYTES}"
         )));
     }
     Ok(())
@@ -639,11 +643,19 @@ pub struct SchemaWants {
     /// `None`: only nulls seen so far (made text if nothing else comes).
     pub add: std::collections::BTreeMap<ColumnName, Option<ColumnType>>,
     pub widen: std::collections::BTreeMap<ColumnName, ColumnType>,
+    /// The first field whose name no column can have: the body is refused
+    /// (`invalid_name`), as a first write to a new table would be.
+    pub refused: Option<NameError>,
 }
 
 impl SchemaWants {
     pub fn is_empty(&self) -> bool {
-        self.add.is_empty() && self.widen.is_empty()
+        self.add.is_empty() && self.widen.is_empty() && self.refused.is_none()
+    }
+
+    /// A field that cannot become a column, for the name's reason.
+    pub fn refuse_name(&mut self, error: NameError) {
+        self.refused.get_or_insert(error);
     }
 
     /// A column for field `name`, holding a value of type `ty` (`None`: a
@@ -930,7 +942,9 @@ mod tests {
         assert!(matches!(wide(2000, "text"), Err(SchemaError::TooWide(_))));
         assert!(matches!(wide(1500, "bigint"), Err(SchemaError::TooWide(_))));
         assert!(wide(900, "bigint").is_ok());
-        assert!(wide(400, "text").is_ok());
+        assert!(wide(1500, "text").is_ok());
+        assert!(wide(1595, "jsonb").is_ok());
+        assert!(matches!(wide(1596, "text"), Err(SchemaError::TooWide(_))));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use sha2::{Digest, Sha256};
 
 use super::cell::{parse_cell, write_fixed, Cell};
 use super::infer::value_type;
+use super::tuple_size::TupleSize;
 use super::RawField;
 use super::{ErrorLog, RawRecord, RowError};
 use crate::names::ColumnName;
@@ -69,11 +70,16 @@ pub struct RowEncoder<'d> {
 
 impl RowEncoder<'_> {
     /// Under collected wants: a column for field `name` (when it can be one).
+    /// A field whose name no column can have is wanted too: it refuses
+    /// the body with the name's reason (see `SchemaWants::refused`).
     fn want_column(&mut self, name: &str, raw: RawField<'_>) -> bool {
-        let (Some(wants), Ok(column)) = (&mut self.wants, ColumnName::parse(name)) else {
+        let Some(wants) = &mut self.wants else {
             return false;
         };
-        wants.add_column(column, value_type(raw));
+        match ColumnName::parse(name) {
+            Ok(column) => wants.add_column(column, value_type(raw)),
+            Err(e) => wants.refuse_name(e),
+        }
         self.row_wants = true;
         true
     }
@@ -218,6 +224,10 @@ impl<'d> RowEncoder<'d> {
                         Ok(_) => {}
                         Err(message) => errors.push(row_error(record, Some(name), message)),
                     }
+                } else if name == DELETED_FIELD && self.def.primary_key.is_empty() {
+                    // Neither dropped nor made a column: a delete asked
+                    // for and not done would be a wrong answer.
+                    errors.push(row_error(record, Some(name), not_a_column(self.def, name)));
                 } else if self.def.schema == SchemaPolicy::DiscardUnknown {
                     self.discarded_fields += 1;
                 } else if !self.want_column(name, *raw) {
@@ -370,10 +380,16 @@ impl<'d> RowEncoder<'d> {
                 ),
             )),
         }
+        let mut size = TupleSize::new(cells.len() + usize::from(self.def.keyed_by_part()));
         for (cell, column) in cells.iter().zip(&self.def.columns) {
-            if let Err(message) = cell.write_binary(column.ty, copy_out) {
-                errors.push(row_error(record, Some(&column.name), message));
+            let at = copy_out.len();
+            match cell.write_binary(column.ty, copy_out) {
+                Ok(()) => size.add(column.ty, &copy_out[at..]),
+                Err(message) => errors.push(row_error(record, Some(&column.name), message)),
             }
+        }
+        if let Err(message) = size.check() {
+            errors.push(row_error(record, None, message));
         }
         if self.def.keyed_by_part() {
             let start = self.row_period.map_or(Cell::Null, |p| {
@@ -462,6 +478,12 @@ fn without_trailing_nulls<'c, 'v>(cells: &'c [Cell<'v>]) -> &'c [Cell<'v>] {
 /// `Amount` means `amount`.
 pub fn not_a_column(def: &TableDef, name: &str) -> String {
     const NO_HINT: &str = "is not a column of this table";
+    if name == DELETED_FIELD && def.primary_key.is_empty() {
+        return format!(
+            "marks a tombstone, and tombstones need a primary key: table {:?} has none",
+            def.name
+        );
+    }
     // No name of a valid length is within a third of one this long; and a
     // hostile body's long names must not cost an edit distance each.
     if name.len() > 2 * crate::names::MAX_NAME_LEN {

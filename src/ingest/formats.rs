@@ -4,7 +4,7 @@
 //! one request can list all of its bad rows.
 
 use std::borrow::Cow;
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, Read};
 use std::ops::ControlFlow;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -121,11 +121,28 @@ pub fn read_records<R: BufRead>(
     sink: &mut impl RecordSink,
     max_record: usize,
 ) -> Result<(), ReadError> {
+    let reader = without_byte_order_mark(reader)?;
     match format {
         BodyFormat::Ndjson => read_ndjson(reader, sink, max_record),
         BodyFormat::JsonArray => read_json_array(reader, sink, max_record),
         BodyFormat::Csv => read_csv(reader, sink, max_record),
     }
+}
+
+/// The UTF-8 byte order mark that some tools (Excel, PowerShell, Notepad)
+/// write before any text: no part of the body, in any format.
+const BYTE_ORDER_MARK: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+/// `reader` past a byte order mark at its start, if there is one.
+fn without_byte_order_mark<R: BufRead>(
+    mut reader: R,
+) -> io::Result<io::Chain<io::Cursor<Vec<u8>>, R>> {
+    let mut head = Vec::with_capacity(BYTE_ORDER_MARK.len());
+    (&mut reader).take(3).read_to_end(&mut head)?;
+    if head == BYTE_ORDER_MARK {
+        head.clear();
+    }
+    Ok(io::Cursor::new(head).chain(reader))
 }
 
 fn read_ndjson<R: BufRead>(
@@ -564,8 +581,7 @@ fn read_csv<R: BufRead>(
     Ok(())
 }
 
-/// The header's column names, trimmed, without a UTF-8 byte order mark;
-/// `None` for an empty body.
+/// The header's column names, trimmed; `None` for an empty body.
 fn read_csv_header<R: BufRead>(csv: &mut CsvReader<R>) -> Result<Option<Vec<String>>, ReadError> {
     if !csv.next_record()? {
         return Ok(None);
@@ -573,11 +589,6 @@ fn read_csv_header<R: BufRead>(csv: &mut CsvReader<R>) -> Result<Option<Vec<Stri
     let mut names: Vec<String> = Vec::with_capacity(csv.field_count());
     for (i, field) in csv.fields().enumerate() {
         let raw = field.bytes;
-        let raw = if i == 0 {
-            raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw)
-        } else {
-            raw
-        };
         let name = std::str::from_utf8(raw).map_err(|_| {
             ReadError::Malformed(RowError {
                 line: csv.line(),
@@ -826,6 +837,28 @@ mod tests {
         assert_eq!(c.rows[0].2[0].1, "");
         assert_eq!(c.rows[0].2[1].1, "<null>");
         assert_eq!(c.rows[0].2[2].1, "\"");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_before_json_as_before_csv() {
+        for (format, body) in [
+            (BodyFormat::Ndjson, "\u{feff}{\"a\":1}\n"),
+            (BodyFormat::JsonArray, "\u{feff}[{\"a\":1}]"),
+            (BodyFormat::Csv, "\u{feff}a\n1\n"),
+        ] {
+            let (c, r) = read(format, body);
+            assert!(
+                r.is_ok() && c.errors.is_empty(),
+                "{format:?}: {:?}",
+                c.errors
+            );
+            assert_eq!(c.rows[0].2[0].0, "a", "{format:?}");
+            assert_eq!(c.rows[0].0, if format == BodyFormat::Csv { 2 } else { 1 });
+        }
+        // Only at the start, and only whole: anything else is the body's.
+        let (c, _) = read(BodyFormat::Ndjson, "{\"a\":1}\n\u{feff}{\"a\":2}\n");
+        assert_eq!(c.errors.len(), 1);
+        assert!(read(BodyFormat::Ndjson, "").1.is_ok());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::ops::ControlFlow;
 
 use super::cell::{parse_text, parse_timestamp};
 use super::temporal::Infinity;
+use super::encode::DELETED_FIELD;
 use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
 use crate::names::{ColumnName, TableName};
 use crate::schema::{check_width, Column, ColumnType, SchemaError, SchemaPolicy, TableDef};
@@ -118,7 +119,13 @@ pub fn infer_table(
     // here and reported by the real pass over the whole body.
     let _ = read_records(format, head, &mut guess, head.len());
     let mut columns = Vec::with_capacity(guess.columns.len() + 1);
-    for (name, ty) in guess.columns {
+    // A tombstone's mark is no column: the table made has no key, and the
+    // rows that carry it are refused for that (see `not_a_column`).
+    let fields = guess
+        .columns
+        .into_iter()
+        .filter(|(n, _)| n != DELETED_FIELD);
+    for (name, ty) in fields {
         let name = ColumnName::parse(&name)?;
         let is_partition = &name == partition_by;
         columns.push(Column {

@@ -13,6 +13,7 @@ pub mod hash;
 pub mod infer;
 mod json;
 mod temporal;
+mod tuple_size;
 
 use serde::Serialize;
 
@@ -181,6 +182,11 @@ impl ErrorLog {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// The most rows it lists.
+    pub fn max_listed(&self) -> usize {
+        self.max_listed
     }
 }
 

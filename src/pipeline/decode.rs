@@ -59,6 +59,8 @@ pub struct Decoded {
     pub errors: ErrorLog,
     /// Under `bad_rows: quarantine`: the bad rows, to be kept with the load.
     pub rejects: Option<RejectSpool>,
+    /// The first of them (as many as a refusal lists), with their problems.
+    pub set_aside: Vec<BadRow>,
     /// Why the rejects could not be spooled (the load fails).
     pub spool_error: Option<io::Error>,
     pub read_error: Option<ReadError>,
@@ -335,6 +337,8 @@ struct Encoding<'d> {
     /// Under `bad_rows: quarantine`, where bad rows go instead of refusing
     /// the body.
     rejects: Option<RejectSpool>,
+    /// The first bad rows set aside, up to `errors`' listing bound.
+    set_aside: Vec<BadRow>,
     spool_error: Option<io::Error>,
     /// A CSV body's header as sent (each reject keeps it).
     csv_header: Option<Vec<u8>>,
@@ -438,6 +442,9 @@ impl Encoding<'_> {
         let (Some(problems), Some(spool)) = (problems.listed.first(), &mut self.rejects) else {
             return;
         };
+        if self.set_aside.len() < self.errors.max_listed() {
+            self.set_aside.push(problems.clone());
+        }
         let reject = Reject {
             record: number,
             line,
@@ -530,6 +537,7 @@ fn decode<R: io::Read>(
             Quarantine::Keep(source) => RejectSpool::copying(source, job.spool_dir.clone()),
             Quarantine::List => RejectSpool::listing(),
         }),
+        set_aside: Vec::new(),
         spool_error: None,
         csv_header: None,
     };
@@ -548,6 +556,7 @@ fn decode<R: io::Read>(
         body_sha256: hex::encode(reader.into_inner().hash.finalize()),
         errors: sink.errors,
         rejects: sink.rejects,
+        set_aside: sink.set_aside,
         spool_error: sink.spool_error,
         read_error,
         header_refusal: sink.header_refusal,

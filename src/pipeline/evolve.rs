@@ -20,7 +20,9 @@ use std::io::{Seek, SeekFrom};
 use bytes::Bytes;
 use sha2::Sha256;
 
-use super::decode::{decode_whole, read_small, spawn_decoder, BodyRead, DecodeJob, RepeatCheck};
+use super::decode::{
+    decode_whole, read_small, spawn_decoder, BodyRead, DecodeJob, Quarantine, RepeatCheck,
+};
 use super::partition::spool_body;
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::ingest::{BodyFormat, EncodeOptions};
@@ -71,6 +73,9 @@ pub struct BodyReading<'a> {
     pub options: &'a EncodeOptions,
     pub ticket: &'a LoadTicket,
     pub lock_wait: Option<std::time::Duration>,
+    /// Bad rows are set aside rather than refuse the body (a replay's): the
+    /// others' needs are met even when some rows are bad.
+    pub set_aside_bad_rows: bool,
 }
 
 /// What a scan found.
@@ -113,6 +118,7 @@ impl Pipeline {
         };
         let job = DecodeJob {
             collect_wants: true,
+            quarantine: reading.set_aside_bad_rows.then_some(Quarantine::List),
             ..self.decode_job(
                 target.def().clone(),
                 reading.options.clone(),
@@ -156,6 +162,11 @@ impl Pipeline {
 }
 
 impl Rereadable {
+    /// A body already in memory.
+    pub fn in_memory(body: Bytes) -> Self {
+        Rereadable(Kept::Memory(body))
+    }
+
     /// Reads `body` whole when small, else spools it to a temporary file.
     async fn read(body: BodyReader, pipeline: &Pipeline) -> WriteResult<Self> {
         Ok(
@@ -182,6 +193,9 @@ impl Rereadable {
                 decoding.decoder.await?
             }
         };
+        if let Some(name) = decoded.wants.refused {
+            return Err(WriteError::Inferred(name.into()));
+        }
         let refused = decoded.read_error.is_some() || !decoded.errors.is_empty();
         Ok(if refused || decoded.wants.is_empty() {
             Scan::Fits

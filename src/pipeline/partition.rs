@@ -185,6 +185,7 @@ impl Pipeline {
             options: &options,
             ticket,
             lock_wait: Some(self.settings.idempotency_wait()),
+            set_aside_bad_rows: false,
         };
         // On the stage's connection, which has no transaction open yet.
         let (mut target, mut body) = self

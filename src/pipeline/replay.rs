@@ -14,20 +14,22 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::body::BodySource;
 use super::decode::{self, decode_whole, Decode, Quarantine, RepeatCheck};
+use super::evolve::{BodyReading, Rereadable};
 use super::rows::{choose_mode, encode_options};
-use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::{BodyFormat, ContentDelta};
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{SchemaPolicy, TableDef};
 use crate::store::catalog;
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::merge::{clear_incoming, MergeMode, PartitionAfter};
@@ -163,6 +165,7 @@ impl Pipeline {
         let expired = rejects::expire(&mut *tx, &def.name, window).await?;
         let (pending, more) = rejects::take_pending(&mut *tx, &def.name, REPLAY_BOUNDS).await?;
         let mut outcome = Outcome::default();
+        let mut def = def;
         for (i, (key, group)) in group_rejects(&pending).into_iter().enumerate() {
             if i > 0 {
                 clear_incoming(&mut *tx, &def).await?;
@@ -174,7 +177,8 @@ impl Pipeline {
                 principal: &principal,
                 scope: &scope,
             };
-            self.replay_group(tx, &def, ticket, group, &mut outcome)
+            def = self
+                .replay_group(tx, def, ticket, group, &mut outcome)
                 .await?;
         }
         let tried: Vec<Tried<'_>> = outcome
@@ -201,15 +205,17 @@ struct Group<'a> {
 }
 
 impl Pipeline {
-    /// Writes one group's records that now fit; notes each one's fate.
+    /// Writes one group's records that now fit, the table grown for them
+    /// first under `schema: evolve`; notes each one's fate. Returns the
+    /// table as it is now.
     async fn replay_group(
         &self,
         tx: &mut PgConnection,
-        def: &TableDef,
+        def: TableDef,
         ticket: &LoadTicket,
         group: Group<'_>,
         outcome: &mut Outcome,
-    ) -> WriteResult<()> {
+    ) -> WriteResult<TableDef> {
         // Only rejects whose record was kept are taken (`take_pending`).
         let kept = group.rejects;
         let Some(format) = BodyFormat::from_name(&group.key.format) else {
@@ -217,28 +223,37 @@ impl Pipeline {
         };
         // The mode its write asked for: a patch's rows stay patches.
         let asked = group.key.mode.as_deref().and_then(MergeMode::from_name);
-        let mode = match choose_mode(def, asked) {
+        let mode = match choose_mode(&def, asked) {
             Ok(mode) => mode,
             Err(e) => {
                 for reject in group.rejects {
                     outcome.still_bad(reject, &e.to_string());
                 }
-                return Ok(());
+                return Ok(def);
             }
         };
-        let mut options = encode_options(def, mode, group.principal, group.scope);
+        let mut options = encode_options(&def, mode, group.principal, group.scope);
         options.ds = match &group.key.put_ds {
             Some(label) => Some(Period::parse(label, def.grain).ok_or(StoreError::Corrupt(
                 "a reject's partition is not one of its table",
             ))?),
             None => None,
         };
+        let body = Bytes::from(replay_body(format, group.key.csv_header.as_deref(), kept));
+        let reading = BodyReading {
+            format,
+            options: &options,
+            ticket,
+            // The claim's transaction bounds its lock waits.
+            lock_wait: None,
+            set_aside_bad_rows: true,
+        };
+        let def = self.fit_replayed(tx, def, reading, &body).await?;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
         let job = decode::DecodeJob {
             quarantine: Some(Quarantine::List),
             ..job
         };
-        let body = replay_body(format, group.key.csv_header.as_deref(), kept);
         // Up to `REPLAY_BOUNDS` of records: decoded off the async threads.
         let (decoded, copy) =
             tokio::task::spawn_blocking(move || decode_whole(&job, &body)).await?;
@@ -248,12 +263,15 @@ impl Pipeline {
                 for reject in kept {
                     outcome.still_bad(reject, &e.to_string());
                 }
-                return Ok(());
+                return Ok(def);
             }
             Err(e) => return Err(e),
         };
         let decoding = Decode::Whole(Box::new(decoded), copy);
-        let (listed, written) = self.merge_decoding(tx, def, mode, ticket, decoding).await?;
+        let target = Target::Stored(def.clone());
+        let (listed, written) = self
+            .merge_decoding(tx, target, mode, ticket, decoding)
+            .await?;
         let mut bad: BTreeMap<u64, Vec<Problem>> = BTreeMap::new();
         if let Some(listed) = &listed {
             bad.extend(
@@ -266,7 +284,28 @@ impl Pipeline {
         for (number, reject) in (1u64..).zip(kept) {
             outcome.tried(reject, bad.remove(&number));
         }
-        outcome.add(written.receipt, written.deltas)
+        outcome.add(written.receipt, written.deltas)?;
+        Ok(def)
+    }
+
+    /// Under `schema: evolve`, the table grown to fit the group's records
+    /// as it would be for a POST of them (the records still bad for other
+    /// reasons set aside meanwhile); any other table as it is.
+    async fn fit_replayed(
+        &self,
+        tx: &mut PgConnection,
+        def: TableDef,
+        reading: BodyReading<'_>,
+        body: &Bytes,
+    ) -> WriteResult<TableDef> {
+        if def.schema != SchemaPolicy::Evolve {
+            return Ok(def);
+        }
+        let body = Rereadable::in_memory(body.clone());
+        let target = self
+            .fit_again(tx, Target::Stored(def), reading, Some(&body))
+            .await?;
+        Ok(target.into_def())
     }
 }
 

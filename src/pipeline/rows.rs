@@ -165,30 +165,38 @@ impl Pipeline {
         ticket: &LoadTicket,
         tx: &mut PgConnection,
     ) -> WriteResult<RowsWritten> {
-        let (def, mode, decoding) = self.decoding(req, ticket, tx).await?;
+        let (target, mode, decoding) = self.decoding(req, ticket, tx).await?;
+        let table = target.def().name.clone();
         let (rejects, mut written) = self
-            .merge_decoding(tx, &def, mode, ticket, decoding)
+            .merge_decoding(tx, target, mode, ticket, decoding)
             .await?;
         if let Some(rejects) = rejects {
             let receipt = &mut written.receipt;
             receipt.rejected = rejects::keep(tx, rejects).await?;
-            receipt.rejects = rejects_link(&def.name, ticket.load_id, receipt.rejected);
+            receipt.rejects = rejects_link(&table, ticket.load_id, receipt.rejected);
         }
         Ok(written)
     }
 
-    /// Merges (or appends) the decoded rows into `def`'s table in `tx`;
-    /// returns the bad rows set aside under a quarantine, and what was
-    /// written.
+    /// Merges (or appends) the decoded rows into the target's table in
+    /// `tx`, created there if it is new and rows are written; returns the
+    /// bad rows set aside under a quarantine, and what was written.
     pub(super) async fn merge_decoding(
         &self,
         tx: &mut PgConnection,
-        def: &TableDef,
+        target: Target,
         mode: MergeMode,
         ticket: &LoadTicket,
         decoding: Decode,
     ) -> WriteResult<(Option<RejectSpool>, RowsWritten)> {
-        let (mut decoded, landed) = self.land_rows(tx, def, mode, decoding).await?;
+        let (mut decoded, landed) = self.land_rows(tx, target.def(), mode, decoding).await?;
+        let def = match target {
+            Target::Inferred(def) if landed.rows == 0 => {
+                return nothing_stored(ticket, &def, mode, decoded);
+            }
+            target => self.create_if_new(&mut *tx, target).await?,
+        };
+        let def = &def;
         let incoming = Incoming {
             rows: landed.rows,
             content: decoded.input_hash,
@@ -232,7 +240,7 @@ impl Pipeline {
         mut req: PostRows,
         ticket: &LoadTicket,
         tx: &mut PgConnection,
-    ) -> WriteResult<(TableDef, MergeMode, Decode)> {
+    ) -> WriteResult<(Target, MergeMode, Decode)> {
         match req.predecoded.take() {
             Some(pre) if req.known_def.as_ref() == Some(&pre.def) => {
                 let Predecoded {
@@ -242,7 +250,8 @@ impl Pipeline {
                     copy,
                     ..
                 } = *pre;
-                return Ok((def, mode, Decode::Whole(Box::new(decoded), Some(copy))));
+                let decoding = Decode::Whole(Box::new(decoded), Some(copy));
+                return Ok((Target::Stored(def), mode, decoding));
             }
             // The table changed since: its body is decoded again.
             Some(pre) => req.body.reader = Box::new(std::io::Cursor::new(pre.body)),
@@ -264,6 +273,7 @@ impl Pipeline {
             ticket,
             // The claim's transaction bounds its lock waits.
             lock_wait: None,
+            set_aside_bad_rows: false,
         };
         let (target, mut body) = self
             .fit_table_to_body(&mut *tx, target, reading, body)
@@ -271,13 +281,35 @@ impl Pipeline {
         let body = body
             .reader()?
             .ok_or_else(|| WriteError::Internal(anyhow::anyhow!("a fitted body went missing")))?;
-        let def = self.create_if_new(&mut *tx, target).await?;
-        let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
+        // A new table is made only once rows are known to land in it.
+        let def = target.def().clone();
+        let job = self.decode_job(def, options, RepeatCheck::Watch, ticket, format);
         let job = quarantined(job, req.bad_rows, mode, ticket);
         let small = self.settings.small_body_bytes();
         let decoding = decode::decode_small_or_spawn(job, body, small).await?;
-        Ok((def, mode, decoding))
+        Ok((target, mode, decoding))
     }
+}
+
+/// The answer to a write to a table nobody declared that stores no row:
+/// no table is made for it. Its bad rows, which a quarantine could keep
+/// only for a table that exists, refuse it as under `bad_rows: reject`.
+fn nothing_stored(
+    ticket: &LoadTicket,
+    def: &TableDef,
+    mode: MergeMode,
+    decoded: Decoded,
+) -> WriteResult<(Option<RejectSpool>, RowsWritten)> {
+    if let Some(rejects) = decoded.rejects.as_ref().filter(|r| r.count() > 0) {
+        return Err(WriteError::BadRows {
+            count: rejects.count(),
+            rows_received: decoded.rows_received,
+            errors: decoded.set_aside.clone(),
+        });
+    }
+    let receipt = RowsReceipt::new(ticket, def, mode, &decoded, Merged::default());
+    let deltas = Vec::new();
+    Ok((None, RowsWritten { receipt, deltas }))
 }
 
 /// `job` with its bad rows quarantined when the request's policy (or, when

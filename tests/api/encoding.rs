@@ -505,3 +505,58 @@ fn values_land_as_postgres_reads_their_text() {
         panic!("{e}");
     }
 }
+
+#[tokio::test]
+async fn a_byte_order_mark_before_an_ndjson_or_json_body_is_skipped_as_before_csv() {
+    use crate::helpers::{json_body, order, spawn_app};
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let row = order(1, "paid", "2026-10-12T01:00:00Z");
+    let bodies = [
+        ("application/x-ndjson", format!("\u{feff}{row}\n")),
+        ("application/json", format!("\u{feff}[{row}]")),
+        (
+            "text/csv",
+            "\u{feff}order_id,ds\r\n1,2026-10-12\r\n".to_string(),
+        ),
+    ];
+    for (content_type, body) in bodies.clone() {
+        let r = app
+            .put("/partitions/orders/2026-10-12", content_type, body)
+            .await;
+        assert_eq!(
+            r.status(),
+            200,
+            "{content_type}: {}",
+            r.text().await.unwrap()
+        );
+    }
+    for (i, (content_type, body)) in bodies.into_iter().enumerate() {
+        let r = app
+            .client
+            .post(app.url("/rows?table=orders"))
+            .header("content-type", content_type)
+            .header("idempotency-key", format!("k{i}"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            200,
+            "{content_type}: {}",
+            r.text().await.unwrap()
+        );
+    }
+    // A table nobody declared takes its columns' names without the mark.
+    let r = app
+        .put(
+            "/partitions/fresh/2026-10-12",
+            "application/x-ndjson",
+            "\u{feff}{\"n\":1}\n",
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let fresh = json_body(app.get("/tables/fresh").await).await;
+    assert_eq!(fresh["columns"][0]["name"], "n", "{fresh}");
+}
