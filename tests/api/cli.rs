@@ -26,7 +26,7 @@ async fn idem(args: &[&str], stdin: &[u8]) -> Output {
     child.wait_with_output().await.unwrap()
 }
 
-fn file_with(suffix: &str, text: &str) -> tempfile::NamedTempFile {
+pub(crate) fn file_with(suffix: &str, text: &str) -> tempfile::NamedTempFile {
     let mut file = tempfile::Builder::new().suffix(suffix).tempfile().unwrap();
     file.write_all(text.as_bytes()).unwrap();
     file
@@ -475,7 +475,7 @@ fn day_csv(first: u64, rows: u64) -> String {
 
 /// `idem` with the server's flags after `args`; its exit code and stdout
 /// as JSON (null when it is not).
-async fn idem_json(app_url: &str, args: &[&str]) -> (Option<i32>, Value, String) {
+pub(crate) async fn idem_json(app_url: &str, args: &[&str]) -> (Option<i32>, Value, String) {
     idem_json_in(app_url, args, b"").await
 }
 
@@ -493,7 +493,7 @@ async fn idem_json_in(app_url: &str, args: &[&str], stdin: &[u8]) -> (Option<i32
 }
 
 /// Each partition's `result` in a backfill's JSON, in order.
-fn results(report: &Value) -> Vec<(String, String)> {
+pub(crate) fn results(report: &Value) -> Vec<(String, String)> {
     report
         .as_array()
         .unwrap_or(&Vec::new())

@@ -21,6 +21,7 @@ mod processes;
 mod quarantine;
 mod refusals;
 mod reports;
+mod reverts;
 mod round_trip;
 mod rows;
 mod tables;
