@@ -73,6 +73,9 @@ pub enum ApiError {
 /// a failover); a busy one frees a connection within a request or two.
 const RETRY_UNAVAILABLE: Duration = Duration::from_secs(5);
 const RETRY_BUSY: Duration = Duration::from_secs(1);
+/// A full spool frees as the writes that fill it end (their files go when
+/// closed), or when an operator makes room.
+const RETRY_SPOOL_FULL: Duration = Duration::from_secs(5);
 
 #[derive(Serialize)]
 struct Problem<'a> {
@@ -156,6 +159,7 @@ impl ApiError {
             }
             "database_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "Database unavailable"),
             "busy" => (StatusCode::SERVICE_UNAVAILABLE, "Busy"),
+            "spool_full" => (StatusCode::SERVICE_UNAVAILABLE, "Spool full"),
             "limit_exceeded" => (StatusCode::UNPROCESSABLE_ENTITY, "Limit exceeded"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
         }
@@ -186,6 +190,7 @@ impl ApiError {
         let store = match self {
             ApiError::Store(e) | ApiError::Write(WriteError::Store(e)) => e,
             ApiError::Write(WriteError::Busy) => return Some(RETRY_BUSY),
+            ApiError::Write(WriteError::SpoolFull(_)) => return Some(RETRY_SPOOL_FULL),
             _ => return None,
         };
         match store {
@@ -203,6 +208,7 @@ impl ApiError {
             s if s.is_server_error() => match self.code() {
                 "database_unavailable" => "the database is unavailable; retry later".into(),
                 "busy" => "every database connection is in use; retry later".into(),
+                "spool_full" => "the server has no room to spool this write; retry later".into(),
                 _ => "internal error".into(),
             },
             _ => self.to_string(),
@@ -214,8 +220,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.code();
         let (status, title) = Self::status_and_title(code);
-        if status.is_server_error() {
-            tracing::error!(error = ?self, "request failed");
+        match code {
+            // The server's condition, not a bug: a warning for the operator.
+            "spool_full" => tracing::warn!(error = ?self, "request failed"),
+            _ if status.is_server_error() => tracing::error!(error = ?self, "request failed"),
+            _ => {}
         }
         let row_errors = self.row_errors();
         let problem = Problem {
@@ -312,6 +321,16 @@ mod tests {
         for (error, status) in refusals {
             assert_eq!(error.status().as_u16(), status, "{error:?}");
         }
+    }
+
+    #[test]
+    fn a_full_spool_is_a_503_that_says_when_to_retry() {
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let full = ApiError::from(WriteError::SpoolFull(full));
+        assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(full.code(), "spool_full");
+        let response = full.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "5");
     }
 
     #[test]

@@ -204,7 +204,7 @@ pub async fn finish(decoder: JoinHandle<Decoded>) -> WriteResult<Decoded> {
 }
 
 /// The decoder's verdict: the body's refusal, if it was refused.
-pub fn verdict(decoded: Decoded) -> WriteResult<Decoded> {
+pub fn verdict(mut decoded: Decoded) -> WriteResult<Decoded> {
     let rows_received = decoded.rows_received;
     match &decoded.read_error {
         Some(ReadError::Io(e)) => return Err(classify_read_error(e).into()),
@@ -232,10 +232,8 @@ pub fn verdict(decoded: Decoded) -> WriteResult<Decoded> {
             "a body that needs the table changed was taken as decoded"
         )));
     }
-    if let Some(e) = &decoded.spool_error {
-        return Err(WriteError::Internal(anyhow::anyhow!(
-            "the rejects could not be spooled: {e}"
-        )));
+    if let Some(e) = decoded.spool_error.take() {
+        return Err(super::spool::spool_failed(e));
     }
     if !decoded.errors.is_empty() {
         return Err(WriteError::BadRows {

@@ -47,6 +47,10 @@ pub enum WriteError {
     Inferred(#[from] SchemaError),
     #[error("the Idempotency-Key was used for a different request (method, path, content type or body differ)")]
     KeyReused,
+    /// The spool's disk (`IDEM_SPOOL_DIR`) has no room for what the write
+    /// must keep there.
+    #[error("the spool has no room for this write; retry later")]
+    SpoolFull(#[source] std::io::Error),
     /// Every turn to write is taken, for longer than a write waits.
     #[error("too many writes are running; retry later")]
     Busy,
@@ -70,6 +74,7 @@ impl WriteError {
             WriteError::Inferred(e) => e.code(),
             WriteError::KeyReused => "idempotency_key_reused",
             WriteError::Busy => "busy",
+            WriteError::SpoolFull(_) => "spool_full",
             WriteError::Store(e) => e.code(),
             WriteError::Internal(_) => "internal",
         }
@@ -99,7 +104,7 @@ impl WriteError {
     pub fn is_refusal(&self) -> bool {
         match self {
             WriteError::Store(e) => e.is_refusal(),
-            WriteError::Internal(_) | WriteError::Busy => false,
+            WriteError::Internal(_) | WriteError::Busy | WriteError::SpoolFull(_) => false,
             _ => true,
         }
     }

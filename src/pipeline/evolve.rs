@@ -23,7 +23,7 @@ use sha2::Sha256;
 use super::decode::{
     decode_whole, read_small, spawn_decoder, BodyRead, DecodeJob, Quarantine, RepeatCheck,
 };
-use super::partition::spool_body;
+use super::spool::{spool_body, spool_failed, Spooled};
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::schema::{check_width, SchemaPolicy, SchemaWants};
@@ -173,8 +173,11 @@ impl Rereadable {
             match read_small(body, pipeline.settings.small_body_bytes()).await? {
                 BodyRead::Whole(bytes) => Rereadable(Kept::Memory(Bytes::from(bytes))),
                 BodyRead::Large(body) => {
-                    let (file, _) = spool_body(body, Sha256::default(), pipeline).await?;
-                    Rereadable(Kept::File(file.into_std().await))
+                    let dir = pipeline.settings.spool_dir.as_deref();
+                    match spool_body(body, &mut Sha256::default(), dir).await? {
+                        Spooled::Kept(file) => Rereadable(Kept::File(file.into_std().await)),
+                        Spooled::Full { error, .. } => return Err(spool_failed(error)),
+                    }
                 }
             },
         )
@@ -215,10 +218,7 @@ impl Rereadable {
 
 /// `file` (a handle of its own on it) from its start.
 fn rewound(file: &std::fs::File) -> WriteResult<tokio::fs::File> {
-    let spool_error = |e: std::io::Error| {
-        WriteError::Internal(anyhow::Error::new(e).context("the spool file failed"))
-    };
-    let mut file = file.try_clone().map_err(spool_error)?;
-    file.seek(SeekFrom::Start(0)).map_err(spool_error)?;
+    let mut file = file.try_clone().map_err(spool_failed)?;
+    file.seek(SeekFrom::Start(0)).map_err(spool_failed)?;
     Ok(tokio::fs::File::from_std(file))
 }

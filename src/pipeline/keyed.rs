@@ -11,23 +11,34 @@
 //! Only completed writes are stored. A refusal (4xx) or a failure (5xx)
 //! rolls the key back with the write, so the client can fix the request and
 //! retry under the same key.
+//!
+//! A PUT's record answers only while its partition still holds the content
+//! it recorded: a PUT describes the whole day, so one sent again after
+//! another load replaced the day (a revert to an earlier file) is applied
+//! again, under its key's lock, and its key then records this newest run.
 
 use chrono::Utc;
 use sha2::{Digest, Sha256};
-use sqlx::PgConnection;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::batch::Batched;
 use super::body::{classify_read_error, BodyDigest, BodySource};
-use super::partition::{PutConnections, PutPartition};
+use super::partition::{self, PutConnections, PutPartition};
 use super::replay::{ReplayRejects, ReplayWritten};
 use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
+use crate::names::TableName;
 use crate::period::Period;
 use crate::store::closing::{close_rows_writes, RowsClosing};
-use crate::store::idempotency::{complete_key, unbound_lock_waits, Claim, Completion, StoredKey};
+use crate::store::idempotency::{
+    complete_key, renew_key, unbound_lock_waits, Claim, Completion, OnCompleted, StoredKey,
+};
 use crate::store::ledger::LoadEntry;
+use crate::store::publish::current;
+use crate::store::stage::{self, StageFate};
 
 /// What the fingerprint of a keyed request is made of.
 pub struct KeyedRequest {
@@ -134,7 +145,12 @@ impl Pipeline {
             }
         };
         if let Some(stored) = stored {
-            return replay(&req, &mut write, &digest, stored).await;
+            if self
+                .record_stands(put_record(&write, &stored), None)
+                .await?
+            {
+                return replay(&req, &mut write, &digest, stored).await;
+            }
         }
         let write = match write {
             Write::Rows(rows) => match self.try_batch(&req, Box::new(rows), &digest).await? {
@@ -194,9 +210,9 @@ impl Pipeline {
             Write::Partition(_) => Some(self.store.acquire().await?),
             Write::Rows(_) | Write::Replay(_) => None,
         };
-        let mut tx = match self.claim(&req, &mut write).await? {
-            Claim::Fresh(tx, _) => tx,
-            Claim::Completed(stored) => {
+        let (mut tx, rerun) = match self.claim(&req, &mut write).await? {
+            Claimed::Write(tx, rerun) => (tx, rerun),
+            Claimed::Replay(stored) => {
                 drop(stage_conn);
                 return replay(&req, &mut write, &digest, stored).await;
             }
@@ -216,6 +232,9 @@ impl Pipeline {
             }
         };
         let fingerprint = fingerprint(&req, &digest.hex());
+        if rerun.is_some_and(|recorded| recorded != fingerprint) {
+            return self.refuse_rerun(tx, stage_conn, &ticket).await;
+        }
         let completion = Completion {
             principal: &req.principal,
             key: &req.key,
@@ -236,28 +255,91 @@ impl Pipeline {
     /// Claims the write's key (waiting, bounded, for a request in flight
     /// with it). A POST takes the table's definition its claim read; a PUT
     /// lifts the bound on its other lock waits (its swap waits for readers).
-    async fn claim(&self, req: &KeyedRequest, write: &mut Write) -> WriteResult<Claim> {
+    /// A PUT whose key is completed holds it while it checks that the key's
+    /// record stands; if not, it runs again under the key (see the module's
+    /// doc), with the fingerprint its body must have.
+    async fn claim(&self, req: &KeyedRequest, write: &mut Write) -> WriteResult<Claimed> {
         let wait = self.settings.idempotency_wait();
         let retention = self.settings.idempotency_retention();
-        let table = match &*write {
-            Write::Rows(rows) => Some(&rows.table),
-            Write::Partition(_) | Write::Replay(_) => None,
+        let (table, on_completed) = match &*write {
+            Write::Rows(rows) => (Some(&rows.table), OnCompleted::Release),
+            Write::Partition(_) => (None, OnCompleted::Hold),
+            Write::Replay(_) => (None, OnCompleted::Release),
         };
         let claim = self
             .store
-            .claim_key(&req.principal, &req.key, wait, table, retention)
+            .claim_key(
+                &req.principal,
+                &req.key,
+                wait,
+                table,
+                retention,
+                on_completed,
+            )
             .await?;
-        Ok(match claim {
-            Claim::Fresh(mut tx, def) => {
-                match write {
-                    Write::Rows(rows) => rows.known_def = def,
-                    Write::Partition(_) => unbound_lock_waits(&mut tx).await?,
-                    Write::Replay(_) => {}
+        let (mut tx, def, rerun) = match claim {
+            Claim::Fresh(tx, def) => (tx, def, None),
+            Claim::Completed(stored) => return Ok(Claimed::Replay(stored)),
+            Claim::Held(mut tx, stored) => {
+                let record = put_record(write, &stored);
+                if self.record_stands(record, Some(&mut tx)).await? {
+                    // Let the key go before the replay reads the body.
+                    tx.rollback()
+                        .await
+                        .map_err(crate::store::StoreError::from)?;
+                    return Ok(Claimed::Replay(stored));
                 }
-                Claim::Fresh(tx, None)
+                renew_key(&mut tx, &req.principal, &req.key, retention).await?;
+                (tx, None, Some(stored.fingerprint))
             }
-            completed => completed,
-        })
+        };
+        match write {
+            Write::Rows(rows) => rows.known_def = def,
+            Write::Partition(_) => unbound_lock_waits(&mut tx).await?,
+            Write::Replay(_) => {}
+        }
+        Ok(Claimed::Write(tx, rerun))
+    }
+
+    /// Whether a completed key's record answers the request: always for a
+    /// POST (its rows were written once, as the key promises) and for a
+    /// record of another request (its fingerprint refuses this one); for a
+    /// PUT, while its partition holds the content the record names (read
+    /// on `conn` when given, the claim's transaction).
+    async fn record_stands(
+        &self,
+        record: Option<PutRecord<'_>>,
+        conn: Option<&mut PgConnection>,
+    ) -> WriteResult<bool> {
+        let Some(PutRecord { table, ds, content }) = record else {
+            return Ok(true);
+        };
+        let live = match conn {
+            Some(conn) => current(conn, table, ds).await?,
+            None => current(&mut *self.store.acquire().await?, table, ds).await?,
+        };
+        Ok(live.is_some_and(|live| live.content_sha256 == content))
+    }
+
+    /// A PUT run again under its key whose body is not the key's request:
+    /// refused as any reuse of a key, and nothing it did stays (its swap
+    /// rolls back with the key's transaction, and its stage is dropped).
+    async fn refuse_rerun(
+        &self,
+        tx: Transaction<'static, Postgres>,
+        stage_conn: Option<PoolConnection<Postgres>>,
+        ticket: &LoadTicket,
+    ) -> WriteResult<KeyedAnswer> {
+        let _ = tx.rollback().await;
+        if let Some(mut conn) = stage_conn {
+            let name = stage::staging_name(ticket.load_id);
+            if let Err(e) = stage::release(&mut conn, &name, StageFate::Discarded).await {
+                tracing::warn!(error = %e, "could not drop the stage; the janitor will");
+            }
+        }
+        let refused = WriteError::KeyReused;
+        ticket.record_refusal(&self.store, &refused).await;
+        Err(refused)
     }
 
     /// The write itself, in the transaction that holds its key; a POST's
@@ -304,6 +386,39 @@ impl Pipeline {
         };
         Ok((answer, recorded))
     }
+}
+
+/// What claiming a key came to: the write to run in the key's transaction
+/// (with, when it runs again under a completed key, the fingerprint that
+/// key recorded), or a completed key's record to replay.
+enum Claimed {
+    Write(Transaction<'static, Postgres>, Option<String>),
+    Replay(StoredKey),
+}
+
+/// What a completed key recorded of a PUT: its partition, and the content
+/// it left there.
+struct PutRecord<'a> {
+    table: &'a TableName,
+    ds: Period,
+    content: &'a str,
+}
+
+/// The key's record of a PUT of this request's partition, if it is one.
+fn put_record<'a>(write: &'a Write, stored: &'a StoredKey) -> Option<PutRecord<'a>> {
+    let Write::Partition(put) = write else {
+        return None;
+    };
+    let receipt = &stored.response_body;
+    let same_partition = receipt["mode"].as_str() == Some(partition::MODE)
+        && receipt["table"].as_str() == Some(put.table.as_str())
+        && receipt["ds"].as_str() == Some(put.ds.label().as_str());
+    let content = stored.response_etag.as_deref().filter(|_| same_partition)?;
+    Some(PutRecord {
+        table: &put.table,
+        ds: put.ds,
+        content,
+    })
 }
 
 /// Stores the key's answer, and a merge's deltas and ledger row with it.

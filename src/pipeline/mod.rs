@@ -16,6 +16,7 @@ pub mod keyed;
 pub mod partition;
 pub mod replay;
 pub mod rows;
+pub mod spool;
 
 use std::sync::Arc;
 

@@ -8,19 +8,18 @@
 //! in bytes but hold the same rows are found out at publish time, by the
 //! order-independent content hash, and change nothing either.
 
-use std::io;
 use std::time::Instant;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::body::{classify_read_error, BodySource};
-use super::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck, CHUNK_BYTES};
+use super::body::BodySource;
+use super::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck};
 use super::evolve::BodyReading;
+use super::spool::{hash_rest, spool_body, spool_failed, Spooled};
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::{BodyFormat, EncodeOptions};
@@ -258,8 +257,8 @@ impl Pipeline {
                 .spool_unless_same(body, body_hash.clone(), live)
                 .await?
             {
-                Spooled::Different(file) => file,
-                Spooled::Same => {
+                Resent::Different(file) => file,
+                Resent::Same => {
                     let receipt = same_body(ticket, ds, live);
                     let entry = receipt.entry(ticket, LoadStatus::Unchanged);
                     ledger::insert(key_tx.unwrap_or(conn), &entry).await?;
@@ -285,25 +284,35 @@ impl Pipeline {
         stage.run(job, body, conn, key_tx).await
     }
 
-    /// Copies the body to an unnamed temporary file (gone when closed),
-    /// taking its SHA-256 on the way; when it is the body the live partition
-    /// was built from, there is nothing to do.
+    /// Copies the body to the spool, taking its SHA-256 on the way; when it
+    /// is the body the live partition was built from, there is nothing to
+    /// do. That is told by the hash alone: with the spool's disk full, the
+    /// body is still read to its end and hashed, and only a body that
+    /// differs needs the spool (503 `spool_full` then).
     async fn spool_unless_same(
         &self,
         body: BodyReader,
-        hash: Sha256,
+        mut hash: Sha256,
         live: &Current,
-    ) -> WriteResult<Spooled> {
-        let (file, body_sha256) = spool_body(body, hash, self).await?;
-        Ok(if body_sha256 == live.body_sha256 {
-            Spooled::Same
-        } else {
-            Spooled::Different(Box::new(file))
-        })
+    ) -> WriteResult<Resent> {
+        let dir = self.settings.spool_dir.as_deref();
+        let kept = match spool_body(body, &mut hash, dir).await? {
+            Spooled::Kept(file) => Ok(file),
+            Spooled::Full { error, rest } => {
+                hash_rest(rest, &mut hash).await?;
+                Err(error)
+            }
+        };
+        if hex::encode(hash.finalize()) == live.body_sha256 {
+            return Ok(Resent::Same);
+        }
+        Ok(Resent::Different(Box::new(kept.map_err(spool_failed)?)))
     }
 }
 
-enum Spooled {
+/// A body sent for a partition that exists: the one it was built from, or
+/// another (kept to be decoded).
+enum Resent {
     Same,
     Different(BodyReader),
 }
@@ -514,36 +523,4 @@ fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
 /// Where a load's rejects are listed, when it has any.
 pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<String> {
     (rejected > 0).then(|| format!("/rejects?table={table}&load_id={load_id}"))
-}
-
-/// Copies the body to an unnamed temporary file, taking its SHA-256 on the
-/// way, and returns the file rewound.
-pub(super) async fn spool_body(
-    mut body: BodyReader,
-    mut hash: Sha256,
-    pipeline: &Pipeline,
-) -> WriteResult<(tokio::fs::File, String)> {
-    let spool_error =
-        |e: io::Error| WriteError::Internal(anyhow::Error::new(e).context("the spool file failed"));
-    let file = match &pipeline.settings.spool_dir {
-        Some(dir) => tempfile::tempfile_in(dir),
-        None => tempfile::tempfile(),
-    }
-    .map_err(spool_error)?;
-    let mut file = tokio::fs::File::from_std(file);
-    let mut buf = vec![0u8; CHUNK_BYTES];
-    loop {
-        let n = body
-            .read(&mut buf)
-            .await
-            .map_err(|e| classify_read_error(&e))?;
-        if n == 0 {
-            break;
-        }
-        hash.update(&buf[..n]);
-        file.write_all(&buf[..n]).await.map_err(spool_error)?;
-    }
-    file.flush().await.map_err(spool_error)?;
-    file.rewind().await.map_err(spool_error)?;
-    Ok((file, hex::encode(hash.finalize())))
 }

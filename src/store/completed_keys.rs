@@ -1,9 +1,13 @@
 //! Completed Idempotency-Keys this process has read or written, so that a
 //! replay pays no read of `idem.idempotency_keys`.
 //!
-//! A completed key's row never changes until it expires (only an expired
-//! row is taken over or reaped), so a copy is exact until `expires_at`, in
-//! any process. Nothing is served past it. The copies are bounded in bytes
+//! A completed POST key's row never changes until it expires (only an
+//! expired row is taken over or reaped), so a copy is exact until
+//! `expires_at`, in any process. Nothing is served past it. A PUT's key is
+//! completed again when its day no longer holds what it recorded (see
+//! `pipeline::keyed`): a copy elsewhere may then name the earlier load of
+//! the same request, and is served only after the day is found to hold the
+//! content it names. The copies are bounded in bytes
 //! (each answer kept as its JSON text, so that the bound is what they
 //! take); past the bound the oldest go first, a few at each new one (never
 //! a mass of them at once, which would hold a thread for long).

@@ -40,6 +40,21 @@ pub enum Claim {
     Fresh(Transaction<'static, Postgres>, Option<TableDef>),
     /// The key was used by a completed request.
     Completed(StoredKey),
+    /// The key was used by a completed request, and the claimer asked to
+    /// hold it (`OnCompleted::Hold`): its lock is held in this transaction,
+    /// where the request may run again (`renew_key`) or be let go.
+    Held(Transaction<'static, Postgres>, StoredKey),
+}
+
+/// What a claim does with a key it finds completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnCompleted {
+    /// Lets the key go at once: its record is the answer.
+    Release,
+    /// Keeps the key's lock: a PUT's record is the answer only while its
+    /// partition still holds what it recorded, which the claimer checks
+    /// under the lock.
+    Hold,
 }
 
 /// What `GET /idempotency-keys/{key}` can find.
@@ -158,6 +173,7 @@ impl Store {
         wait: Duration,
         table: Option<&TableName>,
         retention: Duration,
+        on_completed: OnCompleted,
     ) -> StoreResult<Claim> {
         let mut tx = self.begin_bounded(wait).await?;
         match insert_placeholder(&mut tx, principal, key, table, retention).await {
@@ -168,6 +184,9 @@ impl Store {
                     .bind(key)
                     .fetch_one(&mut *tx)
                     .await?;
+                if on_completed == OnCompleted::Hold {
+                    return Ok(Claim::Held(tx, stored));
+                }
                 tx.rollback().await?;
                 Ok(Claim::Completed(stored))
             }
@@ -341,6 +360,29 @@ pub async fn unbound_lock_waits(conn: &mut PgConnection) -> StoreResult<()> {
     sqlx::query("set local lock_timeout to default")
         .execute(conn)
         .await?;
+    Ok(())
+}
+
+/// A held key (`Claim::Held`) about to be completed again: its retention
+/// starts over, as for a key claimed afresh; the completion then replaces
+/// its record. Until the transaction commits, others see the old record.
+pub async fn renew_key(
+    conn: &mut PgConnection,
+    principal: &str,
+    key: &str,
+    retention: Duration,
+) -> StoreResult<()> {
+    // language=PostgreSQL
+    sqlx::query(
+        "update idem.idempotency_keys
+            set created_at = now(), expires_at = now() + make_interval(secs => $3)
+          where principal = $1 and key = $2",
+    )
+    .bind(principal)
+    .bind(key)
+    .bind(retention.as_secs_f64())
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

@@ -497,7 +497,7 @@ pub(crate) async fn idem_json_in(
 }
 
 /// Each partition's `result` in a backfill's JSON, in order.
-fn results(report: &Value) -> Vec<(String, String)> {
+pub(crate) fn results(report: &Value) -> Vec<(String, String)> {
     report
         .as_array()
         .unwrap_or(&Vec::new())

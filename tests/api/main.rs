@@ -29,6 +29,7 @@ mod refusals;
 mod rejects_replay;
 mod reports;
 mod reserved_names;
+mod reverts;
 mod round_trip;
 mod rows;
 mod tables;
