@@ -24,3 +24,4 @@ mod reports;
 mod round_trip;
 mod rows;
 mod tables;
+mod wire;
