@@ -15,6 +15,7 @@ pub mod keyed;
 pub mod partition;
 pub mod replay;
 pub mod rows;
+pub mod turns;
 
 use std::sync::Arc;
 

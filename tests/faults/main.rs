@@ -16,3 +16,4 @@ mod kill_put;
 mod pg_outage;
 mod processes;
 mod props;
+mod slow_clients;
