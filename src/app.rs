@@ -16,7 +16,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::io::AsyncWriteExt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -106,6 +109,7 @@ pub async fn serve(
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout);
+        let stream = FirstByte::new(stream, header_timeout);
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
@@ -123,6 +127,78 @@ pub async fn serve(
         task.abort();
     }
     Ok(())
+}
+
+/// A connection whose first byte must arrive within a timeout. hyper's
+/// header timer starts once it reads a request, and the HTTP/1-or-2
+/// sniffing before that has none: without this, a connection that never
+/// sends a byte would stay open for good.
+struct FirstByte {
+    stream: tokio::net::TcpStream,
+    /// Until the first byte has arrived.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl FirstByte {
+    fn new(stream: tokio::net::TcpStream, timeout: Duration) -> Self {
+        FirstByte {
+            stream,
+            timer: Some(Box::pin(tokio::time::sleep(timeout))),
+        }
+    }
+}
+
+impl AsyncRead for FirstByte {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if read.is_ready() {
+            this.timer = None;
+        } else if let Some(timer) = this.timer.as_mut() {
+            if timer.as_mut().poll(cx).is_ready() {
+                let silent = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no request within the header timeout",
+                );
+                return Poll::Ready(Err(silent));
+            }
+        }
+        read
+    }
+}
+
+impl AsyncWrite for FirstByte {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
 }
 
 /// Every idem process's own tasks: the janitor, the folder of partition

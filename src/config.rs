@@ -133,6 +133,14 @@ pub struct Settings {
     /// Seconds a write's body may take in all (408 beyond).
     #[arg(long, env = "IDEM_BODY_DEADLINE_SECS", default_value_t = 1800)]
     pub body_deadline_secs: u64,
+    /// The slowest a write's body may arrive, in bytes per second of idem's
+    /// waiting for it, once past `body_min_rate_grace_secs` (408
+    /// `body_too_slow` below it); 0 switches the check off.
+    #[arg(long, env = "IDEM_BODY_MIN_RATE_BYTES", default_value_t = 1024)]
+    pub body_min_rate_bytes: u64,
+    /// Seconds of waiting for a body before its minimum rate applies.
+    #[arg(long, env = "IDEM_BODY_MIN_RATE_GRACE_SECS", default_value_t = 30)]
+    pub body_min_rate_grace_secs: u64,
     /// Writes that may hold database connections at once in this process;
     /// the rest of the pool stays free for reads, `/readyz` and replays.
     /// Default: three quarters of the pool.
@@ -297,6 +305,8 @@ impl Default for Settings {
             header_timeout_secs: 10,
             body_idle_timeout_secs: 30,
             body_deadline_secs: 1800,
+            body_min_rate_bytes: 1024,
+            body_min_rate_grace_secs: 30,
             max_concurrent_loads: None,
             load_wait_ms: 5_000,
             auto_create_tables: true,

@@ -55,6 +55,10 @@ pub enum ApiError {
     /// The `Host` is not one of `IDEM_ALLOWED_HOSTS`.
     #[error("{0}")]
     HostNotAllowed(String),
+    /// An `Authorization` header sent more than once: which one counts
+    /// would be a guess.
+    #[error("{0}")]
+    InvalidAuthorization(&'static str),
     #[error(transparent)]
     Name(#[from] NameError),
     #[error(transparent)]
@@ -109,6 +113,7 @@ impl ApiError {
             Forbidden(_) => "forbidden",
             InvalidTokenRequest(_) => "invalid_token_request",
             HostNotAllowed(_) => "host_not_allowed",
+            InvalidAuthorization(_) => "invalid_authorization",
             Name(_) => "invalid_name",
             Schema(e) => e.code(),
             Body(e) => e.code(),
@@ -131,6 +136,7 @@ impl ApiError {
             "idempotency_key_invalid" => (StatusCode::BAD_REQUEST, "Idempotency-Key invalid"),
             "invalid_token_request" => (StatusCode::BAD_REQUEST, "Invalid token request"),
             "confirm_required" => (StatusCode::BAD_REQUEST, "Confirmation required"),
+            "invalid_authorization" => (StatusCode::BAD_REQUEST, "Invalid Authorization"),
             "unauthorized" => (StatusCode::UNAUTHORIZED, "Unauthorized"),
             "forbidden" => (StatusCode::FORBIDDEN, "Forbidden"),
             "table_not_found" => (StatusCode::NOT_FOUND, "Table not found"),
@@ -144,6 +150,7 @@ impl ApiError {
             "precondition_failed" => (StatusCode::PRECONDITION_FAILED, "Precondition failed"),
             "payload_too_large" => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large"),
             "body_timeout" => (StatusCode::REQUEST_TIMEOUT, "Body timed out"),
+            "body_too_slow" => (StatusCode::REQUEST_TIMEOUT, "Body too slow"),
             "record_too_large" => (StatusCode::PAYLOAD_TOO_LARGE, "Record too large"),
             "unsupported_media_type" => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported media type")
@@ -220,11 +227,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.code();
         let (status, title) = Self::status_and_title(code);
-        match code {
-            // The server's condition, not a bug: a warning for the operator.
-            "spool_full" => tracing::warn!(error = ?self, "request failed"),
-            _ if status.is_server_error() => tracing::error!(error = ?self, "request failed"),
-            _ => {}
+        // A 503 is the database away or every turn taken: expected while
+        // it lasts, and the client retries; ERROR is for what an operator
+        // must look at.
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::warn!(error = ?self, "request failed");
+        } else if status.is_server_error() {
+            tracing::error!(error = ?self, "request failed");
         }
         let row_errors = self.row_errors();
         let problem = Problem {

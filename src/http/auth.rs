@@ -172,7 +172,13 @@ fn bearer_token(headers: &HeaderMap) -> ApiResult<&str> {
         detail: "this endpoint needs an Authorization: Bearer <token> header",
         token_sent: false,
     };
-    let value = headers.get(header::AUTHORIZATION).ok_or(missing)?;
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next().ok_or(missing)?;
+    if values.next().is_some() {
+        return Err(ApiError::InvalidAuthorization(
+            "send one Authorization header, not several",
+        ));
+    }
     let text = value.to_str().ok();
     let token = text
         .and_then(|t| t.split_once(' '))

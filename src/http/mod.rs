@@ -36,7 +36,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::metrics::{Metrics, PoolGauges, RowCounts};
 use crate::names::TableName;
 use crate::period::{Grain, Period};
-use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode};
+use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode, MinRate};
 use crate::pipeline::keyed::{KeyedAnswer, KeyedRequest};
 use crate::pipeline::{Pipeline, WriteError, WriteResult};
 use crate::store::Store;
@@ -414,6 +414,10 @@ pub fn body_limits(settings: &Settings, kind: BodyKind) -> BodyLimits {
         max_gzip_ratio: settings.max_gzip_ratio,
         idle_timeout: Duration::from_secs(settings.body_idle_timeout_secs),
         deadline: Duration::from_secs(settings.body_deadline_secs),
+        min_rate: (settings.body_min_rate_bytes > 0).then(|| MinRate {
+            bytes_per_sec: settings.body_min_rate_bytes,
+            grace: Duration::from_secs(settings.body_min_rate_grace_secs),
+        }),
     }
 }
 

@@ -35,9 +35,12 @@ const READY_WITHIN: Duration = Duration::from_secs(1);
 
 /// Ready when the database answers, within a second.
 async fn readyz(State(state): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
-    tokio::time::timeout(READY_WITHIN, state.store.ping())
-        .await
-        .map_err(|_| StoreError::Unavailable(sqlx::Error::PoolTimedOut))??;
+    state.store.ping(READY_WITHIN).await.map_err(|e| match e {
+        // Not ready either way: a probe that found every connection taken
+        // says the database could not be reached in time.
+        StoreError::Busy(e) => StoreError::Unavailable(e),
+        e => e,
+    })?;
     Ok(Json(json!({"status": "ready", "database": "ok"})))
 }
 

@@ -269,7 +269,15 @@ async fn head_partition(
     caller.require(Scope::Read, &table)?;
     let format = read_format(&headers, &query)?;
     let (_, _, info) = live_partition(&state, &table, &ds).await?;
-    Ok((StatusCode::OK, partition_headers(&info, format)).into_response())
+    // The GET streams the rows chunked, their length unknown until read:
+    // a body of unknown size keeps axum from saying `Content-Length: 0`.
+    let unknown_length = futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
+    Ok((
+        StatusCode::OK,
+        partition_headers(&info, format),
+        Body::from_stream(unknown_length),
+    )
+        .into_response())
 }
 
 async fn delete_partition(

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tokio_util::io::StreamReader;
 
 use super::BodyReader;
@@ -65,6 +65,27 @@ pub struct BodyLimits {
     pub idle_timeout: Duration,
     /// Longest the whole body may take.
     pub deadline: Duration,
+    /// The slowest a body may arrive, once past its grace period.
+    pub min_rate: Option<MinRate>,
+}
+
+/// A body must average at least `bytes_per_sec` over the time idem waited
+/// for it, once that time passes `grace` (as Apache's `mod_reqtimeout`
+/// MinRate): a client that trickles bytes to keep a write alive is let go.
+#[derive(Clone, Copy, Debug)]
+pub struct MinRate {
+    pub bytes_per_sec: u64,
+    pub grace: Duration,
+}
+
+impl MinRate {
+    /// How long idem may have waited for `received` bytes before the body
+    /// is too slow.
+    fn allowance(&self, received: u64) -> Duration {
+        let earned =
+            Duration::from_millis(received.saturating_mul(1000) / self.bytes_per_sec.max(1));
+        earned.max(self.grace)
+    }
 }
 
 /// A compressed body may always unpack to this much, whatever its ratio.
@@ -83,6 +104,8 @@ pub enum BodyError {
     CompressionRatio { ratio: u64 },
     #[error("the body {0}; nothing was written")]
     TimedOut(&'static str),
+    #[error("the body arrived slower than {0} bytes per second; nothing was written")]
+    TooSlow(u64),
     #[error("the body could not be read: {0}")]
     Unreadable(String),
 }
@@ -94,6 +117,7 @@ impl BodyError {
             BodyError::UnsupportedEncoding(_) => "unsupported_content_encoding",
             BodyError::TooLarge { .. } | BodyError::CompressionRatio { .. } => "payload_too_large",
             BodyError::TimedOut(_) => "body_timeout",
+            BodyError::TooSlow(_) => "body_too_slow",
             BodyError::Unreadable(_) => "body_unreadable",
         }
     }
@@ -121,6 +145,8 @@ enum Refused {
     Ratio(u64),
     #[error("the body {0}")]
     TimedOut(&'static str),
+    #[error("the body arrived slower than {0} bytes per second")]
+    TooSlow(u64),
 }
 
 /// Does the body say gzip? (`identity` or nothing: no.)
@@ -186,6 +212,7 @@ pub fn classify_read_error(e: &io::Error) -> BodyError {
         Some(Refused::TooLarge(limit)) => BodyError::TooLarge { limit: *limit },
         Some(Refused::Ratio(ratio)) => BodyError::CompressionRatio { ratio: *ratio },
         Some(Refused::TimedOut(what)) => BodyError::TimedOut(what),
+        Some(Refused::TooSlow(rate)) => BodyError::TooSlow(*rate),
         None => BodyError::Unreadable(e.to_string()),
     }
 }
@@ -256,15 +283,24 @@ impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
 }
 
 /// A body stream that gives up when the client sends nothing for
-/// `idle_timeout`, or has not finished by `deadline`. The idle clock runs
-/// only while idem waits for the client, not while idem itself is busy
-/// (a COPY applying back-pressure).
+/// `idle_timeout`, sends too slowly for `min_rate`, or has not finished by
+/// `deadline`. The idle and rate clocks run only while idem waits for the
+/// client, not while idem itself is busy (a COPY applying back-pressure, a
+/// write waiting for its turn).
 struct Timed<S> {
     inner: S,
     idle_timeout: Duration,
+    min_rate: Option<MinRate>,
+    /// Fires at the end of the current wait's allowance (see `wait_until`).
     idle: Pin<Box<Sleep>>,
     deadline: Pin<Box<Sleep>>,
-    waiting: bool,
+    /// When the current wait for the client started, if one is running.
+    waiting: Option<Instant>,
+    /// Whether `idle` fires for the rate rather than for idleness.
+    for_rate: bool,
+    /// Time spent waiting for the client, past waits only.
+    waited: Duration,
+    received: u64,
 }
 
 impl<S> Timed<S> {
@@ -272,9 +308,32 @@ impl<S> Timed<S> {
         Timed {
             inner,
             idle_timeout: limits.idle_timeout,
+            min_rate: limits.min_rate,
             idle: Box::pin(tokio::time::sleep(limits.idle_timeout)),
             deadline: Box::pin(tokio::time::sleep(limits.deadline)),
-            waiting: false,
+            waiting: None,
+            for_rate: false,
+            waited: Duration::ZERO,
+            received: 0,
+        }
+    }
+
+    /// Starts a wait for the client at `now`: the timer is set to the idle
+    /// timeout, or sooner when the body would fall under its minimum rate.
+    fn wait_until(&mut self, now: Instant) {
+        let rate_left = self
+            .min_rate
+            .map(|rate| rate.allowance(self.received).saturating_sub(self.waited));
+        self.for_rate = rate_left.is_some_and(|left| left < self.idle_timeout);
+        let left = rate_left.map_or(self.idle_timeout, |r| r.min(self.idle_timeout));
+        self.idle.as_mut().reset(now + left);
+        self.waiting = Some(now);
+    }
+
+    fn refusal(&self) -> Refused {
+        match self.min_rate {
+            Some(rate) if self.for_rate => Refused::TooSlow(rate.bytes_per_sec),
+            _ => Refused::TimedOut("stopped arriving (no bytes within the idle timeout)"),
         }
     }
 }
@@ -288,19 +347,22 @@ impl<S: Stream<Item = io::Result<Bytes>> + Unpin> Stream for Timed<S> {
             let late = Refused::TimedOut("took longer than the request deadline");
             return Poll::Ready(Some(Err(io::Error::other(late))));
         }
-        if !this.waiting {
-            let next = tokio::time::Instant::now() + this.idle_timeout;
-            this.idle.as_mut().reset(next);
-            this.waiting = true;
+        if this.waiting.is_none() {
+            this.wait_until(Instant::now());
         }
         match Pin::new(&mut this.inner).poll_next(cx) {
             Poll::Ready(item) => {
-                this.waiting = false;
+                if let Some(started) = this.waiting.take() {
+                    this.waited += started.elapsed();
+                }
+                if let Some(Ok(bytes)) = &item {
+                    let n = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+                    this.received = this.received.saturating_add(n);
+                }
                 Poll::Ready(item)
             }
             Poll::Pending if this.idle.as_mut().poll(cx).is_ready() => {
-                let idle = Refused::TimedOut("stopped arriving (no bytes within the idle timeout)");
-                Poll::Ready(Some(Err(io::Error::other(idle))))
+                Poll::Ready(Some(Err(io::Error::other(this.refusal()))))
             }
             Poll::Pending => Poll::Pending,
         }

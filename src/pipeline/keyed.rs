@@ -202,6 +202,15 @@ impl Pipeline {
     ) -> WriteResult<KeyedAnswer> {
         // No later than the database's clock will start the key's retention.
         let claimed_at = Utc::now();
+        let body = write.body();
+        let reader = std::mem::replace(&mut body.reader, Box::new(tokio::io::empty()));
+        match super::turns::arrived(reader).await {
+            Ok(reader) => body.reader = reader,
+            Err(e) => {
+                write.ticket(&req.key).record_refusal(&self.store, &e).await;
+                return Err(e);
+            }
+        }
         let _slot = self.load_slot().await?;
         // Every connection the write needs is taken before the key is claimed:
         // requests waiting for the key hold connections while they wait, and

@@ -17,6 +17,7 @@ pub mod partition;
 pub mod replay;
 pub mod rows;
 pub mod spool;
+pub mod turns;
 
 use std::sync::Arc;
 

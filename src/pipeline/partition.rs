@@ -131,9 +131,11 @@ pub struct PutConnections<'c> {
 impl Pipeline {
     /// A PUT without an Idempotency-Key: its own connection, its refusals
     /// recorded in the ledger.
-    pub async fn put_partition_unkeyed(&self, req: PutPartition) -> WriteResult<Receipt> {
+    pub async fn put_partition_unkeyed(&self, mut req: PutPartition) -> WriteResult<Receipt> {
         let ticket = req.ticket(None);
         let result = async {
+            let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
+            req.body.reader = super::turns::arrived(reader).await?;
             let _slot = self.load_slot().await?;
             let mut conn = self.store.acquire().await?;
             let conns = PutConnections {

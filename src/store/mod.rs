@@ -24,7 +24,7 @@ pub mod stage;
 pub mod tokens;
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,7 +52,14 @@ pub struct Store {
     waiting: Arc<AtomicU64>,
     /// Completed keys remembered (see `completed_keys`).
     completed: Arc<completed_keys::CompletedKeys>,
+    /// Set while the database is known to be away (see `acquire`).
+    away: Arc<AtomicBool>,
 }
+
+/// While the database is known to be away, how often it is asked whether
+/// it is back, and how long each question waits.
+const AWAY_CHECK_EVERY: Duration = Duration::from_millis(500);
+const AWAY_CHECK_WAIT: Duration = Duration::from_secs(1);
 
 /// The pool as it is now.
 #[derive(Clone, Copy, Debug)]
@@ -118,6 +125,7 @@ impl Store {
             pool,
             waiting: Arc::default(),
             completed: Arc::default(),
+            away: Arc::default(),
         }
     }
 
@@ -143,18 +151,59 @@ impl Store {
     /// A connection of the pool's. Every statement of the store's takes its
     /// connection here, so that a wait that times out says why: every
     /// connection busy (`Busy`), or connections the pool could open and
-    /// could not (`Unavailable`: the database is away).
+    /// could not (`Unavailable`: the database is away). Once the database
+    /// is known to be away (a wait like that, or a failed readiness probe),
+    /// the answer is `Unavailable` at once, without a wait, until a check in
+    /// the background finds it back (see `mark_away`).
     pub async fn acquire(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
+        if self.away.load(Ordering::Relaxed) {
+            return Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut));
+        }
         let waiting = Waiting::start(&self.waiting);
         let acquired = self.pool.acquire().await;
         drop(waiting);
         match acquired {
             Ok(conn) => Ok(conn),
-            Err(sqlx::Error::PoolTimedOut) if self.pool.size() < self.pool_size() => {
-                Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut))
-            }
+            Err(sqlx::Error::PoolTimedOut) => Err(self.timed_out()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// What a wait for a connection that timed out means: with room in the
+    /// pool, connections could not be opened (the database is away, and is
+    /// marked so); a full pool is busy.
+    fn timed_out(&self) -> StoreError {
+        if self.pool.size() < self.pool_size() {
+            self.mark_away();
+            StoreError::Unavailable(sqlx::Error::PoolTimedOut)
+        } else {
+            StoreError::Busy(sqlx::Error::PoolTimedOut)
+        }
+    }
+
+    /// Marks the database away, and asks it every `AWAY_CHECK_EVERY`
+    /// whether it is back, in the background, until it is.
+    fn mark_away(&self) {
+        if self.away.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tracing::warn!("the database is away: requests that need it answer 503 until it is back");
+        let store = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(AWAY_CHECK_EVERY).await;
+                if store.answers(AWAY_CHECK_WAIT).await.is_ok() {
+                    store.away.store(false, Ordering::Relaxed);
+                    tracing::info!("the database answers again");
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Whether the database is known to be away.
+    pub fn is_away(&self) -> bool {
+        self.away.load(Ordering::Relaxed)
     }
 
     /// A transaction on a connection from `acquire`.
@@ -167,14 +216,33 @@ impl Store {
         Ok(MIGRATOR.run(&self.pool).await?)
     }
 
-    /// Whether the database answers; any failure counts as away.
-    pub async fn ping(&self) -> StoreResult<()> {
-        let mut conn = self.acquire().await?;
-        sqlx::query("select 1")
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::Unavailable)?;
-        Ok(())
+    /// Whether the database answers within `within` (asked even while it
+    /// is known to be away); a failure to reach it marks it away.
+    pub async fn ping(&self, within: Duration) -> StoreResult<()> {
+        let answered = self.answers(within).await;
+        if let Err(StoreError::Unavailable(_)) = &answered {
+            self.mark_away();
+        }
+        answered
+    }
+
+    /// `select 1` on a connection of the pool's, within `within`.
+    async fn answers(&self, within: Duration) -> StoreResult<()> {
+        let ask = async {
+            let mut conn = self.pool.acquire().await?;
+            sqlx::query("select 1")
+                .execute(&mut *conn)
+                .await
+                .map_err(StoreError::Unavailable)?;
+            Ok(())
+        };
+        match tokio::time::timeout(within, ask).await {
+            Ok(Err(StoreError::Busy(_))) | Err(_) if self.pool.size() < self.pool_size() => {
+                Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut))
+            }
+            Ok(answered) => answered,
+            Err(_) => Err(StoreError::Busy(sqlx::Error::PoolTimedOut)),
+        }
     }
 }
 

@@ -66,6 +66,40 @@ async fn a_body_that_stops_arriving_is_refused_with_408_and_releases_its_hold() 
 }
 
 #[tokio::test]
+async fn a_body_slower_than_its_minimum_rate_is_refused_with_408_after_its_grace() {
+    let app = spawn_app_with(Settings {
+        body_min_rate_bytes: 1000,
+        body_min_rate_grace_secs: 2,
+        ..Default::default()
+    })
+    .await;
+    app.declare_orders().await;
+    let Trickle { body, answer } = app.trickle(reqwest::Method::PUT, DAY, None);
+    let started = Instant::now();
+    // A byte every 100 ms: never idle, but 10 bytes a second.
+    let trickling = tokio::spawn(async move {
+        for byte in ndjson(&[order(1, "paid", "2026-10-12T01:00:00Z")]).bytes() {
+            if body.send(Ok(char::from(byte).to_string())).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        std::future::pending::<()>().await;
+    });
+    let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("refused within the grace and some")
+        .unwrap()
+        .unwrap();
+    let took = started.elapsed();
+    trickling.abort();
+    assert_eq!(answer.status(), 408);
+    assert_eq!(json_body(answer).await["code"], "body_too_slow");
+    assert!(took >= Duration::from_secs(2), "refused after {took:?}");
+    assert_eq!(app.get(DAY).await.status(), 404);
+}
+
+#[tokio::test]
 async fn writes_past_their_turns_get_503_busy_while_reads_still_answer() {
     let app = spawn_app_with(Settings {
         max_concurrent_loads: Some(1),
@@ -74,28 +108,7 @@ async fn writes_past_their_turns_get_503_busy_while_reads_still_answer() {
     })
     .await;
     app.declare_orders().await;
-    let Trickle { body, answer } = app.trickle(reqwest::Method::PUT, DAY, None);
-    body.send(Ok(ndjson(&[order(1, "paid", "2026-10-12T01:00:00Z")])))
-        .await
-        .unwrap();
-    // Wait until the slow write holds its turn (its stage is claimed).
-    let mut holding = false;
-    for _ in 0..100 {
-        let claims: i64 = sqlx::query_scalar(
-            "select count(*) from pg_locks
-              where locktype = 'advisory' and granted
-                and database = (select oid from pg_database where datname = current_database())",
-        )
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
-        if claims > 0 {
-            holding = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(holding, "the slow write started");
+    let Trickle { body, answer } = crate::wire::hold_the_only_turn(&app).await;
     let second = app
         .put_ndjson(
             "/partitions/orders/2026-10-13",

@@ -34,3 +34,4 @@ mod round_trip;
 mod rows;
 mod tables;
 mod wide_tables;
+mod wire;

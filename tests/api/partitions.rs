@@ -643,9 +643,11 @@ async fn a_table_changed_while_a_day_is_staged_refuses_the_swap() {
         body: tx,
         answer: put,
     } = app.trickle(reqwest::Method::PUT, DAY, None);
-    tx.send(Ok(ndjson(&[order(2, "paid", "2026-10-12T01:00:00Z")])))
-        .await
-        .unwrap();
+    // More than a write reads before it takes its turn, so that it stages.
+    let rows: Vec<Value> = (2..=1000)
+        .map(|id| order(id, "paid", "2026-10-12T01:00:00Z"))
+        .collect();
+    tx.send(Ok(ndjson(&rows))).await.unwrap();
     // Wait until the rows are being staged (COPY running)...
     let mut copying = false;
     for _ in 0..100 {

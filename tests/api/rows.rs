@@ -363,10 +363,11 @@ fn streaming_bodies() -> idem::config::Settings {
 async fn a_write_whose_connection_dies_leaves_no_rows_and_no_key_and_the_retry_succeeds_once() {
     let app = spawn_app_with(streaming_bodies()).await;
     app.declare_orders().await;
-    let rows: Vec<Value> = (1..=200)
+    // Each half more than a write reads before it takes its turn.
+    let rows: Vec<Value> = (1..=2000)
         .map(|i| order(i, "paid", "2026-10-12T01:00:00Z"))
         .collect();
-    let (first_half, second_half) = (ndjson(&rows[..100]), ndjson(&rows[100..]));
+    let (first_half, second_half) = (ndjson(&rows[..1000]), ndjson(&rows[1000..]));
     let Trickle {
         body: tx,
         answer: pending,
@@ -400,10 +401,10 @@ async fn a_write_whose_connection_dies_leaves_no_rows_and_no_key_and_the_retry_s
 
     let retry = app.post_rows("table=orders", Some("dies"), &rows).await;
     assert_eq!(retry.status(), 200);
-    assert_eq!(json_body(retry).await["inserted"], 200);
+    assert_eq!(json_body(retry).await["inserted"], 2000);
     let replay = app.post_rows("table=orders", Some("dies"), &rows).await;
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
-    assert_eq!(app.count("orders", "2026-10-12").await, 200);
+    assert_eq!(app.count("orders", "2026-10-12").await, 2000);
 }
 
 #[tokio::test]
@@ -466,9 +467,11 @@ async fn a_request_that_waits_too_long_for_its_key_gets_409_with_retry_after() {
         body: tx,
         answer: first,
     } = app.trickle(reqwest::Method::POST, "/rows?table=orders", Some("slow"));
-    tx.send(Ok(ndjson(&[order(1, "paid", "2026-10-12T01:00:00Z")])))
-        .await
-        .unwrap();
+    // More than a write reads before it takes its turn (and claims its key).
+    let rows: Vec<Value> = (1..=1000)
+        .map(|i| order(i, "paid", "2026-10-12T01:00:00Z"))
+        .collect();
+    tx.send(Ok(ndjson(&rows))).await.unwrap();
     let mut in_flight = false;
     for _ in 0..50 {
         let state = json_body(app.get("/idempotency-keys/slow").await).await;
@@ -491,12 +494,6 @@ async fn a_request_that_waits_too_long_for_its_key_gets_409_with_retry_after() {
     assert_eq!(json_body(second).await["code"], "idempotency_key_in_flight");
     drop(tx);
     assert_eq!(first.await.unwrap().unwrap().status(), 200);
-    let third = app
-        .post_rows(
-            "table=orders",
-            Some("slow"),
-            &[order(1, "paid", "2026-10-12T01:00:00Z")],
-        )
-        .await;
+    let third = app.post_rows("table=orders", Some("slow"), &rows).await;
     assert_eq!(third.headers()["idempotent-replayed"], "true");
 }

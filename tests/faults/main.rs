@@ -17,3 +17,4 @@ mod pg_outage;
 mod processes;
 mod props;
 mod spool;
+mod slow_clients;
