@@ -24,8 +24,9 @@ since `start_date`, and a day whose file is not there yet would fail at
 once (exit 3). So `wait_for_file` (a sensor in reschedule mode, which frees
 its worker slot between checks) waits for the file, checking every 10
 minutes for up to 12 hours; past that the run fails and waits for someone to
-clear it once the file exists. Runs of later days are not held up by an
-earlier day's missing file.
+clear it once the file exists. A waiting run still counts towards
+`max_active_runs` (4): while four days wait for their files, the runs of
+later days queue behind them.
 
 `backfill_orders` (triggered by hand with `from_ds` and `to_ds`) loads a
 range with `idem backfill`, 4 days at a time; rerunning it loads only what

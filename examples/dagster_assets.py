@@ -20,8 +20,10 @@ run's log.
 
 A late file: a partition whose file is not there yet asks Dagster to try
 again in 30 minutes, up to 24 times (12 hours), then fails; materialize the
-partition again once the file exists. Set IDEM_URL and IDEM_TOKEN in the
-environment of the code location.
+partition again once the file exists. Dagster counts those tries and the
+retry policy's in one count, so a partition that waited for its file has
+no retries left for an exit 2 afterwards: materialize it again. Set
+IDEM_URL and IDEM_TOKEN in the environment of the code location.
 """
 
 import json

@@ -2,8 +2,10 @@
 //! replay pays no read of `idem.idempotency_keys`.
 //!
 //! A completed POST key's row never changes until it expires (only an
-//! expired row is taken over or reaped), so a copy is exact until
-//! `expires_at`, in any process. Nothing is served past it. A PUT's key is
+//! expired row is taken over or reaped) or its table is dropped (which
+//! deletes it; the dropping process forgets its copies, other processes
+//! keep theirs: a known limit, said in the README). Nothing is served past
+//! `expires_at`. A PUT's key is
 //! completed again when its day no longer holds what it recorded (see
 //! `pipeline::keyed`): a copy elsewhere may then name the earlier load of
 //! the same request, and is served only after the day is found to hold the

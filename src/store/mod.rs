@@ -151,10 +151,10 @@ impl Store {
     /// A connection of the pool's. Every statement of the store's takes its
     /// connection here, so that a wait that times out says why: every
     /// connection busy (`Busy`), or connections the pool could open and
-    /// could not (`Unavailable`: the database is away). Once the database
-    /// is known to be away (a wait like that, or a failed readiness probe),
-    /// the answer is `Unavailable` at once, without a wait, until a check in
-    /// the background finds it back (see `mark_away`).
+    /// could not (`Unavailable`). Once the database is known to be away (it
+    /// refused a new connection, see `refuses_connections`), the answer is
+    /// `Unavailable` at once, without a wait, until a check in the
+    /// background finds it back (see `mark_away`).
     pub async fn acquire(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
         if self.away.load(Ordering::Relaxed) {
             return Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut));
@@ -164,25 +164,45 @@ impl Store {
         drop(waiting);
         match acquired {
             Ok(conn) => Ok(conn),
-            Err(sqlx::Error::PoolTimedOut) => Err(self.timed_out()),
+            Err(sqlx::Error::PoolTimedOut) => Err(self.timed_out().await),
             Err(e) => Err(e.into()),
         }
     }
 
     /// What a wait for a connection that timed out means: with room in the
-    /// pool, connections could not be opened (the database is away, and is
-    /// marked so); a full pool is busy.
-    fn timed_out(&self) -> StoreError {
-        if self.pool.size() < self.pool_size() {
+    /// pool, connections could not be opened (`Unavailable`; marked away
+    /// only when the database refuses one outright, since a slow open under
+    /// load is no outage); a full pool is busy.
+    async fn timed_out(&self) -> StoreError {
+        if self.pool.size() >= self.pool_size() {
+            return StoreError::Busy(sqlx::Error::PoolTimedOut);
+        }
+        if self.refuses_connections().await {
             self.mark_away();
-            StoreError::Unavailable(sqlx::Error::PoolTimedOut)
-        } else {
-            StoreError::Busy(sqlx::Error::PoolTimedOut)
+        }
+        StoreError::Unavailable(sqlx::Error::PoolTimedOut)
+    }
+
+    /// Whether the database refuses a new connection: nothing listens, the
+    /// connection is reset, or the server says it is starting up or
+    /// shutting down. A connection slow to open (a loaded server), or one
+    /// refused for other reasons (too many clients), is not an outage.
+    async fn refuses_connections(&self) -> bool {
+        use sqlx::ConnectOptions;
+        let options = self.pool.connect_options();
+        match tokio::time::timeout(AWAY_CHECK_WAIT, options.connect()).await {
+            Ok(Ok(conn)) => {
+                let _ = sqlx::Connection::close(conn).await;
+                false
+            }
+            Ok(Err(sqlx::Error::Io(_))) => true,
+            Ok(Err(sqlx::Error::Database(e))) => e.code().is_some_and(|c| c.starts_with("57P")),
+            Ok(Err(_)) | Err(_) => false,
         }
     }
 
     /// Marks the database away, and asks it every `AWAY_CHECK_EVERY`
-    /// whether it is back, in the background, until it is.
+    /// whether it takes connections again, in the background, until it does.
     fn mark_away(&self) {
         if self.away.swap(true, Ordering::Relaxed) {
             return;
@@ -192,7 +212,7 @@ impl Store {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(AWAY_CHECK_EVERY).await;
-                if store.answers(AWAY_CHECK_WAIT).await.is_ok() {
+                if !store.refuses_connections().await {
                     store.away.store(false, Ordering::Relaxed);
                     tracing::info!("the database answers again");
                     return;
@@ -217,11 +237,14 @@ impl Store {
     }
 
     /// Whether the database answers within `within` (asked even while it
-    /// is known to be away); a failure to reach it marks it away.
+    /// is known to be away); one that refuses a new connection is marked
+    /// away.
     pub async fn ping(&self, within: Duration) -> StoreResult<()> {
         let answered = self.answers(within).await;
         if let Err(StoreError::Unavailable(_)) = &answered {
-            self.mark_away();
+            if self.refuses_connections().await {
+                self.mark_away();
+            }
         }
         answered
     }
