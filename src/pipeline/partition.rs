@@ -409,6 +409,11 @@ impl StagedPut<'_> {
         mut decoded: Decoded,
         staged: Staged,
     ) -> WriteResult<Receipt> {
+        // An empty body still makes its table and an empty day: that day is
+        // what the PUT stores.
+        if self.new_table && staged.rows == 0 {
+            super::rows::refuse_rejects_without_table(&decoded)?;
+        }
         let mut content = decoded.input_hash;
         for dropped in &staged.dropped_row_hashes {
             content.remove(dropped);
