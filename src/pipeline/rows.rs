@@ -276,7 +276,7 @@ impl Pipeline {
             set_aside_bad_rows: false,
         };
         let (target, mut body) = self
-            .fit_table_to_body(&mut *tx, target, reading, body)
+            .fit_table_to_body(&mut *tx, target, reading, body, None)
             .await?;
         let body = body
             .reader()?
