@@ -18,12 +18,12 @@
 use std::io::{Seek, SeekFrom};
 
 use bytes::Bytes;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 use super::decode::{
     decode_whole, read_small, spawn_decoder, BodyRead, DecodeJob, Quarantine, RepeatCheck,
 };
-use super::spool::{spool_body, spool_failed, Spooled};
+use super::spool::{hash_rest, spool_body, spool_failed, Spooled};
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::schema::{check_width, SchemaPolicy, SchemaWants};
@@ -44,6 +44,18 @@ enum Kept {
 pub enum FittedBody {
     Once(Option<BodyReader>),
     Again(Rereadable),
+    /// The body of the day it is sent for, told by its hash when the spool
+    /// had no room to keep it (see `DayBody`): there is nothing to write.
+    DaysOwn,
+}
+
+/// The body a PUT's day was built from, to tell a re-sent one by its hash
+/// alone: a full spool then does not refuse a write that has nothing to do.
+pub struct DayBody<'a> {
+    /// The hash begun with what the bytes mean (see `body_hash_prefix`).
+    pub hash: Sha256,
+    /// The day's body's hash, hex.
+    pub body_sha256: &'a str,
 }
 
 impl FittedBody {
@@ -52,13 +64,14 @@ impl FittedBody {
         match self {
             FittedBody::Once(body) => Ok(body.take()),
             FittedBody::Again(body) => body.reader().map(Some),
+            FittedBody::DaysOwn => Ok(None),
         }
     }
 
     /// The body kept to be read again, if it was.
     pub fn kept(&self) -> Option<&Rereadable> {
         match self {
-            FittedBody::Once(_) => None,
+            FittedBody::Once(_) | FittedBody::DaysOwn => None,
             FittedBody::Again(body) => Some(body),
         }
     }
@@ -88,18 +101,22 @@ enum Scan {
 impl Pipeline {
     /// Under `schema: evolve`, the table changed to fit the body (see the
     /// module's doc), and the body to read again; any other table and its
-    /// body as they came.
+    /// body as they came. `day`: a PUT's day that exists, whose own body
+    /// is answered `DaysOwn` when the spool is full.
     pub async fn fit_table_to_body(
         &self,
         conn: &mut PgConnection,
         target: Target,
         reading: BodyReading<'_>,
         body: BodyReader,
+        day: Option<DayBody<'_>>,
     ) -> WriteResult<(Target, FittedBody)> {
         if target.def().schema != SchemaPolicy::Evolve {
             return Ok((target, FittedBody::Once(Some(body))));
         }
-        let body = Rereadable::read(body, self).await?;
+        let Some(body) = Rereadable::read(body, self, day).await? else {
+            return Ok((target, FittedBody::DaysOwn));
+        };
         let target = self.fit_again(conn, target, reading, Some(&body)).await?;
         Ok((target, FittedBody::Again(body)))
     }
@@ -168,19 +185,34 @@ impl Rereadable {
     }
 
     /// Reads `body` whole when small, else spools it to a temporary file.
-    async fn read(body: BodyReader, pipeline: &Pipeline) -> WriteResult<Self> {
-        Ok(
-            match read_small(body, pipeline.settings.small_body_bytes()).await? {
-                BodyRead::Whole(bytes) => Rereadable(Kept::Memory(Bytes::from(bytes))),
-                BodyRead::Large(body) => {
-                    let dir = pipeline.settings.spool_dir.as_deref();
-                    match spool_body(body, &mut Sha256::default(), dir).await? {
-                        Spooled::Kept(file) => Rereadable(Kept::File(file.into_std().await)),
-                        Spooled::Full { error, .. } => return Err(spool_failed(error)),
-                    }
-                }
-            },
-        )
+    /// When the spool is full the body is read to its end and hashed: it is
+    /// `day`'s own (`None`: nothing to keep), or the write is refused
+    /// (503 `spool_full`).
+    async fn read(
+        body: BodyReader,
+        pipeline: &Pipeline,
+        day: Option<DayBody<'_>>,
+    ) -> WriteResult<Option<Self>> {
+        let body = match read_small(body, pipeline.settings.small_body_bytes()).await? {
+            BodyRead::Whole(bytes) => return Ok(Some(Rereadable(Kept::Memory(bytes.into())))),
+            BodyRead::Large(body) => body,
+        };
+        let dir = pipeline.settings.spool_dir.as_deref();
+        let mut hash = day
+            .as_ref()
+            .map_or_else(Sha256::default, |d| d.hash.clone());
+        let (error, rest) = match spool_body(body, &mut hash, dir).await? {
+            Spooled::Kept(file) => return Ok(Some(Rereadable(Kept::File(file.into_std().await)))),
+            Spooled::Full { error, rest } => (error, rest),
+        };
+        let Some(day) = day else {
+            return Err(spool_failed(error));
+        };
+        hash_rest(rest, &mut hash).await?;
+        if hex::encode(hash.finalize()) == day.body_sha256 {
+            return Ok(None);
+        }
+        Err(spool_failed(error))
     }
 
     /// What the body's rows need of the table `job` is for. A body that

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::body::BodySource;
 use super::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck};
-use super::evolve::BodyReading;
+use super::evolve::{BodyReading, DayBody, FittedBody};
 use super::spool::{hash_rest, spool_body, spool_failed, Spooled};
 use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
@@ -188,11 +188,22 @@ impl Pipeline {
             lock_wait: Some(self.settings.idempotency_wait()),
             set_aside_bad_rows: false,
         };
+        let day = live.as_ref().map(|live| DayBody {
+            hash: body_hash_prefix(
+                format,
+                target.def(),
+                bad_rows.unwrap_or(target.def().bad_rows),
+            ),
+            body_sha256: &live.body_sha256,
+        });
         // On the stage's connection, which has no transaction open yet.
         let (mut target, mut body) = self
-            .fit_table_to_body(&mut *conn, target, reading, body)
+            .fit_table_to_body(&mut *conn, target, reading, body, day)
             .await?;
         let mut key_tx = key_tx;
+        if let (FittedBody::DaysOwn, Some(live)) = (&body, &live) {
+            return days_own_body(ticket, ds, live, key_tx.unwrap_or(conn)).await;
+        }
         let mut stagings = 0;
         loop {
             stagings += 1;
@@ -261,10 +272,7 @@ impl Pipeline {
             {
                 Resent::Different(file) => file,
                 Resent::Same => {
-                    let receipt = same_body(ticket, ds, live);
-                    let entry = receipt.entry(ticket, LoadStatus::Unchanged);
-                    ledger::insert(key_tx.unwrap_or(conn), &entry).await?;
-                    return Ok(receipt);
+                    return days_own_body(ticket, ds, live, key_tx.unwrap_or(conn)).await;
                 }
             },
         };
@@ -409,6 +417,11 @@ impl StagedPut<'_> {
         mut decoded: Decoded,
         staged: Staged,
     ) -> WriteResult<Receipt> {
+        // An empty body still makes its table and an empty day: that day is
+        // what the PUT stores.
+        if self.new_table && staged.rows == 0 {
+            super::rows::refuse_rejects_without_table(&decoded)?;
+        }
         let mut content = decoded.input_hash;
         for dropped in &staged.dropped_row_hashes {
             content.remove(dropped);
@@ -461,6 +474,20 @@ impl StagedPut<'_> {
         }
         Ok(receipt)
     }
+}
+
+/// The answer to the body the live partition was built from, recorded in
+/// the ledger (in the key's transaction, for a keyed PUT).
+async fn days_own_body(
+    ticket: &LoadTicket,
+    ds: Period,
+    live: &Current,
+    conn: &mut PgConnection,
+) -> WriteResult<Receipt> {
+    let receipt = same_body(ticket, ds, live);
+    let entry = receipt.entry(ticket, LoadStatus::Unchanged);
+    ledger::insert(conn, &entry).await?;
+    Ok(receipt)
 }
 
 /// How a PUT's rows are encoded: all of partition `ds`.

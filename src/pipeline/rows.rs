@@ -276,7 +276,7 @@ impl Pipeline {
             set_aside_bad_rows: false,
         };
         let (target, mut body) = self
-            .fit_table_to_body(&mut *tx, target, reading, body)
+            .fit_table_to_body(&mut *tx, target, reading, body, None)
             .await?;
         let body = body
             .reader()?
@@ -292,24 +292,31 @@ impl Pipeline {
 }
 
 /// The answer to a write to a table nobody declared that stores no row:
-/// no table is made for it. Its bad rows, which a quarantine could keep
-/// only for a table that exists, refuse it as under `bad_rows: reject`.
+/// no table is made for it (see `refuse_rejects_without_table`).
 fn nothing_stored(
     ticket: &LoadTicket,
     def: &TableDef,
     mode: MergeMode,
     decoded: Decoded,
 ) -> WriteResult<(Option<RejectSpool>, RowsWritten)> {
-    if let Some(rejects) = decoded.rejects.as_ref().filter(|r| r.count() > 0) {
-        return Err(WriteError::BadRows {
-            count: rejects.count(),
-            rows_received: decoded.rows_received,
-            errors: decoded.set_aside.clone(),
-        });
-    }
+    refuse_rejects_without_table(&decoded)?;
     let receipt = RowsReceipt::new(ticket, def, mode, &decoded, Merged::default());
     let deltas = Vec::new();
     Ok((None, RowsWritten { receipt, deltas }))
+}
+
+/// A write to a table nobody declared that stores no row makes no table,
+/// and rejects are kept only for a table that exists: its bad rows, set
+/// aside by a quarantine, refuse it as under `bad_rows: reject`.
+pub(super) fn refuse_rejects_without_table(decoded: &Decoded) -> WriteResult<()> {
+    match decoded.rejects.as_ref().filter(|r| r.count() > 0) {
+        Some(rejects) => Err(WriteError::BadRows {
+            count: rejects.count(),
+            rows_received: decoded.rows_received,
+            errors: decoded.set_aside.clone(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// `job` with its bad rows quarantined when the request's policy (or, when

@@ -95,3 +95,103 @@ async fn a_quarantined_post_whose_every_row_is_bad_creates_no_table() {
     );
     assert_eq!(app.count("fresh", "2026-10-12").await, 1);
 }
+
+/// How many tables idem holds: its data and partition tables in Postgres,
+/// and its catalog's rows.
+async fn tables_held(app: &TestApp) -> (i64, i64) {
+    sqlx::query_as(
+        "select (select count(*) from pg_tables where schemaname in ('idem_data', 'idem_parts')),
+                (select count(*) from idem.tables)",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_quarantined_put_whose_every_row_is_bad_creates_no_table() {
+    let app = spawn_app().await;
+    // Both rows are of another day than the one they are sent for.
+    let bad = [
+        json!({"n": 1, "ds": "2026-10-13"}),
+        json!({"n": 2, "ds": "2026-10-14"}),
+    ];
+    let r = app
+        .put_ndjson("/partitions/fresh/2026-10-12?bad_rows=quarantine", &bad)
+        .await;
+    assert_eq!(r.status(), 422);
+    let body = json_body(r).await;
+    assert_eq!(body["code"], "bad_rows", "{body}");
+    assert_eq!(body["rejected"], 2, "{body}");
+    let lines: Vec<u64> = body["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the bad rows listed: {body}"))
+        .iter()
+        .filter_map(|e| e["line"].as_u64())
+        .collect();
+    assert_eq!(lines, [1, 2], "{body}");
+    assert_eq!(app.get("/tables/fresh").await.status(), 404);
+    assert_eq!(tables_held(&app).await, (0, 0));
+
+    // One good row: the table and the day are made, the bad row kept.
+    let mixed = [
+        json!({"n": 1, "ds": "2026-10-12"}),
+        json!({"n": 2, "ds": "2026-10-13"}),
+    ];
+    let r = app
+        .put_ndjson("/partitions/fresh/2026-10-12?bad_rows=quarantine", &mixed)
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let receipt = json_body(r).await;
+    assert_eq!(
+        (
+            receipt["rows_written"].as_u64(),
+            receipt["rejected"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{receipt}"
+    );
+    assert_eq!(app.count("fresh", "2026-10-12").await, 1);
+}
+
+#[tokio::test]
+async fn an_empty_post_to_an_undeclared_table_creates_no_table() {
+    let app = spawn_app().await;
+    let r = app
+        .client
+        .post(app.url("/rows?table=fresh"))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", "p1")
+        .body("")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    assert_eq!(app.get("/tables/fresh").await.status(), 404);
+    assert_eq!(tables_held(&app).await, (0, 0));
+}
+
+/// A PUT stores a day, and an empty day is one: the table is made, with
+/// only its partition column (later writes evolve it).
+#[tokio::test]
+async fn an_empty_put_to_an_undeclared_table_makes_the_table_and_an_empty_day() {
+    let app = spawn_app().await;
+    let day = "/partitions/fresh/2026-10-12";
+    let r = app.put(day, "application/x-ndjson", "").await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let receipt = json_body(r).await;
+    assert_eq!(
+        (receipt["row_count"].as_u64(), receipt["changed"].as_bool()),
+        (Some(0), Some(true)),
+        "{receipt}"
+    );
+    let r = app.get(day).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "");
+    let table = json_body(app.get("/tables/fresh").await).await;
+    assert_eq!(
+        table["columns"],
+        json!([{"name": "ds", "type": "date", "nullable": false}])
+    );
+    assert_eq!(table["inferred"], true, "{table}");
+}
