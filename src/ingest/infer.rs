@@ -5,8 +5,8 @@
 use std::ops::ControlFlow;
 
 use super::cell::{parse_text, parse_timestamp};
-use super::temporal::Infinity;
 use super::encode::DELETED_FIELD;
+use super::temporal::Infinity;
 use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
 use crate::names::{ColumnName, TableName};
 use crate::schema::{check_width, Column, ColumnType, SchemaError, SchemaPolicy, TableDef};

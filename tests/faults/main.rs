@@ -16,5 +16,5 @@ mod kill_put;
 mod pg_outage;
 mod processes;
 mod props;
-mod spool;
 mod slow_clients;
+mod spool;
