@@ -173,6 +173,17 @@ pub struct Actor {
     pub token_name: String,
 }
 
+impl Actor {
+    /// The principal it acts as (as `Caller::principal`): the token's id,
+    /// or the name of a caller without a token (`admin`, `anonymous`).
+    pub fn principal(&self) -> String {
+        match self.token_id {
+            Some(id) => id.to_string(),
+            None => self.token_name.clone(),
+        }
+    }
+}
+
 /// The prefix of every secret idem issues, so that one found in a log or a
 /// repository is recognisable.
 const SECRET_PREFIX: &str = "idem_";

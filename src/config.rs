@@ -150,6 +150,10 @@ pub struct Settings {
     /// with `Retry-After`, in milliseconds.
     #[arg(long, env = "IDEM_LOAD_WAIT_MS", default_value_t = 5_000)]
     pub load_wait_ms: u64,
+    /// How many of this process's turns to write one token's writes may
+    /// hold at once. Default: half of them (at least one).
+    #[arg(long, env = "IDEM_LOAD_SLOTS_PER_TOKEN", value_parser = clap::value_parser!(u32).range(1..))]
+    pub load_slots_per_token: Option<u32>,
     /// Create an undeclared table on its first write, with column types
     /// inferred from the body.
     #[arg(long, env = "IDEM_AUTO_CREATE_TABLES", default_value_t = true, action = clap::ArgAction::Set)]
@@ -291,6 +295,17 @@ impl Settings {
             .unwrap_or(pool_size.saturating_mul(3) / 4)
             .max(1)
     }
+
+    /// How many turns to write one token may hold with a pool of
+    /// `pool_size`. Half by default: one heavy producer alone still runs
+    /// several writes at once, and two of them still leave a turn to the
+    /// rest when the turns are odd; never all of them but with one turn.
+    pub fn load_slots_per_token(&self, pool_size: u32) -> u32 {
+        let slots = self.load_slots(pool_size);
+        self.load_slots_per_token
+            .unwrap_or(slots / 2)
+            .clamp(1, slots)
+    }
 }
 
 impl Default for Settings {
@@ -309,6 +324,7 @@ impl Default for Settings {
             body_min_rate_grace_secs: 30,
             max_concurrent_loads: None,
             load_wait_ms: 5_000,
+            load_slots_per_token: None,
             auto_create_tables: true,
             spool_dir: None,
             idempotency_wait_ms: 10_000,
@@ -428,5 +444,18 @@ mod tests {
         ] {
             assert!(Only::try_parse_from(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_token_may_hold_half_the_turns_to_write_by_default_never_none_nor_more_than_all() {
+        let share = |args: &[&str]| {
+            let parsed = Only::parse_from([&["idem"], args].concat()).settings;
+            parsed.load_slots_per_token(8)
+        };
+        assert_eq!(share(&[]), 3, "half of the 6 turns of a pool of 8");
+        assert_eq!(share(&["--max-concurrent-loads", "1"]), 1);
+        assert_eq!(share(&["--load-slots-per-token", "5"]), 5);
+        assert_eq!(share(&["--load-slots-per-token", "50"]), 6);
+        assert!(Only::try_parse_from(["idem", "--load-slots-per-token", "0"]).is_err());
     }
 }

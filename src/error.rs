@@ -196,7 +196,7 @@ impl ApiError {
     fn retry_after(&self) -> Option<Duration> {
         let store = match self {
             ApiError::Store(e) | ApiError::Write(WriteError::Store(e)) => e,
-            ApiError::Write(WriteError::Busy) => return Some(RETRY_BUSY),
+            ApiError::Write(WriteError::Busy | WriteError::ShareTaken) => return Some(RETRY_BUSY),
             ApiError::Write(WriteError::SpoolFull(_)) => return Some(RETRY_SPOOL_FULL),
             _ => return None,
         };
@@ -211,6 +211,10 @@ impl ApiError {
     /// What the client reads: the error's own text, except for failures,
     /// whose causes (database text among them) stay in the log.
     fn detail(&self) -> String {
+        if let ApiError::Write(share @ WriteError::ShareTaken) = self {
+            // Not the pool's fault: the client is told it is its own writes.
+            return share.to_string();
+        }
         match self.status() {
             s if s.is_server_error() => match self.code() {
                 "database_unavailable" => "the database is unavailable; retry later".into(),
@@ -340,6 +344,20 @@ mod tests {
         assert_eq!(full.code(), "spool_full");
         let response = full.into_response();
         assert_eq!(response.headers()[header::RETRY_AFTER], "5");
+    }
+
+    #[test]
+    fn a_token_over_its_share_is_told_so_in_a_busy_503_that_says_when_to_retry() {
+        let over = ApiError::from(WriteError::ShareTaken);
+        assert_eq!(over.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(over.code(), "busy");
+        assert!(
+            over.detail().contains("this token's writes"),
+            "{}",
+            over.detail()
+        );
+        let response = over.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
     }
 
     #[test]

@@ -28,7 +28,6 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 
 use serde::de::DeserializeOwned;
-use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::config::Settings;
@@ -38,6 +37,7 @@ use crate::names::TableName;
 use crate::period::{Grain, Period};
 use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode, MinRate};
 use crate::pipeline::keyed::{KeyedAnswer, KeyedRequest};
+use crate::pipeline::slots::LoadSlots;
 use crate::pipeline::{Pipeline, WriteError, WriteResult};
 use crate::store::Store;
 use observe::RequestSpan;
@@ -51,7 +51,7 @@ pub struct AppState {
     /// This server's own counters (see `crate::metrics`).
     pub metrics: Arc<Metrics>,
     /// Turns for writes (see `Settings::max_concurrent_loads`).
-    load_slots: Arc<Semaphore>,
+    load_slots: Arc<LoadSlots>,
     /// The SHA-256 of the bootstrap admin token, if there is one.
     admin_digest: Option<[u8; 32]>,
     /// Valid tokens this process remembers (see `token_cache`).
@@ -64,11 +64,12 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(store: Store, settings: Settings) -> AppState {
-        let slots = settings.load_slots(store.pool_size());
+        let slots = usize::try_from(settings.load_slots(store.pool_size())).unwrap_or(1);
+        let share = usize::try_from(settings.load_slots_per_token(store.pool_size())).unwrap_or(1);
         AppState {
             store,
             metrics: Arc::default(),
-            load_slots: Arc::new(Semaphore::new(usize::try_from(slots).unwrap_or(1))),
+            load_slots: Arc::new(LoadSlots::new(slots, share)),
             admin_digest: settings
                 .admin_token
                 .as_ref()
@@ -100,7 +101,7 @@ impl AppState {
             idle: pool.idle,
             waiting: pool.waiting,
             max: pool.max.into(),
-            load_slots_free: u64::try_from(self.load_slots.available_permits()).unwrap_or(u64::MAX),
+            load_slots_free: u64::try_from(self.load_slots.available()).unwrap_or(u64::MAX),
         }
     }
 

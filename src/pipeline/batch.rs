@@ -400,7 +400,9 @@ impl Pipeline {
         items: &[&BatchData],
     ) -> WriteResult<Vec<Option<RowsReceipt>>> {
         let claimed_at = Utc::now();
-        let _slot = self.load_slot().await?;
+        // Each token with a POST in the batch has one of its turns taken.
+        let principals: Vec<&str> = items.iter().map(|item| item.key().0).collect();
+        let _slot = self.load_slot(&principals).await?;
         let mut tx = self
             .store
             .begin_bounded(self.settings.idempotency_wait())

@@ -54,6 +54,10 @@ pub enum WriteError {
     /// Every turn to write is taken, for longer than a write waits.
     #[error("too many writes are running; retry later")]
     Busy,
+    /// The token's own writes hold its share of the turns
+    /// (`IDEM_LOAD_SLOTS_PER_TOKEN`), for longer than a write waits.
+    #[error("this token's writes already hold its share of the turns to write (IDEM_LOAD_SLOTS_PER_TOKEN); retry later")]
+    ShareTaken,
     #[error(transparent)]
     Store(#[from] StoreError),
     /// idem's own machinery failed (a decoder task, a spool file).
@@ -73,7 +77,7 @@ impl WriteError {
             WriteError::Mode(_) => "invalid_request",
             WriteError::Inferred(e) => e.code(),
             WriteError::KeyReused => "idempotency_key_reused",
-            WriteError::Busy => "busy",
+            WriteError::Busy | WriteError::ShareTaken => "busy",
             WriteError::SpoolFull(_) => "spool_full",
             WriteError::Store(e) => e.code(),
             WriteError::Internal(_) => "internal",
@@ -104,7 +108,10 @@ impl WriteError {
     pub fn is_refusal(&self) -> bool {
         match self {
             WriteError::Store(e) => e.is_refusal(),
-            WriteError::Internal(_) | WriteError::Busy | WriteError::SpoolFull(_) => false,
+            WriteError::Internal(_)
+            | WriteError::Busy
+            | WriteError::ShareTaken
+            | WriteError::SpoolFull(_) => false,
             _ => true,
         }
     }

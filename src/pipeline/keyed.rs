@@ -211,7 +211,7 @@ impl Pipeline {
                 return Err(e);
             }
         }
-        let _slot = self.load_slot().await?;
+        let _slot = self.load_slot(&[&req.principal]).await?;
         // Every connection the write needs is taken before the key is claimed:
         // requests waiting for the key hold connections while they wait, and
         // must not starve the one they wait for.

@@ -16,12 +16,11 @@ pub mod keyed;
 pub mod partition;
 pub mod replay;
 pub mod rows;
+pub mod slots;
 pub mod spool;
 pub mod turns;
 
 use std::sync::Arc;
-
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -47,6 +46,7 @@ use crate::store::rejects::RejectSource;
 use crate::store::Store;
 use body::classify_read_error;
 use decode::{DecodeJob, RepeatCheck};
+use slots::{LoadSlot, LoadSlots, NoSlot};
 
 /// How much of a body is sampled, at least, to infer an undeclared table's
 /// columns; never less than one whole record (`max_record_bytes`).
@@ -60,8 +60,8 @@ pub struct Pipeline {
     pub store: Store,
     pub settings: Arc<Settings>,
     /// A write holds one while it holds database connections, so that
-    /// writes never take the whole pool.
-    pub load_slots: Arc<Semaphore>,
+    /// writes never take the whole pool, nor one token all the turns.
+    pub load_slots: Arc<LoadSlots>,
     pub metrics: Arc<Metrics>,
     /// Small POSTs waiting to be written together (see `batch`).
     pub batches: Arc<batch::Batches>,
@@ -70,14 +70,18 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Waits (bounded) for a turn to write; past the wait, the write is
+    /// Waits (bounded) for a turn to write, counted toward `principals`
+    /// (the tokens whose writes it does); past the wait, the write is
     /// refused as busy, and the client retries later.
-    pub async fn load_slot(&self) -> WriteResult<OwnedSemaphorePermit> {
+    pub async fn load_slot(&self, principals: &[&str]) -> WriteResult<LoadSlot> {
         let wait = self.settings.load_wait();
-        match tokio::time::timeout(wait, self.load_slots.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            Ok(Err(_)) | Err(_) => Err(WriteError::Busy),
-        }
+        self.load_slots
+            .acquire(principals, wait)
+            .await
+            .map_err(|no| match no {
+                NoSlot::ShareTaken => WriteError::ShareTaken,
+                NoSlot::AllTaken => WriteError::Busy,
+            })
     }
 }
 

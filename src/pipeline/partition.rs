@@ -136,7 +136,8 @@ impl Pipeline {
         let result = async {
             let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
             req.body.reader = super::turns::arrived(reader).await?;
-            let _slot = self.load_slot().await?;
+            let principal = req.actor.principal();
+            let _slot = self.load_slot(&[&principal]).await?;
             let mut conn = self.store.acquire().await?;
             let conns = PutConnections {
                 stage: &mut conn,

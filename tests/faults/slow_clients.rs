@@ -116,6 +116,57 @@ async fn trickled(
     (status, code, started.elapsed())
 }
 
+/// The other token's PUTs, POSTs and GETs to `fast_orders`, one request
+/// after another for `during`: what each was, its status, how long it took.
+async fn serve_other(
+    idem: &Idem,
+    token: &str,
+    during: Duration,
+) -> Vec<(&'static str, u16, Duration)> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let other = reqwest::Client::builder()
+        .default_headers(headers)
+        .timeout(CLIENT_DEADLINE)
+        .build()
+        .unwrap();
+    let mut served = Vec::new();
+    let until = Instant::now() + during;
+    let mut n = 0i64;
+    while Instant::now() < until {
+        n += 1;
+        let ds = format!("2026-10-{:02}", 1 + n % 28);
+        let rows: String = (1..=20).map(|id| order_line(id, &ds, "paid")).collect();
+        let requests = [
+            (
+                "PUT",
+                other
+                    .put(idem.url(&format!("/partitions/fast_orders/{ds}")))
+                    .header("content-type", "application/x-ndjson")
+                    .body(rows),
+            ),
+            (
+                "POST",
+                other
+                    .post(idem.url("/rows?table=fast_orders"))
+                    .header("content-type", "application/x-ndjson")
+                    .header("idempotency-key", format!("fast-{n}"))
+                    .body(order_line(1000 + n, &ds, "new")),
+            ),
+            (
+                "GET",
+                other.get(idem.url(&format!("/partitions/fast_orders/{ds}"))),
+            ),
+        ];
+        for (what, request) in requests {
+            let started = Instant::now();
+            let status = request.send().await.map_or(0, |r| r.status().as_u16());
+            served.push((what, status, started.elapsed()));
+        }
+    }
+    served
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_trickled_by_one_token_leave_the_turns_to_write_to_the_others() {
     const SLOW: usize = 24;
@@ -150,47 +201,7 @@ async fn bodies_trickled_by_one_token_leave_the_turns_to_write_to_the_others() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // Meanwhile the other token writes and reads, one request after another.
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("authorization", format!("Bearer {fast}").parse().unwrap());
-    let other = reqwest::Client::builder()
-        .default_headers(headers)
-        .timeout(CLIENT_DEADLINE)
-        .build()
-        .unwrap();
-    let mut served = Vec::new();
-    let until = Instant::now() + Duration::from_secs(GRACE_SECS - 4);
-    let mut n = 0i64;
-    while Instant::now() < until {
-        n += 1;
-        let ds = format!("2026-10-{:02}", 1 + n % 28);
-        let rows: String = (1..=20).map(|id| order_line(id, &ds, "paid")).collect();
-        let requests = [
-            (
-                "PUT",
-                other
-                    .put(idem.url(&format!("/partitions/fast_orders/{ds}")))
-                    .header("content-type", "application/x-ndjson")
-                    .body(rows),
-            ),
-            (
-                "POST",
-                other
-                    .post(idem.url("/rows?table=fast_orders"))
-                    .header("content-type", "application/x-ndjson")
-                    .header("idempotency-key", format!("fast-{n}"))
-                    .body(order_line(1000 + n, &ds, "new")),
-            ),
-            (
-                "GET",
-                other.get(idem.url(&format!("/partitions/fast_orders/{ds}"))),
-            ),
-        ];
-        for (what, request) in requests {
-            let started = Instant::now();
-            let status = request.send().await.map_or(0, |r| r.status().as_u16());
-            served.push((what, status, started.elapsed()));
-        }
-    }
+    let served = serve_other(&idem, &fast, Duration::from_secs(GRACE_SECS - 4)).await;
     let mut refused = std::collections::BTreeMap::<String, usize>::new();
     let mut last_refusal = Duration::ZERO;
     for t in trickling {
@@ -221,4 +232,132 @@ async fn bodies_trickled_by_one_token_leave_the_turns_to_write_to_the_others() {
         "{refused:?}"
     );
     assert!(last_refusal < Duration::from_secs(GRACE_SECS + 10));
+}
+
+/// A write whose first `FAST_BYTES` arrive at once and the rest a line
+/// every quarter second (well above the minimum rate, which the fast start
+/// has long earned), until `until`: its answer, if one came by then.
+async fn held(
+    addr: String,
+    token: String,
+    method: &'static str,
+    path: String,
+    extra: String,
+    until: Instant,
+) -> Option<Answer> {
+    const FAST_BYTES: usize = 80 * 1024;
+    let line = |i: usize| {
+        format!("{{\"id\":{i},\"note\":\"a load that keeps its turn for as long as it can\"}}\n")
+    };
+    let mut fast = String::new();
+    let mut i = 0;
+    while fast.len() < FAST_BYTES {
+        i += 1;
+        fast.push_str(&line(i));
+    }
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\
+         authorization: Bearer {token}\r\ncontent-type: application/x-ndjson\r\n\
+         content-length: {}\r\n{extra}\r\n",
+        10 * 1024 * 1024
+    );
+    let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let sending = tokio::spawn(async move {
+        writer.write_all(head.as_bytes()).await?;
+        writer.write_all(fast.as_bytes()).await?;
+        while Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            i += 1;
+            writer.write_all(line(i).as_bytes()).await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let answer = tokio::time::timeout_at(until.into(), read_answer(&mut reader)).await;
+    sending.abort();
+    answer.ok().map(|read| read.expect("an answer"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_holds_at_most_its_share_of_the_turns_to_write_and_the_others_find_one() {
+    const SLOTS: usize = 4;
+    const SHARE: usize = SLOTS / 2; // the default share
+    const LOADS: usize = 8;
+    const PROMPT: Duration = Duration::from_secs(3);
+    let pg = Postgres::start().await;
+    let idem = Idem::start(
+        &pg.url,
+        "shared-turns",
+        &[
+            ("IDEM_MAX_CONCURRENT_LOADS", "4"),
+            ("IDEM_LOAD_WAIT_MS", "2000"),
+            ("IDEM_BODY_MIN_RATE_BYTES", "1000"),
+            ("IDEM_BODY_MIN_RATE_GRACE_SECS", "2"),
+        ],
+    )
+    .await;
+    let admin = client();
+    let heavy = make_token(&admin, &idem, "heavy", "heavy_*").await;
+    let other = make_token(&admin, &idem, "other", "fast_*").await;
+    declare(&admin, &idem, "fast_orders", ORDERS).await;
+
+    // The heavy token's loads: half PUTs, half POSTs too large to be batched,
+    // each to a table of its own, each keeping its turn as long as it can.
+    let until = Instant::now() + Duration::from_secs(12);
+    let mut loads = Vec::new();
+    for i in 0..LOADS {
+        let (addr, token) = (idem.addr.clone(), heavy.clone());
+        loads.push(tokio::spawn(if i % 2 == 0 {
+            let path = format!("/partitions/heavy_put_{i}/2026-10-12");
+            held(addr, token, "PUT", path, String::new(), until)
+        } else {
+            let path = format!("/rows?table=heavy_rows_{i}");
+            let key = format!("idempotency-key: heavy-{i}\r\n");
+            held(addr, token, "POST", path, key, until)
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let served = serve_other(&idem, &other, Duration::from_secs(7)).await;
+
+    let mut answered = std::collections::BTreeMap::<String, usize>::new();
+    let mut holding = 0;
+    let mut details = std::collections::BTreeSet::new();
+    for load in loads {
+        match join(load).await {
+            None => holding += 1,
+            Some((status, _, body)) => {
+                let problem: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                let code = problem["code"].as_str().unwrap_or_default();
+                *answered.entry(format!("{status} {code}")).or_default() += 1;
+                details.insert(problem["detail"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    let failed: Vec<_> = served
+        .iter()
+        .filter(|(_, status, took)| !(200..300).contains(status) || *took > PROMPT)
+        .collect();
+    let slowest = served.iter().map(|s| s.2).max().unwrap_or_default();
+    report!(
+        "shared turns: {SLOTS} turns to write, {LOADS} loads of one token that keep their \
+         turn: {holding} held one, the others answered {answered:?} ({details:?}); another \
+         token sent {} PUTs, POSTs and GETs meanwhile: {} failed or took over {PROMPT:?} \
+         (slowest {slowest:.1?})",
+        served.len(),
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "the other token was not served: {failed:?}"
+    );
+    assert_eq!(holding, SHARE, "loads of the heavy token holding a turn");
+    assert_eq!(
+        answered.get("503 busy"),
+        Some(&(LOADS - SHARE)),
+        "{answered:?}"
+    );
+    assert!(
+        details.iter().all(|d| d.contains("share")),
+        "the heavy token is told its share is taken: {details:?}"
+    );
 }

@@ -544,9 +544,9 @@ pub async fn raw_request(
     })
 }
 
-type Answer = (u16, Vec<(String, String)>, String);
+pub type Answer = (u16, Vec<(String, String)>, String);
 
-async fn read_answer(reader: &mut tokio::net::tcp::OwnedReadHalf) -> std::io::Result<Answer> {
+pub async fn read_answer(reader: &mut tokio::net::tcp::OwnedReadHalf) -> std::io::Result<Answer> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     let head_end = loop {
