@@ -202,3 +202,71 @@ async fn a_text_log_to_a_pipe_has_no_colour_codes() {
     );
     assert!(lines.iter().all(|l| !l.contains('\u{1b}')), "{lines:#?}");
 }
+
+#[tokio::test]
+async fn a_write_refused_as_busy_is_logged_as_a_warning_not_an_error() {
+    let (_options, url, _database) = fresh_database_url().await;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_idem"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("IDEM_LOG_FORMAT", "text")
+        .env("IDEM_MAX_CONCURRENT_LOADS", "1")
+        .env("IDEM_LOAD_WAIT_MS", "200")
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped());
+    let mut idem = serving(command, &url).await;
+    let mut log = BufReader::new(idem.child.stderr.take().unwrap()).lines();
+    let client = client_with_token(ADMIN_TOKEN);
+    let declared = client
+        .put(format!("{}/tables/orders", idem.base))
+        .header("content-type", "application/json")
+        .body(ORDERS)
+        .send()
+        .await
+        .unwrap();
+    assert!(declared.status().is_success());
+    // A PUT whose body's start arrives (more than a write reads before its
+    // turn) and whose rest does not: it holds the only turn.
+    let (body, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(2);
+    let held = tokio::spawn(
+        client
+            .put(format!("{}/partitions/orders/2026-10-12", idem.base))
+            .header("content-type", "application/x-ndjson")
+            .body(reqwest::Body::wrap_stream(
+                tokio_stream::wrappers::ReceiverStream::new(rx),
+            ))
+            .send(),
+    );
+    let rows: Vec<Value> = (1..=1000)
+        .map(|id| order(id, "paid", "2026-10-12T01:00:00Z"))
+        .collect();
+    body.send(Ok(ndjson(&rows))).await.unwrap();
+    let busy = loop {
+        let second = client
+            .put(format!("{}/partitions/orders/2026-10-13", idem.base))
+            .header("content-type", "application/x-ndjson")
+            .header("x-request-id", "busy-log-1")
+            .body("{\"order_id\": 2}\n")
+            .send()
+            .await
+            .unwrap();
+        if second.status() == 503 {
+            break json_body(second).await;
+        }
+        // The held PUT had not taken its turn yet: this one wrote its day.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(busy["code"], "busy");
+    drop(body);
+    assert_eq!(held.await.unwrap().unwrap().status(), 200);
+    let lines = lines_until(&mut log, "status=503").await;
+    let failed: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("request failed"))
+        .collect();
+    assert!(!failed.is_empty(), "the 503 is logged: {lines:#?}");
+    for line in &failed {
+        assert!(line.contains(" WARN "), "{line}");
+    }
+    assert!(lines.iter().all(|l| !l.contains(" ERROR ")), "{lines:#?}");
+}

@@ -1,10 +1,8 @@
 //! What reaches the wire and the log as it is: a HEAD's headers read off
 //! the socket, two `Authorization` headers, and the level a 503 is logged at.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use idem::config::Settings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::helpers::*;
@@ -76,67 +74,6 @@ async fn two_authorization_headers_are_refused_with_400_whichever_is_valid() {
     }
     let one = plain.get(app.url("/tables")).header("authorization", admin);
     assert_eq!(one.send().await.unwrap().status(), 200);
-}
-
-/// Log lines written while a test runs, captured in memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
-#[tokio::test]
-async fn a_write_refused_as_busy_is_logged_as_a_warning_not_an_error() {
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    // The test's runtime has one thread: the server's tasks log here too.
-    let _log = tracing::subscriber::set_default(subscriber);
-    let app = spawn_app_with(Settings {
-        max_concurrent_loads: Some(1),
-        load_wait_ms: 200,
-        ..Default::default()
-    })
-    .await;
-    app.declare_orders().await;
-    let held = hold_the_only_turn(&app).await;
-    let second = app
-        .put_ndjson(
-            "/partitions/orders/2026-10-13",
-            &[serde_json::json!({"order_id": 2})],
-        )
-        .await;
-    assert_eq!(second.status(), 503);
-    assert_eq!(json_body(second).await["code"], "busy");
-    drop(held.body);
-    assert_eq!(held.answer.await.unwrap().unwrap().status(), 200);
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    let failed: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("request failed"))
-        .collect();
-    assert!(!failed.is_empty(), "the 503 is logged:\n{log}");
-    for line in failed {
-        assert!(line.contains(" WARN "), "{line}");
-    }
-    assert!(!log.contains(" ERROR "), "{log}");
 }
 
 /// A PUT that takes the process's only turn to write and keeps it: its
