@@ -154,7 +154,7 @@ async fn a_full_spool_answers_503_with_retry_after_and_a_days_own_body_still_cha
     }
     assert_eq!(readyz(&client, &idem).await, 200, "still serving");
     assert_eq!(spool.entries(), ["filler"], "no spool file left");
-    let failures = idem.failures_logged();
+    let failures = idem.failures_logged_at_least(3).await;
     assert_eq!(failures.len(), 3, "{failures:?}");
     assert!(
         failures.iter().all(|l| l.contains("\"WARN\"")),

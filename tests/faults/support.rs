@@ -325,6 +325,20 @@ impl Idem {
             .map(str::to_string)
             .collect()
     }
+
+    /// `failures_logged` once it holds at least `count` lines, or after a
+    /// few seconds: the log is written by a thread of its own, behind the
+    /// answers.
+    pub async fn failures_logged_at_least(&self, count: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let failures = self.failures_logged();
+            if failures.len() >= count || Instant::now() >= deadline {
+                return failures;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// The bootstrap admin token every idem process of the suite starts with.
