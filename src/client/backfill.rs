@@ -19,7 +19,7 @@ use super::progress::{watched, Progress, Unit};
 use super::put::{put_file, PutOptions, PutTarget};
 use super::send::FileBody;
 use super::{say, Outcome};
-use crate::period::Period;
+use idem::period::Period;
 
 /// Most partitions one backfill takes (an hourly year is 8,784).
 const MAX_PARTITIONS: usize = 100_000;
