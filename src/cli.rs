@@ -63,7 +63,7 @@ pub enum Command {
 /// usage code (3), not clap's 2, which means "gave up" here.
 pub fn usage_error(error: clap::Error) -> ! {
     let code = match error.use_stderr() {
-        true => i32::from(client::Outcome::Usage.exit_code()),
+        true => i32::from(client::Exit::Usage.exit_code()),
         false => 0,
     };
     let _ = error.print();
