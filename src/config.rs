@@ -4,59 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "idem",
-    version,
-    about = "Lands data in Postgres idempotently, over HTTP"
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Apply migrations, then serve HTTP until SIGTERM or SIGINT.
-    Serve(Box<ServeArgs>),
-    /// Apply the database migrations and exit.
-    Migrate(DatabaseArgs),
-    /// Client: PUT a file as partition DS of TABLE, retried under one
-    /// Idempotency-Key. Exit codes: 0 done, 1 refused by the server, 2 gave
-    /// up after retries, 3 usage error.
-    Put(crate::client::args::PutArgs),
-    /// Client: POST a file's rows to TABLE in batches, each under its own
-    /// Idempotency-Key (a rerun sends only what is missing). Exit codes as
-    /// for `put`.
-    Post(crate::client::args::PostArgs),
-    /// Client: PUT every partition from --from to --to, each from its file
-    /// (--files with {ds}), --parallel at a time; a rerun loads only what
-    /// is missing. Ends with a table of the partitions.
-    Backfill(crate::client::args::BackfillArgs),
-    /// Client: a partition's rows, to stdout or -o FILE.
-    Get(crate::client::args::GetArgs),
-    /// Client: the tables.
-    Tables(crate::client::args::ListArgs),
-    /// Client: a table's partitions.
-    Partitions(crate::client::args::PartitionsArgs),
-    /// Client: the loads ledger, newest first.
-    Loads(crate::client::args::LoadsArgs),
-    /// Client: what the server recorded under an Idempotency-Key.
-    Key(crate::client::args::KeyArgs),
-    /// Client: declare (or safely change) TABLE from a JSON file, as
-    /// `PUT /tables/{table}` takes it.
-    Declare(crate::client::args::DeclareArgs),
-    /// Client: drop TABLE with its partitions, rejects and keys (the
-    /// ledger keeps its loads, marked dropped).
-    Drop(crate::client::args::DropArgs),
-    /// Client: the rows of TABLE a `quarantine` policy kept.
-    Rejects(crate::client::args::RejectsArgs),
-    /// Client: send TABLE's pending rejects again, under a key new to each
-    /// run.
-    Replay(crate::client::args::ReplayArgs),
-}
+use clap::{Args, ValueEnum};
 
 #[derive(Clone, Debug, Args)]
 pub struct DatabaseArgs {
@@ -404,6 +352,7 @@ impl std::str::FromStr for AdminToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     #[derive(Parser)]
     struct Only {

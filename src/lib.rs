@@ -6,7 +6,6 @@
 
 pub mod access;
 pub mod app;
-pub mod client;
 pub mod config;
 pub mod error;
 pub mod http;

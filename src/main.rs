@@ -1,6 +1,9 @@
 use clap::Parser;
-use idem::client;
-use idem::config::{Cli, Command};
+
+mod cli;
+mod client;
+
+use cli::{usage_error, Cli, Command};
 
 // Small POSTs allocate and free many short-lived buffers across the
 // runtime's threads; with mimalloc idem spends about a fifth less CPU per
@@ -32,15 +35,4 @@ async fn main() -> anyhow::Result<()> {
         Command::Replay(args) => client::rejects::replay(args).await,
     };
     std::process::exit(i32::from(outcome.exit_code()))
-}
-
-/// Help and the version exit 0; wrong arguments exit with the documented
-/// usage code (3), not clap's 2, which means "gave up" here.
-fn usage_error(error: clap::Error) -> ! {
-    let code = match error.use_stderr() {
-        true => i32::from(client::Outcome::Usage.exit_code()),
-        false => 0,
-    };
-    let _ = error.print();
-    std::process::exit(code)
 }

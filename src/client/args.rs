@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::retry::RetryPolicy;
-use super::Outcome;
+use super::Exit;
 
 /// Where the server is, and how hard to try it.
 #[derive(Clone, Debug, Args)]
@@ -40,14 +40,14 @@ impl ServerArgs {
     /// The URL of `segments` (each percent-encoded as one path segment)
     /// under `--url`, with `query`; a `--url` that is not a URL is a usage
     /// error.
-    pub fn endpoint(&self, segments: &[&str], query: &[(&str, &str)]) -> Result<String, Outcome> {
+    pub fn endpoint(&self, segments: &[&str], query: &[(&str, &str)]) -> Result<String, Exit> {
         let mut url = reqwest::Url::parse(&self.url).map_err(|e| {
             eprintln!("idem: --url {:?} is not a URL: {e}", self.url);
-            Outcome::Usage
+            Exit::Usage
         })?;
         let Ok(mut path) = url.path_segments_mut() else {
             eprintln!("idem: --url {:?} cannot have a path", self.url);
-            return Err(Outcome::Usage);
+            return Err(Exit::Usage);
         };
         path.pop_if_empty().extend(segments);
         drop(path);

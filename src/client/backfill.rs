@@ -18,8 +18,8 @@ use super::args::BackfillArgs;
 use super::progress::{watched, Progress, Unit};
 use super::put::{put_file, PutOptions, PutTarget};
 use super::send::FileBody;
-use super::{say, Outcome};
-use crate::period::Period;
+use super::{say, Exit};
+use idem::period::Period;
 
 /// Most partitions one backfill takes (an hourly year is 8,784).
 const MAX_PARTITIONS: usize = 100_000;
@@ -70,12 +70,12 @@ struct Partition {
 }
 
 /// Runs `idem backfill`.
-pub async fn backfill(args: BackfillArgs) -> Outcome {
+pub async fn backfill(args: BackfillArgs) -> Exit {
     let periods = match partitions_between(&args.from, &args.to) {
         Ok(periods) => periods,
         Err(why) => {
             eprintln!("idem backfill: {why}");
-            return Outcome::Usage;
+            return Exit::Usage;
         }
     };
     // A wrong --url is said once, not once a partition.
@@ -84,7 +84,7 @@ pub async fn backfill(args: BackfillArgs) -> Outcome {
     }
     if !args.files.contains("{ds}") {
         eprintln!("idem backfill: --files must contain {{ds}}, e.g. 'data/ds={{ds}}.csv'");
-        return Outcome::Usage;
+        return Exit::Usage;
     }
     let total = u64::try_from(periods.len()).unwrap_or(u64::MAX);
     let progress = Arc::new(Progress::new(
@@ -206,9 +206,9 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
         Ok(receipt) => receipt,
         Err(outcome) => {
             partition.result = match outcome {
-                Outcome::Refused => Status::Refused,
-                Outcome::GaveUp => Status::GaveUp,
-                Outcome::Usage | Outcome::Done => Status::Unreadable,
+                Exit::Refused => Status::Refused,
+                Exit::GaveUp => Status::GaveUp,
+                Exit::Usage | Exit::Done => Status::Unreadable,
             };
             return;
         }
@@ -260,19 +260,19 @@ fn report(args: &BackfillArgs, partitions: &[Partition], started: Instant) {
 /// retries ran out), else 1 when the server refused one, else 3 when a file
 /// could not be read (or was missing, with `--require-files`, or none of
 /// the range was found), else 0.
-fn outcome_of(partitions: &[Partition], require_files: bool) -> Outcome {
+fn outcome_of(partitions: &[Partition], require_files: bool) -> Exit {
     let any = |result| partitions.iter().any(|p| p.result == result);
     if any(Status::GaveUp) {
-        Outcome::GaveUp
+        Exit::GaveUp
     } else if any(Status::Refused) {
-        Outcome::Refused
+        Exit::Refused
     } else if any(Status::Unreadable)
         || (require_files && any(Status::MissingFile))
         || none_found(partitions)
     {
-        Outcome::Usage
+        Exit::Usage
     } else {
-        Outcome::Done
+        Exit::Done
     }
 }
 

@@ -3,7 +3,8 @@
 //! discipline every caller needs (one Idempotency-Key for every retry of a
 //! load, retries only of what a retry can cure, exit codes a task can act
 //! on). It talks to the server over HTTP only, and uses none of the server's
-//! modules but `period` (what a partition is called).
+//! modules but `period` (what a partition is called). It belongs to the
+//! binary, not to the library, so no part of the server can reach it.
 
 pub mod args;
 pub mod backfill;
@@ -19,7 +20,7 @@ pub mod tables;
 
 /// How a client command ends, as its process's exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Exit {
     /// Every load was accepted.
     Done,
     /// The server refused a load (a 4xx a retry cannot cure).
@@ -31,14 +32,14 @@ pub enum Outcome {
     Usage,
 }
 
-impl Outcome {
+impl Exit {
     /// The documented exit code: 0, 1, 2 or 3.
     pub fn exit_code(self) -> u8 {
         match self {
-            Outcome::Done => 0,
-            Outcome::Refused => 1,
-            Outcome::GaveUp => 2,
-            Outcome::Usage => 3,
+            Exit::Done => 0,
+            Exit::Refused => 1,
+            Exit::GaveUp => 2,
+            Exit::Usage => 3,
         }
     }
 }
@@ -107,15 +108,10 @@ mod tests {
         // visible ASCII.
         let longest = post_key(&"t".repeat(48), &sha, u64::MAX, Some("quarantine"));
         assert!(longest.len() <= 255 && longest.bytes().all(|b| b.is_ascii_graphic()));
-        let codes: Vec<u8> = [
-            Outcome::Done,
-            Outcome::Refused,
-            Outcome::GaveUp,
-            Outcome::Usage,
-        ]
-        .into_iter()
-        .map(Outcome::exit_code)
-        .collect();
+        let codes: Vec<u8> = [Exit::Done, Exit::Refused, Exit::GaveUp, Exit::Usage]
+            .into_iter()
+            .map(Exit::exit_code)
+            .collect();
         assert_eq!(codes, [0, 1, 2, 3]);
     }
 }

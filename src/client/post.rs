@@ -14,15 +14,15 @@ use super::progress::{watched, Progress, Unit};
 use super::put::file_sha256;
 use super::records::Records;
 use super::send::{send_until_settled, FileBody, Load, Payload};
-use super::{post_key, say, Outcome};
+use super::{post_key, say, Exit};
 
 /// Runs `idem post`: a summary on stdout.
-pub async fn post(args: PostArgs) -> Outcome {
+pub async fn post(args: PostArgs) -> Exit {
     let body = match FileBody::open(&args.file, args.format.as_deref()).await {
         Ok(body) => body,
         Err(why) => {
             eprintln!("idem post: {why}");
-            return Outcome::Usage;
+            return Exit::Usage;
         }
     };
     // A gzipped body's bytes count as they are after gunzip: no total.
@@ -40,7 +40,7 @@ pub async fn post(args: PostArgs) -> Outcome {
     match sent {
         Ok(summary) => {
             say(&summary);
-            Outcome::Done
+            Exit::Done
         }
         Err(outcome) => outcome,
     }
@@ -59,13 +59,13 @@ async fn send_batches(
     args: &PostArgs,
     body: &FileBody,
     progress: &Arc<Progress>,
-) -> Result<serde_json::Value, Outcome> {
+) -> Result<serde_json::Value, Exit> {
     let unreadable = |e: std::io::Error| {
         progress.note(&format!(
             "idem post: cannot read {}: {e}",
             body.path().display()
         ));
-        Outcome::Usage
+        Exit::Usage
     };
     let sha256 = file_sha256(body.path()).await.map_err(unreadable)?;
     let mut records = Records::open(body).await.map_err(unreadable)?;
@@ -122,7 +122,7 @@ async fn send_batches(
 }
 
 /// `POST /rows?table=…[&mode=…]`.
-fn rows_url(args: &PostArgs) -> Result<String, Outcome> {
+fn rows_url(args: &PostArgs) -> Result<String, Exit> {
     let mut query = vec![("table", args.table.as_str())];
     if let Some(mode) = &args.mode {
         query.push(("mode", mode));

@@ -11,15 +11,15 @@ use tokio::io::AsyncReadExt;
 use super::args::{BadRowsArg, PutArgs, ServerArgs};
 use super::progress::{watched, Progress, Unit};
 use super::send::{send_until_settled, FileBody, Load, Payload};
-use super::{put_key, say, Outcome};
+use super::{put_key, say, Exit};
 
 /// Runs `idem put`: the receipt on stdout.
-pub async fn put(args: PutArgs) -> Outcome {
+pub async fn put(args: PutArgs) -> Exit {
     let body = match FileBody::open(&args.file, args.format.as_deref()).await {
         Ok(body) => body,
         Err(why) => {
             eprintln!("idem put: {why}");
-            return Outcome::Usage;
+            return Exit::Usage;
         }
     };
     let what = format!("{} {}", args.table, args.ds);
@@ -36,7 +36,7 @@ pub async fn put(args: PutArgs) -> Outcome {
     match put_file(&args.server, target, &body, Arc::new(progress)).await {
         Ok(receipt) => {
             say(&receipt);
-            Outcome::Done
+            Exit::Done
         }
         Err(outcome) => outcome,
     }
@@ -66,11 +66,11 @@ pub(super) async fn put_file(
     target: PutTarget<'_>,
     body: &FileBody,
     progress: Arc<Progress>,
-) -> Result<serde_json::Value, Outcome> {
+) -> Result<serde_json::Value, Exit> {
     let PutTarget { table, ds, options } = target;
     let unreadable = |e: std::io::Error| {
         progress.note(&format!("idem: cannot read {}: {e}", body.path().display()));
-        Outcome::Usage
+        Exit::Usage
     };
     let sha256 = file_sha256(body.path()).await.map_err(unreadable)?;
     progress.set_total(body.len().await.map_err(unreadable)?);

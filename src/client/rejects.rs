@@ -10,13 +10,13 @@ use super::args::{RejectsArgs, ReplayArgs};
 use super::progress::{Progress, Unit};
 use super::send::{send_until_settled, Load, Payload};
 use super::show::list;
-use super::{say, Outcome};
+use super::{say, Exit};
 
 /// Most calls one `idem replay` makes (each takes up to 10,000 rejects).
 const MAX_REPLAY_CALLS: u32 = 1000;
 
 /// Runs `idem rejects`: oldest first, by load and record.
-pub async fn rejects(args: RejectsArgs) -> Outcome {
+pub async fn rejects(args: RejectsArgs) -> Exit {
     let columns = [
         ("load", "load_id"),
         ("record", "record"),
@@ -60,7 +60,7 @@ impl Tally {
 }
 
 /// Runs `idem replay`: a summary on stdout.
-pub async fn replay(args: ReplayArgs) -> Outcome {
+pub async fn replay(args: ReplayArgs) -> Exit {
     // A replay is meant to run again later, when more rows fit: each run
     // is a new request, under a key of its own, retried under that key.
     let first = args
@@ -111,5 +111,5 @@ pub async fn replay(args: ReplayArgs) -> Outcome {
         "still_pending": tally.still_pending,
         "load_ids": tally.load_ids,
     }));
-    Outcome::Done
+    Exit::Done
 }

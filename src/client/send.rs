@@ -15,7 +15,7 @@ use tokio_util::io::ReaderStream;
 use super::args::ServerArgs;
 use super::progress::Progress;
 use super::retry::{verdict, Verdict};
-use super::Outcome;
+use super::Exit;
 
 /// A file to send as a body: its content type from its name (or
 /// `--format`), gzipped bodies sent as such. Stdin is copied to a
@@ -187,7 +187,7 @@ pub async fn send_until_settled(
     load: &Load,
     body: &Payload<'_>,
     progress: &Arc<Progress>,
-) -> Result<serde_json::Value, Outcome> {
+) -> Result<serde_json::Value, Exit> {
     settle(server, load, body, progress, |response| async move {
         let text = response
             .text()
@@ -207,7 +207,7 @@ pub async fn settle<T, F, Fut>(
     body: &Payload<'_>,
     progress: &Arc<Progress>,
     read: F,
-) -> Result<T, Outcome>
+) -> Result<T, Exit>
 where
     F: Fn(reqwest::Response) -> Fut,
     Fut: std::future::Future<Output = Result<T, ReadFailure>>,
@@ -231,7 +231,7 @@ where
                     if status == 401 {
                         progress.note(token_hint(server.token.is_some()));
                     }
-                    return Err(Outcome::Refused);
+                    return Err(Exit::Refused);
                 }
                 Verdict::Retry { after } => (after, format!("HTTP {status}")),
                 // A 2xx is read, never answered: nothing to wait for.
@@ -240,7 +240,7 @@ where
             Attempt::NoAnswer(why) => (None, why),
             Attempt::Stop(why) => {
                 progress.note(&format!("idem: {}: {why}", load.what));
-                return Err(Outcome::Usage);
+                return Err(Exit::Usage);
             }
         };
         let Some(wait) = policy.next_wait(waits.next(), after, started.elapsed()) else {
@@ -249,7 +249,7 @@ where
                 load.what,
                 started.elapsed().as_secs_f64()
             ));
-            return Err(Outcome::GaveUp);
+            return Err(Exit::GaveUp);
         };
         progress.note(&format!(
             "idem: {}: attempt {attempt} failed ({why}); retrying in {:.1} s",
@@ -270,14 +270,14 @@ fn token_hint(token_sent: bool) -> &'static str {
     }
 }
 
-fn http_client() -> Result<reqwest::Client, Outcome> {
+fn http_client() -> Result<reqwest::Client, Exit> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .read_timeout(Duration::from_secs(120))
         .build()
         .map_err(|e| {
             eprintln!("idem: cannot make an HTTP client: {e}");
-            Outcome::Usage
+            Exit::Usage
         })
 }
 

@@ -15,18 +15,18 @@ use tokio::io::AsyncWriteExt;
 use super::args::{GetArgs, KeyArgs, ListArgs, LoadsArgs, PartitionsArgs, RowsFormat, ServerArgs};
 use super::progress::{Progress, Unit};
 use super::send::{settle, with_causes, Load, Payload, ReadFailure};
-use super::{say, Outcome};
+use super::{say, Exit};
 
 /// Runs `idem get`: the partition as the server gives it, written whole
 /// (a download cut off is started again, from a fresh file).
-pub async fn get(args: GetArgs) -> Outcome {
+pub async fn get(args: GetArgs) -> Exit {
     match get_rows(&args).await {
-        Ok(()) => Outcome::Done,
+        Ok(()) => Exit::Done,
         Err(outcome) => outcome,
     }
 }
 
-async fn get_rows(args: &GetArgs) -> Result<(), Outcome> {
+async fn get_rows(args: &GetArgs) -> Result<(), Exit> {
     let url = args
         .server
         .endpoint(&["partitions", &args.table, &args.ds], &[])?;
@@ -36,7 +36,7 @@ async fn get_rows(args: &GetArgs) -> Result<(), Outcome> {
     };
     let landing = landing_file(args.output.as_deref()).map_err(|e| {
         eprintln!("idem get: cannot write beside the output: {e}");
-        Outcome::Usage
+        Exit::Usage
     })?;
     let load = Load {
         method: reqwest::Method::GET,
@@ -61,7 +61,7 @@ async fn get_rows(args: &GetArgs) -> Result<(), Outcome> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => {
             eprintln!("idem get: cannot write the rows: {e}");
-            Err(Outcome::Usage)
+            Err(Exit::Usage)
         }
     }
 }
@@ -119,7 +119,7 @@ async fn deliver(file: tempfile::NamedTempFile, output: Option<&Path>) -> std::i
 }
 
 /// Runs `idem tables`.
-pub async fn tables(args: ListArgs) -> Outcome {
+pub async fn tables(args: ListArgs) -> Exit {
     let columns = [
         ("table", "name"),
         ("partitions", "partitions"),
@@ -132,7 +132,7 @@ pub async fn tables(args: ListArgs) -> Outcome {
 }
 
 /// Runs `idem partitions TABLE`.
-pub async fn partitions(args: PartitionsArgs) -> Outcome {
+pub async fn partitions(args: PartitionsArgs) -> Exit {
     let columns = [
         ("ds", "ds"),
         ("rows", "rows"),
@@ -145,7 +145,7 @@ pub async fn partitions(args: PartitionsArgs) -> Outcome {
 }
 
 /// Runs `idem loads`.
-pub async fn loads(args: LoadsArgs) -> Outcome {
+pub async fn loads(args: LoadsArgs) -> Exit {
     let columns = [
         ("load", "load_id"),
         ("table", "table"),
@@ -168,7 +168,7 @@ pub async fn loads(args: LoadsArgs) -> Outcome {
 }
 
 /// Runs `idem key KEY`: what the server recorded under an Idempotency-Key.
-pub async fn key(args: KeyArgs) -> Outcome {
+pub async fn key(args: KeyArgs) -> Exit {
     let fetched = async {
         let url = args
             .server
@@ -181,7 +181,7 @@ pub async fn key(args: KeyArgs) -> Outcome {
     };
     if args.json {
         say(&record);
-        return Outcome::Done;
+        return Exit::Done;
     }
     let mut table = Table::new();
     table.load_style(comfy_table::presets::NOTHING);
@@ -203,7 +203,7 @@ pub async fn key(args: KeyArgs) -> Outcome {
         }
     }
     say(&table);
-    Outcome::Done
+    Exit::Done
 }
 
 /// Lists the items at `path` (following the server's `Link` pages up to
@@ -213,14 +213,14 @@ pub(super) async fn list(
     path: &[&str],
     query: &[(&str, &str)],
     columns: &[(&str, &str)],
-) -> Outcome {
+) -> Exit {
     let items = match fetch_all(&args.server, path, query, args.limit).await {
         Ok(items) => items,
         Err(outcome) => return outcome,
     };
     if args.json {
         say(Value::Array(items));
-        return Outcome::Done;
+        return Exit::Done;
     }
     let mut table = Table::new();
     table.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
@@ -229,7 +229,7 @@ pub(super) async fn list(
         table.add_row(columns.iter().map(|(_, field)| cell(&item[*field])));
     }
     say(&table);
-    Outcome::Done
+    Exit::Done
 }
 
 /// A value as a table cell: strings bare, lists joined, a problem with a
@@ -255,7 +255,7 @@ async fn fetch_all(
     path: &[&str],
     query: &[(&str, &str)],
     limit: u32,
-) -> Result<Vec<Value>, Outcome> {
+) -> Result<Vec<Value>, Exit> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut url = server.endpoint(path, query)?;
     let mut items = Vec::new();
@@ -277,7 +277,7 @@ async fn fetch_page(
     server: &ServerArgs,
     url: String,
     what: &str,
-) -> Result<(Value, Option<String>), Outcome> {
+) -> Result<(Value, Option<String>), Exit> {
     let load = Load {
         method: reqwest::Method::GET,
         url,

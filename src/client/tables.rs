@@ -7,16 +7,16 @@ use std::sync::Arc;
 use super::args::{DeclareArgs, DropArgs};
 use super::progress::{Progress, Unit};
 use super::send::{send_until_settled, Load, Payload};
-use super::{say, Outcome};
+use super::{say, Exit};
 
 /// Runs `idem declare`: the table as the server has it after, with its
 /// `changes`, on stdout.
-pub async fn declare(args: DeclareArgs) -> Outcome {
+pub async fn declare(args: DeclareArgs) -> Exit {
     let declaration = match read_declaration(&args).await {
         Ok(declaration) => declaration,
         Err(why) => {
             eprintln!("idem declare: {why}");
-            return Outcome::Usage;
+            return Exit::Usage;
         }
     };
     let url = match args.server.endpoint(&["tables", &args.table], &[]) {
@@ -38,7 +38,7 @@ pub async fn declare(args: DeclareArgs) -> Outcome {
     match send(&args.server, &load, &payload).await {
         Ok(table) => {
             say(&table);
-            Outcome::Done
+            Exit::Done
         }
         Err(outcome) => outcome,
     }
@@ -62,7 +62,7 @@ async fn read_declaration(args: &DeclareArgs) -> Result<Vec<u8>, String> {
 /// Runs `idem drop`: the table, its partitions and everything the server
 /// keeps of it but its ledger, gone (nothing on stdout; done also when the
 /// table was not there).
-pub async fn drop(args: DropArgs) -> Outcome {
+pub async fn drop(args: DropArgs) -> Exit {
     let table = args.table.as_str();
     let url = match args
         .server
@@ -82,7 +82,7 @@ pub async fn drop(args: DropArgs) -> Outcome {
     match send(&args.server, &load, &Payload::Nothing).await {
         Ok(_) => {
             eprintln!("idem drop: {table}: dropped (or was not there)");
-            Outcome::Done
+            Exit::Done
         }
         Err(outcome) => outcome,
     }
@@ -92,7 +92,7 @@ async fn send(
     server: &super::args::ServerArgs,
     load: &Load,
     payload: &Payload<'_>,
-) -> Result<serde_json::Value, Outcome> {
+) -> Result<serde_json::Value, Exit> {
     let progress = Arc::new(Progress::new(&load.what, Unit::Bytes, None, false));
     send_until_settled(server, load, payload, &progress).await
 }
