@@ -1,8 +1,9 @@
 //! idem: an HTTP server that lands data in Postgres idempotently.
 //!
 //! HTTP (`http`) → decode and validate (`ingest`) → stage and publish
-//! (`pipeline`, `store`). `client` is the other side: the commands that
-//! send files to a server.
+//! (`pipeline`, `store`). The client commands that send files to a server
+//! are the binary's (`src/cli.rs`, `src/client/`), not this library's: no
+//! part of the server can reach them.
 
 pub mod access;
 pub mod app;
