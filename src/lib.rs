@@ -8,7 +8,6 @@ pub mod access;
 pub mod app;
 pub mod client;
 pub mod config;
-pub mod error;
 pub mod http;
 pub mod ingest;
 pub mod log_writer;

@@ -22,7 +22,7 @@ use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
 use super::AppState;
-use crate::error::ProblemCode;
+use crate::http::error::ProblemCode;
 
 pub const REQUEST_ID: &str = "x-request-id";
 

@@ -1,6 +1,6 @@
 //! The pipeline's one error type: why a write was refused or failed. Each
 //! has a stable code (the same one the HTTP answer and the ledger carry);
-//! the HTTP status is the edge's business (`crate::error`).
+//! the HTTP status is the edge's business (`crate::http::error`).
 
 use super::body::BodyError;
 use crate::ingest::BadRow;
