@@ -15,5 +15,6 @@ pub mod metrics;
 pub mod names;
 pub mod period;
 pub mod pipeline;
+pub mod problem;
 pub mod schema;
 pub mod store;
