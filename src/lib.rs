@@ -8,7 +8,6 @@
 pub mod access;
 pub mod app;
 pub mod config;
-pub mod error;
 pub mod http;
 pub mod ingest;
 pub mod log_writer;
@@ -16,5 +15,6 @@ pub mod metrics;
 pub mod names;
 pub mod period;
 pub mod pipeline;
+pub mod problem;
 pub mod schema;
 pub mod store;

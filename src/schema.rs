@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::names::{ColumnName, NameError, TableName};
 pub use crate::period::Grain;
+use crate::problem::ProblemCode;
 
 /// The column types idem validates and stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -335,12 +336,12 @@ pub enum SchemaError {
 
 impl SchemaError {
     /// The stable, machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ProblemCode {
         match self {
-            SchemaError::Name(_) => "invalid_name",
-            SchemaError::Invalid(_) => "invalid_declaration",
-            SchemaError::Conflict(_) => "schema_conflict",
-            SchemaError::TooWide(_) => "table_too_wide",
+            SchemaError::Name(_) => ProblemCode::InvalidName,
+            SchemaError::Invalid(_) => ProblemCode::InvalidDeclaration,
+            SchemaError::Conflict(_) => ProblemCode::SchemaConflict,
+            SchemaError::TooWide(_) => ProblemCode::TableTooWide,
         }
     }
 }

@@ -16,7 +16,7 @@ use super::observe::RequestSpan;
 use super::ops::{is_local, METRICS_PATH};
 use super::AppState;
 use crate::access::{digests_equal, secret_digest, Actor, Grants, Scope};
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::store::tokens::TokenLookup;
 

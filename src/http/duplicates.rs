@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::{page, page_limit, page_ndjson, parse_id, wants_ndjson, ApiQuery, AppState, Caller};
 use crate::access::Scope;
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::store::duplicates::{LogCursor, LoggedVersion};
 

@@ -14,7 +14,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::observe::REQUEST_ID;
 use super::partitions::ROW_COUNT_HEADER;
 use super::{AppState, IDEMPOTENCY_KEY, REPLAYED_HEADER};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Ends a JSON answer held whole in memory (a receipt, a list, a problem)
 /// with a newline, so that a shell prompt or a line reader finds the line

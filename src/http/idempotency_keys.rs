@@ -6,7 +6,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use super::{ApiPath, AppState, Caller};
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::store::idempotency::KeyState;
 
 pub fn router() -> Router<AppState> {

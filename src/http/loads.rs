@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{page, page_limit, parse_id, parse_label, ApiPath, ApiQuery, AppState, Caller};
 use crate::access::Scope;
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::store::ledger::{Load, LoadFilter};
 

@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod duplicates;
 pub mod edge;
+pub mod error;
 pub mod idempotency_keys;
 pub mod loads;
 pub mod observe;
@@ -31,7 +32,7 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use crate::config::Settings;
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::metrics::{Metrics, PoolGauges, RowCounts};
 use crate::names::TableName;
 use crate::period::{Grain, Period};

@@ -22,7 +22,7 @@ use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
 use super::AppState;
-use crate::error::ProblemCode;
+use crate::problem::ProblemCode;
 
 pub const REQUEST_ID: &str = "x-request-id";
 
@@ -99,8 +99,8 @@ pub async fn observe(State(state): State<AppState>, mut request: Request, next: 
     state
         .metrics
         .request(method.as_str(), &route, status, elapsed);
-    if let Some(ProblemCode(code)) = response.extensions().get::<ProblemCode>() {
-        state.metrics.problem(status, code);
+    if let Some(code) = response.extensions().get::<ProblemCode>() {
+        state.metrics.problem(status, code.as_str());
     }
     span.in_scope(|| {
         tracing::info!(target: "idem::access", status, duration_ms = millis(elapsed), "answered");

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use super::{AppState, Caller};
-use crate::error::ApiResult;
+use crate::http::error::ApiResult;
 use crate::metrics::Metrics;
 use crate::store::StoreError;
 

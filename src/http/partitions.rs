@@ -18,7 +18,7 @@ use super::{
     Caller, PartitionPath, TablePath,
 };
 use crate::access::Scope;
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
 use crate::pipeline::keyed::{KeyedRequest, Write};

@@ -15,7 +15,7 @@ use super::{
     spawn_write, wants_ndjson, ApiQuery, AppState, Caller,
 };
 use crate::access::Scope;
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::BodySource;
 use crate::pipeline::keyed::Write;

@@ -15,7 +15,7 @@ use super::{
     spawn_write, ApiQuery, AppState, BodyKind, Caller,
 };
 use crate::access::Scope;
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
 use crate::pipeline::keyed::Write;

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::{page, page_limit, ApiQuery, AppState, Caller, TablePath};
 use crate::access::Scope;
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::WriteError;
 use crate::schema::TableDeclaration;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{page, page_limit, parse_id, ApiPath, ApiQuery, AppState, Caller};
 use crate::access::{new_secret, secret_digest, Grants, Scope, TablePattern};
-use crate::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::store::tokens::{NewToken, TokenInfo};
 
 pub fn router() -> Router<AppState> {

@@ -19,6 +19,7 @@ use tokio_util::io::StreamReader;
 
 use super::BodyReader;
 use crate::ingest::BodyFormat;
+use crate::problem::ProblemCode;
 
 pub struct BodySource {
     pub format: BodyFormat,
@@ -111,14 +112,16 @@ pub enum BodyError {
 }
 
 impl BodyError {
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ProblemCode {
         match self {
-            BodyError::UnsupportedMediaType(_) => "unsupported_media_type",
-            BodyError::UnsupportedEncoding(_) => "unsupported_content_encoding",
-            BodyError::TooLarge { .. } | BodyError::CompressionRatio { .. } => "payload_too_large",
-            BodyError::TimedOut(_) => "body_timeout",
-            BodyError::TooSlow(_) => "body_too_slow",
-            BodyError::Unreadable(_) => "body_unreadable",
+            BodyError::UnsupportedMediaType(_) => ProblemCode::UnsupportedMediaType,
+            BodyError::UnsupportedEncoding(_) => ProblemCode::UnsupportedContentEncoding,
+            BodyError::TooLarge { .. } | BodyError::CompressionRatio { .. } => {
+                ProblemCode::PayloadTooLarge
+            }
+            BodyError::TimedOut(_) => ProblemCode::BodyTimeout,
+            BodyError::TooSlow(_) => ProblemCode::BodyTooSlow,
+            BodyError::Unreadable(_) => ProblemCode::BodyUnreadable,
         }
     }
 }

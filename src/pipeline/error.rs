@@ -1,10 +1,11 @@
 //! The pipeline's one error type: why a write was refused or failed. Each
 //! has a stable code (the same one the HTTP answer and the ledger carry);
-//! the HTTP status is the edge's business (`crate::error`).
+//! the HTTP status is the edge's business (`crate::http::error`).
 
 use super::body::BodyError;
 use crate::ingest::BadRow;
 use crate::names::TableName;
+use crate::problem::ProblemCode;
 use crate::schema::SchemaError;
 use crate::store::StoreError;
 
@@ -67,20 +68,20 @@ pub enum WriteError {
 
 impl WriteError {
     /// The stable, machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ProblemCode {
         match self {
             WriteError::Body(e) => e.code(),
-            WriteError::Malformed { .. } => "malformed_body",
-            WriteError::BadRows { .. } => "bad_rows",
-            WriteError::RecordTooLarge { .. } => "record_too_large",
-            WriteError::TableNotFound(_) => "table_not_found",
-            WriteError::Mode(_) => "invalid_request",
+            WriteError::Malformed { .. } => ProblemCode::MalformedBody,
+            WriteError::BadRows { .. } => ProblemCode::BadRows,
+            WriteError::RecordTooLarge { .. } => ProblemCode::RecordTooLarge,
+            WriteError::TableNotFound(_) => ProblemCode::TableNotFound,
+            WriteError::Mode(_) => ProblemCode::InvalidRequest,
             WriteError::Inferred(e) => e.code(),
-            WriteError::KeyReused => "idempotency_key_reused",
-            WriteError::Busy | WriteError::ShareTaken => "busy",
-            WriteError::SpoolFull(_) => "spool_full",
+            WriteError::KeyReused => ProblemCode::IdempotencyKeyReused,
+            WriteError::Busy | WriteError::ShareTaken => ProblemCode::Busy,
+            WriteError::SpoolFull(_) => ProblemCode::SpoolFull,
             WriteError::Store(e) => e.code(),
-            WriteError::Internal(_) => "internal",
+            WriteError::Internal(_) => ProblemCode::Internal,
         }
     }
 

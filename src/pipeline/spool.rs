@@ -116,10 +116,10 @@ mod tests {
         for code in [28, 122, 27] {
             let e = io::Error::from_raw_os_error(code);
             assert!(is_full(&e), "{e}");
-            assert_eq!(spool_failed(e).code(), "spool_full");
+            assert_eq!(spool_failed(e).code().as_str(), "spool_full");
         }
         let eio = io::Error::from_raw_os_error(5);
         assert!(!is_full(&eio));
-        assert_eq!(spool_failed(eio).code(), "internal");
+        assert_eq!(spool_failed(eio).code().as_str(), "internal");
     }
 }

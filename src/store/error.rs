@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::ingest::BadRow;
 use crate::names::TableName;
+use crate::problem::ProblemCode;
 use crate::schema::SchemaError;
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -60,20 +61,20 @@ pub enum StoreError {
 
 impl StoreError {
     /// The stable, machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ProblemCode {
         match self {
-            StoreError::Unavailable(_) => "database_unavailable",
-            StoreError::Busy(_) => "busy",
-            StoreError::Limit { .. } => "limit_exceeded",
+            StoreError::Unavailable(_) => ProblemCode::DatabaseUnavailable,
+            StoreError::Busy(_) => ProblemCode::Busy,
+            StoreError::Limit { .. } => ProblemCode::LimitExceeded,
             StoreError::Schema(e) => e.code(),
-            StoreError::TableChanged(_) => "schema_conflict",
-            StoreError::PreconditionFailed(_) => "precondition_failed",
-            StoreError::RepeatedKeys { .. } => "bad_rows",
-            StoreError::KeyInFlight { .. } => "idempotency_key_in_flight",
+            StoreError::TableChanged(_) => ProblemCode::SchemaConflict,
+            StoreError::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
+            StoreError::RepeatedKeys { .. } => ProblemCode::BadRows,
+            StoreError::KeyInFlight { .. } => ProblemCode::IdempotencyKeyInFlight,
             StoreError::Database(_)
             | StoreError::Migrate(_)
             | StoreError::RowSource(_)
-            | StoreError::Corrupt(_) => "internal",
+            | StoreError::Corrupt(_) => ProblemCode::Internal,
         }
     }
 

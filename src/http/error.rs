@@ -12,6 +12,7 @@ use crate::ingest::BadRow;
 use crate::names::NameError;
 use crate::pipeline::body::BodyError;
 use crate::pipeline::WriteError;
+use crate::problem::ProblemCode;
 use crate::schema::SchemaError;
 use crate::store::StoreError;
 
@@ -88,7 +89,7 @@ struct Problem<'a> {
     title: &'static str,
     status: u16,
     detail: String,
-    code: &'a str,
+    code: ProblemCode,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<&'a [BadRow]>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,78 +98,92 @@ struct Problem<'a> {
 
 impl ApiError {
     /// The stable, machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ProblemCode {
         use ApiError::*;
         match self {
-            InvalidRequest(_) => "invalid_request",
-            InvalidDs(_) => "invalid_ds",
-            InvalidDeclaration(_) => "invalid_declaration",
-            DeclarationTooLarge { .. } => "payload_too_large",
-            NotFound(_) => "not_found",
-            ConfirmRequired(_) => "confirm_required",
-            MethodNotAllowed => "method_not_allowed",
-            IdempotencyKeyMissing => "idempotency_key_missing",
-            IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
-            Unauthorized { .. } => "unauthorized",
-            Forbidden(_) => "forbidden",
-            InvalidTokenRequest(_) => "invalid_token_request",
-            HostNotAllowed(_) => "host_not_allowed",
-            InvalidAuthorization(_) => "invalid_authorization",
-            Name(_) => "invalid_name",
+            InvalidRequest(_) => ProblemCode::InvalidRequest,
+            InvalidDs(_) => ProblemCode::InvalidDs,
+            InvalidDeclaration(_) => ProblemCode::InvalidDeclaration,
+            DeclarationTooLarge { .. } => ProblemCode::PayloadTooLarge,
+            NotFound(_) => ProblemCode::NotFound,
+            ConfirmRequired(_) => ProblemCode::ConfirmRequired,
+            MethodNotAllowed => ProblemCode::MethodNotAllowed,
+            IdempotencyKeyMissing => ProblemCode::IdempotencyKeyMissing,
+            IdempotencyKeyInvalid(_) => ProblemCode::IdempotencyKeyInvalid,
+            Unauthorized { .. } => ProblemCode::Unauthorized,
+            Forbidden(_) => ProblemCode::Forbidden,
+            InvalidTokenRequest(_) => ProblemCode::InvalidTokenRequest,
+            HostNotAllowed(_) => ProblemCode::HostNotAllowed,
+            InvalidAuthorization(_) => ProblemCode::InvalidAuthorization,
+            Name(_) => ProblemCode::InvalidName,
             Schema(e) => e.code(),
             Body(e) => e.code(),
             Store(e) => e.code(),
             Write(e) => e.code(),
-            Internal(_) => "internal",
+            Internal(_) => ProblemCode::Internal,
         }
     }
 
-    /// The status and title that go with a code.
-    fn status_and_title(code: &str) -> (StatusCode, &'static str) {
+    /// The status and title that go with a code. No arm is a default, so a
+    /// new code does not compile until it is given its own.
+    fn status_and_title(code: ProblemCode) -> (StatusCode, &'static str) {
         match code {
-            "invalid_request" => (StatusCode::BAD_REQUEST, "Invalid request"),
-            "invalid_ds" => (StatusCode::BAD_REQUEST, "Invalid partition date"),
-            "invalid_name" => (StatusCode::BAD_REQUEST, "Invalid name"),
-            "invalid_declaration" => (StatusCode::BAD_REQUEST, "Invalid table declaration"),
-            "table_too_wide" => (StatusCode::BAD_REQUEST, "Table too wide"),
-            "body_unreadable" => (StatusCode::BAD_REQUEST, "Body unreadable"),
-            "idempotency_key_missing" => (StatusCode::BAD_REQUEST, "Idempotency-Key missing"),
-            "idempotency_key_invalid" => (StatusCode::BAD_REQUEST, "Idempotency-Key invalid"),
-            "invalid_token_request" => (StatusCode::BAD_REQUEST, "Invalid token request"),
-            "confirm_required" => (StatusCode::BAD_REQUEST, "Confirmation required"),
-            "invalid_authorization" => (StatusCode::BAD_REQUEST, "Invalid Authorization"),
-            "unauthorized" => (StatusCode::UNAUTHORIZED, "Unauthorized"),
-            "forbidden" => (StatusCode::FORBIDDEN, "Forbidden"),
-            "table_not_found" => (StatusCode::NOT_FOUND, "Table not found"),
-            "not_found" => (StatusCode::NOT_FOUND, "Not found"),
-            "method_not_allowed" => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed"),
+            ProblemCode::InvalidRequest => (StatusCode::BAD_REQUEST, "Invalid request"),
+            ProblemCode::InvalidDs => (StatusCode::BAD_REQUEST, "Invalid partition date"),
+            ProblemCode::InvalidName => (StatusCode::BAD_REQUEST, "Invalid name"),
+            ProblemCode::InvalidDeclaration => {
+                (StatusCode::BAD_REQUEST, "Invalid table declaration")
+            }
+            ProblemCode::TableTooWide => (StatusCode::BAD_REQUEST, "Table too wide"),
+            ProblemCode::BodyUnreadable => (StatusCode::BAD_REQUEST, "Body unreadable"),
+            ProblemCode::IdempotencyKeyMissing => {
+                (StatusCode::BAD_REQUEST, "Idempotency-Key missing")
+            }
+            ProblemCode::IdempotencyKeyInvalid => {
+                (StatusCode::BAD_REQUEST, "Idempotency-Key invalid")
+            }
+            ProblemCode::InvalidTokenRequest => (StatusCode::BAD_REQUEST, "Invalid token request"),
+            ProblemCode::ConfirmRequired => (StatusCode::BAD_REQUEST, "Confirmation required"),
+            ProblemCode::InvalidAuthorization => (StatusCode::BAD_REQUEST, "Invalid Authorization"),
+            ProblemCode::Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),
+            ProblemCode::Forbidden => (StatusCode::FORBIDDEN, "Forbidden"),
+            ProblemCode::TableNotFound => (StatusCode::NOT_FOUND, "Table not found"),
+            ProblemCode::NotFound => (StatusCode::NOT_FOUND, "Not found"),
+            ProblemCode::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed"),
             // Not 400: the request is well formed, only addressed to a
             // name this server does not answer for (RFC 9110, 15.5.20).
-            "host_not_allowed" => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
-            "schema_conflict" => (StatusCode::CONFLICT, "Schema conflict"),
-            "idempotency_key_in_flight" => (StatusCode::CONFLICT, "Request in flight"),
-            "precondition_failed" => (StatusCode::PRECONDITION_FAILED, "Precondition failed"),
-            "payload_too_large" => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large"),
-            "body_timeout" => (StatusCode::REQUEST_TIMEOUT, "Body timed out"),
-            "body_too_slow" => (StatusCode::REQUEST_TIMEOUT, "Body too slow"),
-            "record_too_large" => (StatusCode::PAYLOAD_TOO_LARGE, "Record too large"),
-            "unsupported_media_type" => {
+            ProblemCode::HostNotAllowed => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
+            ProblemCode::SchemaConflict => (StatusCode::CONFLICT, "Schema conflict"),
+            ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
+            ProblemCode::PreconditionFailed => {
+                (StatusCode::PRECONDITION_FAILED, "Precondition failed")
+            }
+            ProblemCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large"),
+            ProblemCode::BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "Body timed out"),
+            ProblemCode::BodyTooSlow => (StatusCode::REQUEST_TIMEOUT, "Body too slow"),
+            ProblemCode::RecordTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Record too large"),
+            ProblemCode::UnsupportedMediaType => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported media type")
             }
-            "unsupported_content_encoding" => (
+            ProblemCode::UnsupportedContentEncoding => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "Unsupported content encoding",
             ),
-            "malformed_body" => (StatusCode::UNPROCESSABLE_ENTITY, "Malformed body"),
-            "bad_rows" => (StatusCode::UNPROCESSABLE_ENTITY, "Bad rows"),
-            "idempotency_key_reused" => {
+            ProblemCode::MalformedBody => (StatusCode::UNPROCESSABLE_ENTITY, "Malformed body"),
+            ProblemCode::BadRows => (StatusCode::UNPROCESSABLE_ENTITY, "Bad rows"),
+            ProblemCode::IdempotencyKeyReused => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "Idempotency-Key reused")
             }
-            "database_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "Database unavailable"),
-            "busy" => (StatusCode::SERVICE_UNAVAILABLE, "Busy"),
-            "spool_full" => (StatusCode::SERVICE_UNAVAILABLE, "Spool full"),
-            "limit_exceeded" => (StatusCode::UNPROCESSABLE_ENTITY, "Limit exceeded"),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
+            ProblemCode::DatabaseUnavailable => {
+                (StatusCode::SERVICE_UNAVAILABLE, "Database unavailable")
+            }
+            ProblemCode::Busy => (StatusCode::SERVICE_UNAVAILABLE, "Busy"),
+            ProblemCode::SpoolFull => (StatusCode::SERVICE_UNAVAILABLE, "Spool full"),
+            ProblemCode::LimitExceeded => (StatusCode::UNPROCESSABLE_ENTITY, "Limit exceeded"),
+            ProblemCode::TooManyConnections => {
+                (StatusCode::TOO_MANY_REQUESTS, "Too many connections")
+            }
+            ProblemCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
         }
     }
 
@@ -217,9 +232,13 @@ impl ApiError {
         }
         match self.status() {
             s if s.is_server_error() => match self.code() {
-                "database_unavailable" => "the database is unavailable; retry later".into(),
-                "busy" => "every database connection is in use; retry later".into(),
-                "spool_full" => "the server has no room to spool this write; retry later".into(),
+                ProblemCode::DatabaseUnavailable => {
+                    "the database is unavailable; retry later".into()
+                }
+                ProblemCode::Busy => "every database connection is in use; retry later".into(),
+                ProblemCode::SpoolFull => {
+                    "the server has no room to spool this write; retry later".into()
+                }
                 _ => "internal error".into(),
             },
             _ => self.to_string(),
@@ -241,7 +260,10 @@ impl IntoResponse for ApiError {
         }
         let row_errors = self.row_errors();
         let problem = Problem {
-            type_: format!("https://idem.dev/problems/{}", code.replace('_', "-")),
+            type_: format!(
+                "https://idem.dev/problems/{}",
+                code.as_str().replace('_', "-")
+            ),
             title,
             status: status.as_u16(),
             detail: self.detail(),
@@ -266,7 +288,8 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static(challenge),
             );
         }
-        response.extensions_mut().insert(ProblemCode(code));
+        // For the metrics, which count problem answers by code.
+        response.extensions_mut().insert(code);
         if let Some(wait) = self.retry_after() {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -278,11 +301,6 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
-
-/// The code of a problem answer, in the response's extensions, for the
-/// metrics that count problems by code.
-#[derive(Clone, Copy, Debug)]
-pub struct ProblemCode(pub &'static str);
 
 #[cfg(test)]
 mod tests {
@@ -341,7 +359,7 @@ mod tests {
         let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
         let full = ApiError::from(WriteError::SpoolFull(full));
         assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(full.code(), "spool_full");
+        assert_eq!(full.code(), ProblemCode::SpoolFull);
         let response = full.into_response();
         assert_eq!(response.headers()[header::RETRY_AFTER], "5");
     }
@@ -350,7 +368,7 @@ mod tests {
     fn a_token_over_its_share_is_told_so_in_a_busy_503_that_says_when_to_retry() {
         let over = ApiError::from(WriteError::ShareTaken);
         assert_eq!(over.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(over.code(), "busy");
+        assert_eq!(over.code(), ProblemCode::Busy);
         assert!(
             over.detail().contains("this token's writes"),
             "{}",

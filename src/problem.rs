@@ -1,0 +1,120 @@
+//! The stable, machine-readable problem codes: what clients match on, what
+//! the ledger records for a refused or failed load, and what the metrics
+//! count. Each layer names its error's code here; the HTTP status that goes
+//! with a code is the edge's business (`http::error`).
+
+use serde::{Serialize, Serializer};
+
+/// Declares `ProblemCode` with each code's string form, and `ALL`, from one
+/// list, so no code can be missing from either.
+macro_rules! problem_codes {
+    ($($(#[$doc:meta])* $variant:ident => $text:literal,)+) => {
+        /// Every code a problem answer can carry.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ProblemCode {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl ProblemCode {
+            /// Every code, in the order declared.
+            pub const ALL: &'static [ProblemCode] = &[$(ProblemCode::$variant,)+];
+
+            /// The code as sent on the wire and stored in the ledger.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ProblemCode::$variant => $text,)+
+                }
+            }
+        }
+    };
+}
+
+problem_codes! {
+    InvalidName => "invalid_name",
+    InvalidDs => "invalid_ds",
+    InvalidRequest => "invalid_request",
+    InvalidDeclaration => "invalid_declaration",
+    TableTooWide => "table_too_wide",
+    BodyUnreadable => "body_unreadable",
+    BodyTimeout => "body_timeout",
+    BodyTooSlow => "body_too_slow",
+    PayloadTooLarge => "payload_too_large",
+    RecordTooLarge => "record_too_large",
+    /// Sent by the listener itself, before a connection reaches the router.
+    TooManyConnections => "too_many_connections",
+    UnsupportedMediaType => "unsupported_media_type",
+    UnsupportedContentEncoding => "unsupported_content_encoding",
+    HostNotAllowed => "host_not_allowed",
+    MalformedBody => "malformed_body",
+    BadRows => "bad_rows",
+    LimitExceeded => "limit_exceeded",
+    TableNotFound => "table_not_found",
+    NotFound => "not_found",
+    MethodNotAllowed => "method_not_allowed",
+    SchemaConflict => "schema_conflict",
+    PreconditionFailed => "precondition_failed",
+    InvalidAuthorization => "invalid_authorization",
+    Unauthorized => "unauthorized",
+    Forbidden => "forbidden",
+    InvalidTokenRequest => "invalid_token_request",
+    ConfirmRequired => "confirm_required",
+    IdempotencyKeyMissing => "idempotency_key_missing",
+    IdempotencyKeyInvalid => "idempotency_key_invalid",
+    IdempotencyKeyReused => "idempotency_key_reused",
+    IdempotencyKeyInFlight => "idempotency_key_in_flight",
+    DatabaseUnavailable => "database_unavailable",
+    Busy => "busy",
+    SpoolFull => "spool_full",
+    Internal => "internal",
+}
+
+impl std::fmt::Display for ProblemCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// As its string, so problem documents and the ledger's JSON read as they
+/// always have.
+impl Serialize for ProblemCode {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::ProblemCode;
+
+    /// The `enum:` list of `components.schemas.ProblemCode` in the spec.
+    fn documented_codes() -> BTreeSet<&'static str> {
+        let spec = include_str!("../openapi.yaml");
+        let schema = spec
+            .split_once("\n    ProblemCode:\n")
+            .expect("openapi.yaml declares the ProblemCode schema")
+            .1;
+        let list = schema
+            .split_once("\n      enum:\n")
+            .expect("the ProblemCode schema has an enum")
+            .1;
+        list.lines()
+            .map_while(|line| line.strip_prefix("        - "))
+            .map(str::trim)
+            .collect()
+    }
+
+    #[test]
+    fn every_code_is_the_one_openapi_yaml_lists() {
+        let ours: BTreeSet<&str> = ProblemCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(ours.len(), ProblemCode::ALL.len(), "a code is spelt twice");
+        assert_eq!(ours, documented_codes());
+    }
+
+    #[test]
+    fn a_code_serializes_as_its_string() {
+        let json = serde_json::json!({ "code": ProblemCode::IdempotencyKeyInFlight });
+        assert_eq!(json.to_string(), r#"{"code":"idempotency_key_in_flight"}"#);
+    }
+}
