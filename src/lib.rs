@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod app;
+pub mod binary_copy;
 pub mod client;
 pub mod config;
 pub mod error;

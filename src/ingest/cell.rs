@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::temporal::{check_earliest, Infinity, EARLIEST_TIMESTAMP_UNIX_MICROS};
 use super::RawField;
+use crate::binary_copy::TupleWriter;
 use crate::schema::ColumnType;
 
 /// A checked value. Text borrows from the body where it can.
@@ -697,74 +698,41 @@ impl Cell<'_> {
     /// One field of a binary COPY tuple: its length, then its bytes. A value
     /// Postgres cannot hold is refused, with the reason, and nothing is written.
     pub fn write_binary(&self, ty: ColumnType, out: &mut Vec<u8>) -> Result<(), String> {
+        let mut w = TupleWriter::new(out);
         match self {
-            Cell::Null => out.extend_from_slice(&(-1i32).to_be_bytes()),
-            Cell::Text(s) => write_field(out, s.as_bytes())?,
+            Cell::Null => w.null(),
+            Cell::Text(s) => w.field(Some(s.as_bytes()))?,
             Cell::Int(v) if ty == ColumnType::Integer => {
                 let v =
                     i32::try_from(*v).map_err(|_| format!("{v} is out of range for integer"))?;
-                write_fixed(out, &v.to_be_bytes());
+                w.fixed(&v.to_be_bytes());
             }
             Cell::Int(v) if ty == ColumnType::Numeric => write_numeric(out, &v.to_string())?,
-            Cell::Int(v) => write_fixed(out, &v.to_be_bytes()),
-            Cell::Float(v) => write_fixed(out, &v.to_be_bytes()),
+            Cell::Int(v) => w.fixed(&v.to_be_bytes()),
+            Cell::Float(v) => w.fixed(&v.to_be_bytes()),
             Cell::Numeric(n) => write_numeric(out, n)?,
-            Cell::Bool(b) => write_fixed(out, &[u8::from(*b)]),
+            Cell::Bool(b) => w.fixed(&[u8::from(*b)]),
             // Dates come from four-digit years, far inside both chrono's and
             // Postgres's range: the day count cannot overflow.
-            Cell::Date(d) => write_fixed(
-                out,
-                &(d.num_days_from_ce() - PG_EPOCH_DAYS_FROM_CE).to_be_bytes(),
-            ),
+            Cell::Date(d) => w.fixed(&(d.num_days_from_ce() - PG_EPOCH_DAYS_FROM_CE).to_be_bytes()),
             Cell::Timestamp(micros) => {
                 let since_pg_epoch = Some(*micros)
                     .filter(|&m| m >= EARLIEST_TIMESTAMP_UNIX_MICROS)
                     .and_then(|m| m.checked_sub(PG_EPOCH_UNIX_MICROS))
                     .ok_or_else(|| "timestamp is out of Postgres's range".to_string())?;
-                write_fixed(out, &since_pg_epoch.to_be_bytes());
+                w.fixed(&since_pg_epoch.to_be_bytes());
             }
             Cell::Infinite(infinity) => infinity.write_binary(ty, out)?,
             Cell::Json(j) => {
                 // jsonb's binary form: a version byte, then the text.
-                out.extend_from_slice(&field_length(1 + j.len())?);
-                out.push(1);
-                out.extend_from_slice(j.as_bytes());
+                let body = w.field_of(1 + j.len())?;
+                body.push(1);
+                body.extend_from_slice(j.as_bytes());
             }
-            Cell::Uuid(u) => write_fixed(out, u.as_bytes()),
+            Cell::Uuid(u) => w.fixed(u.as_bytes()),
         }
         Ok(())
     }
-}
-
-/// The most bytes Postgres holds in one value: a varlena is at most 1 GB
-/// (`MaxAllocSize`, 2^30 - 1 bytes) including its 4-byte header.
-pub const MAX_FIELD_BYTES: usize = (1 << 30) - 1 - 4;
-
-/// A field's length word, for a field Postgres can hold.
-fn field_length(len: usize) -> Result<[u8; 4], String> {
-    if len > MAX_FIELD_BYTES {
-        return Err(format!(
-            "is {len} bytes long; Postgres holds at most {MAX_FIELD_BYTES} bytes in one value"
-        ));
-    }
-    let len = i32::try_from(len).map_err(|_| format!("is {len} bytes long"))?;
-    Ok(len.to_be_bytes())
-}
-
-/// A field of variable length (text), refused when Postgres cannot hold it.
-pub fn write_field(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), String> {
-    out.extend_from_slice(&field_length(bytes.len())?);
-    out.extend_from_slice(bytes);
-    Ok(())
-}
-
-/// A field whose size its type fixes (a scalar, a uuid, a digest), so that
-/// it cannot fail.
-pub fn write_fixed<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N]) {
-    const { assert!(N <= 64, "a fixed field is a scalar, a uuid or a digest") };
-    let len = i32::try_from(N).expect("N <= 64, asserted at compile time");
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(bytes);
 }
 
 /// Postgres's binary numeric: base-10000 digits with a weight (the power of
@@ -833,7 +801,7 @@ fn write_numeric_field(
         .ok()
         .filter(|&s| i64::from(s) <= NUMERIC_MAX_SCALE)
         .ok_or_else(|| format!("numeric scale {scale} is out of range"))?;
-    out.extend_from_slice(&field_length(8 + 2 * groups)?);
+    let out = TupleWriter::new(out).field_of(8 + 2 * groups)?;
     out.extend_from_slice(&ndigits.to_be_bytes());
     out.extend_from_slice(&weight.to_be_bytes());
     out.extend_from_slice(&sign.to_be_bytes());
@@ -1103,15 +1071,6 @@ mod tests {
         assert!(write_numeric(&mut out, "1e-16384").is_err());
         assert!(write_numeric(&mut out, "lots").is_err());
         assert!(out.is_empty());
-    }
-
-    #[test]
-    fn a_field_over_postgres_value_limit_is_refused_before_it_is_written() {
-        assert_eq!(field_length(3), Ok([0, 0, 0, 3]));
-        assert!(field_length(MAX_FIELD_BYTES).is_ok());
-        let err = field_length(MAX_FIELD_BYTES + 1).unwrap_err();
-        assert!(err.contains("at most 1073741819 bytes"), "{err}");
-        assert!(field_length(usize::MAX).is_err());
     }
 
     fn micros(text: &str) -> i64 {

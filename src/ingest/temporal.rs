@@ -1,7 +1,7 @@
 //! Postgres's `infinity` and `-infinity` in date and timestamp columns, and
 //! the earliest instant idem takes.
 
-use super::cell::write_fixed;
+use crate::binary_copy::TupleWriter;
 use crate::schema::ColumnType;
 
 /// Postgres's `-infinity` (before every date) and `infinity` (after every date).
@@ -40,11 +40,11 @@ impl Infinity {
         match ty {
             ColumnType::Date => {
                 let days = if future { i32::MAX } else { i32::MIN };
-                write_fixed(out, &days.to_be_bytes());
+                TupleWriter::new(out).fixed(&days.to_be_bytes());
             }
             ColumnType::Timestamptz => {
                 let micros = if future { i64::MAX } else { i64::MIN };
-                write_fixed(out, &micros.to_be_bytes());
+                TupleWriter::new(out).fixed(&micros.to_be_bytes());
             }
             _ => return Err(format!("{} holds no infinity", ty.sql_name())),
         }
