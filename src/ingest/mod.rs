@@ -12,7 +12,9 @@ pub mod formats;
 pub mod hash;
 pub mod infer;
 mod json;
-mod temporal;
+mod numeric;
+pub(crate) mod temporal;
+mod text;
 mod tuple_size;
 
 use serde::Serialize;

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use super::{count, StoreError, StoreResult};
 use crate::binary_copy::{self, TupleWriter};
-use crate::ingest::cell::PG_EPOCH_UNIX_MICROS;
+use crate::ingest::temporal::PG_EPOCH_UNIX_MICROS;
 use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::period::Period;
