@@ -6,7 +6,6 @@
 //! binary COPY tuple, `hash` folds row digests into an order-independent content hash.
 
 pub mod cell;
-mod csv_reader;
 pub mod encode;
 pub mod formats;
 pub mod hash;
