@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod app;
+pub mod binary_copy;
 pub mod config;
 pub mod http;
 pub mod ingest;

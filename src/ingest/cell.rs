@@ -5,12 +5,23 @@
 use std::borrow::Cow;
 use std::io::Write;
 
-use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike, Utc};
+use chrono::{Datelike, NaiveDate};
 use uuid::Uuid;
 
-use super::temporal::{check_earliest, Infinity, EARLIEST_TIMESTAMP_UNIX_MICROS};
+use super::numeric::{check_decimal, parse_float, write_numeric, write_numeric_canonical};
+use super::temporal::{
+    parse_date, timestamp_micros, write_date, write_timestamp, Infinity,
+    EARLIEST_TIMESTAMP_UNIX_MICROS, PG_EPOCH_DAYS_FROM_CE, PG_EPOCH_UNIX_MICROS,
+};
+use super::text::{expected, json_str, NUL_REFUSED};
 use super::RawField;
+use crate::binary_copy::TupleWriter;
 use crate::schema::ColumnType;
+
+pub use super::numeric::{
+    NUMERIC_MAX_DIGITS_BEFORE_POINT, NUMERIC_MAX_EXPONENT, NUMERIC_MAX_SCALE,
+};
+pub use super::temporal::parse_timestamp;
 
 /// A checked value. Text borrows from the body where it can.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,32 +63,6 @@ fn classify(raw: &str) -> Result<Json<'_>, String> {
         _ => Json::Number(raw),
     })
 }
-
-/// A raw JSON string's value, borrowed when it has no escapes.
-pub(super) fn json_str(raw: &str) -> Result<Cow<'_, str>, String> {
-    let inner = &raw[1..raw.len() - 1];
-    if inner.contains('\\') {
-        let unescaped = serde_json::from_str::<String>(raw).map_err(|e| e.to_string())?;
-        Ok(Cow::Owned(unescaped))
-    } else {
-        Ok(Cow::Borrowed(inner))
-    }
-}
-
-fn snippet(s: &str) -> String {
-    let mut out: String = s.chars().take(40).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    format!("{out:?}")
-}
-
-fn expected(ty: ColumnType, got: &str) -> String {
-    format!("expected {}, got {}", ty.sql_name(), snippet(got))
-}
-
-pub(super) const NUL_REFUSED: &str =
-    "contains a NUL character (\\u0000), which Postgres cannot store";
 
 /// Checks one raw value against `ty`.
 pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String> {
@@ -165,34 +150,6 @@ pub fn parse_text(ty: ColumnType, text: &str) -> Result<Cell<'_>, String> {
     }
 }
 
-/// A double as Postgres's `float8in` reads it. `Err(None)`: not a number;
-/// `Err(Some(why))`: a literal strtod overflows to infinity, or underflows
-/// to zero from a non-zero value (`1e-400`), which Postgres refuses as out
-/// of range instead of storing `0`. Subnormals (`5e-324`) it keeps.
-fn parse_float(t: &str) -> Result<f64, Option<String>> {
-    match t.to_ascii_lowercase().as_str() {
-        "nan" => Ok(f64::NAN),
-        "infinity" | "inf" | "+infinity" => Ok(f64::INFINITY),
-        "-infinity" | "-inf" => Ok(f64::NEG_INFINITY),
-        _ if t
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) =>
-        {
-            let v = t.parse::<f64>().map_err(|_| None)?;
-            let mantissa = t.split(['e', 'E']).next().unwrap_or(t);
-            let underflow = v == 0.0 && mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'));
-            if v.is_infinite() || underflow {
-                return Err(Some(format!(
-                    "{} is out of range for double precision",
-                    snippet(t)
-                )));
-            }
-            Ok(v)
-        }
-        _ => Err(None),
-    }
-}
-
 /// A decimal literal `[+-]digits[.digits][e[+-]digits]`, or NaN, that
 /// Postgres can hold. `Err(None)`: not a decimal; `Err(Some(why))`: a
 /// decimal past Postgres's limits.
@@ -200,427 +157,11 @@ fn parse_numeric(t: &str) -> Result<Cell<'_>, Option<String>> {
     if t.eq_ignore_ascii_case("nan") {
         return Ok(Cell::Numeric(Cow::Borrowed("NaN")));
     }
-    let parts = DecimalParts::parse(t).ok_or(None)?;
-    parts.check_limits().map_err(Some)?;
+    check_decimal(t)?;
     Ok(Cell::Numeric(Cow::Borrowed(
         t.strip_prefix('+').unwrap_or(t),
     )))
 }
-
-/// A numeric's canonical text: the value as Postgres displays it, so that
-/// `100`, `1e2` and `1.0E+2` (one stored value) encode alike while `1.50`
-/// and `1.5` (displayed apart) do not. `text` is a checked decimal or NaN.
-pub(super) fn write_numeric_canonical(out: &mut Vec<u8>, text: &str) {
-    // Most decimals are written as Postgres displays them: copied as they are.
-    if is_displayed_form(text) {
-        out.extend_from_slice(text.as_bytes());
-        return;
-    }
-    match DecimalParts::parse(text) {
-        Some(parts) => parts.write_canonical(out),
-        None => out.extend_from_slice(text.as_bytes()),
-    }
-}
-
-/// Whether `text` is a decimal exactly as Postgres displays it: digits
-/// without a leading zero (but `0`), a fraction of one digit or more if a
-/// point is written, no exponent, no sign but on a non-zero `-`. Such a text
-/// is its own canonical form.
-fn is_displayed_form(text: &str) -> bool {
-    let negative = text.starts_with('-');
-    let body = text.strip_prefix('-').unwrap_or(text);
-    let (int, frac) = match body.split_once('.') {
-        Some((int, frac)) => (int, Some(frac)),
-        None => (body, None),
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let zero = int == "0" && frac.unwrap_or("").bytes().all(|b| b == b'0');
-    digits(int)
-        && frac.is_none_or(digits)
-        && (int == "0" || !int.starts_with('0'))
-        && !(negative && zero)
-}
-
-/// Refuses, with the reason, a decimal literal Postgres's numeric cannot hold.
-pub(super) fn numeric_limits(t: &str) -> Result<(), String> {
-    DecimalParts::parse(t)
-        .ok_or_else(|| format!("{} is not a decimal", snippet(t)))?
-        .check_limits()
-}
-
-/// Postgres's numeric limits (checked against PostgreSQL 15): the weight, the
-/// power of 10000 of the first base-10000 digit, is an int16, so at most
-/// 32768 × 4 digits stand before the point; the display scale has 14 bits;
-/// and its text parser refuses an exponent of `INT_MAX / 2` or more, even on
-/// a zero.
-pub const NUMERIC_MAX_DIGITS_BEFORE_POINT: i64 = 131_072;
-pub const NUMERIC_MAX_SCALE: i64 = 16_383;
-pub const NUMERIC_MAX_EXPONENT: i64 = 1_073_741_822;
-
-/// A length as an `i64` for the limit arithmetic. No string is that long;
-/// if one were, the saturated count would still be past every limit.
-fn count(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// The pieces of a decimal literal.
-struct DecimalParts<'a> {
-    negative: bool,
-    int: &'a str,
-    frac: &'a str,
-    /// Saturated far past `NUMERIC_MAX_EXPONENT` when written longer.
-    exponent: i64,
-}
-
-impl<'a> DecimalParts<'a> {
-    fn parse(t: &'a str) -> Option<Self> {
-        let negative = t.starts_with('-');
-        let body = t.strip_prefix(['+', '-']).unwrap_or(t);
-        let (mantissa, exponent) = match body.find(['e', 'E']) {
-            Some(i) => (&body[..i], Some(&body[i + 1..])),
-            None => (body, None),
-        };
-        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-        let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-        if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
-            return None;
-        }
-        let exponent = match exponent {
-            None => 0,
-            Some(e) => {
-                let magnitude = e.strip_prefix(['+', '-']).unwrap_or(e);
-                if magnitude.is_empty() || !digits(magnitude) {
-                    return None;
-                }
-                // Eighteen digits always fit an i64; a longer exponent is
-                // refused anyway, so its exact value does not matter.
-                let significant = magnitude.trim_start_matches('0');
-                let magnitude: i64 = if significant.len() > 18 {
-                    i64::MAX / 2
-                } else {
-                    significant.parse().unwrap_or(0)
-                };
-                if e.starts_with('-') {
-                    -magnitude
-                } else {
-                    magnitude
-                }
-            }
-        };
-        Some(DecimalParts {
-            negative,
-            int,
-            frac,
-            exponent,
-        })
-    }
-
-    /// How many zeros lead the digits (all of them for a zero).
-    fn leading_zeros(&self) -> usize {
-        let zeros = |s: &str| s.bytes().take_while(|&b| b == b'0').count();
-        let in_int = zeros(self.int);
-        if in_int < self.int.len() {
-            in_int
-        } else {
-            in_int + zeros(self.frac)
-        }
-    }
-
-    fn is_zero(&self) -> bool {
-        self.leading_zeros() == self.int.len() + self.frac.len()
-    }
-
-    /// Where the point stands, counted from the first significant digit:
-    /// the number of digits before the point when positive.
-    fn point(&self) -> i64 {
-        count(self.int.len())
-            .saturating_add(self.exponent)
-            .saturating_sub(count(self.leading_zeros()))
-    }
-
-    /// The display scale: digits after the point as written, exponent applied.
-    fn scale(&self) -> i64 {
-        count(self.frac.len()).saturating_sub(self.exponent).max(0)
-    }
-
-    /// The stored value's canonical text: as Postgres displays it (plain),
-    /// unless that is far longer than the value in scientific notation
-    /// (`1e131071` is 131,072 digits plain): a body must not grow a
-    /// thousandfold on its way to the hash. Both forms depend on the value
-    /// and its display scale alone, and the choice between them too.
-    fn write_canonical(&self, out: &mut Vec<u8>) {
-        /// How much longer than the scientific form the plain one may be.
-        const PLAIN_SLACK: usize = 32;
-        let (plain, scientific) = self.canonical_lengths();
-        if plain <= scientific.saturating_add(PLAIN_SLACK) {
-            self.write_plain(out);
-        } else {
-            self.write_scientific(out);
-        }
-    }
-
-    /// The significant digits (none for a zero), and the power of ten of
-    /// the first one.
-    fn significant(&self) -> (impl Iterator<Item = u8> + '_, usize, i64) {
-        let zero = self.is_zero();
-        let digits = self
-            .int
-            .bytes()
-            .chain(self.frac.bytes())
-            .skip(self.leading_zeros())
-            .take(if zero { 0 } else { usize::MAX });
-        let n = if zero {
-            0
-        } else {
-            self.int.len() + self.frac.len() - self.leading_zeros()
-        };
-        (digits, n, if zero { 0 } else { self.point() - 1 })
-    }
-
-    /// The lengths of the plain and the scientific forms.
-    fn canonical_lengths(&self) -> (usize, usize) {
-        let scale = usize::try_from(self.scale()).unwrap_or(0);
-        let (_, n, power) = self.significant();
-        let sign = usize::from(self.negative && n > 0);
-        let fraction = if scale > 0 { 1 + scale } else { 0 };
-        let before = usize::try_from(power.saturating_add(1)).unwrap_or(0).max(1);
-        let plain = sign + before + fraction;
-        let mantissa = self.scientific_digits();
-        let point = usize::from(mantissa > 1);
-        let exponent = if n == 0 { -self.scale() } else { power };
-        let scientific = sign + mantissa + point + 1 + itoa::Buffer::new().format(exponent).len();
-        (plain, scientific)
-    }
-
-    /// How many digits the scientific form's mantissa needs: the
-    /// significant ones less trailing zeros, unless the scale needs them.
-    fn scientific_digits(&self) -> usize {
-        let (digits, n, _) = self.significant();
-        if self.scale() > 0 || n == 0 {
-            return n.max(1);
-        }
-        let trailing = digits.fold(0, |zeros, d| if d == b'0' { zeros + 1 } else { 0 });
-        n - trailing
-    }
-
-    /// `d.ddde±x`, which Postgres reads back as the same value and display
-    /// scale; a zero of scale s is `0e-s`.
-    fn write_scientific(&self, out: &mut Vec<u8>) {
-        let (digits, n, power) = self.significant();
-        if n == 0 {
-            out.extend_from_slice(b"0e");
-            out.extend_from_slice(itoa::Buffer::new().format(-self.scale()).as_bytes());
-            return;
-        }
-        if self.negative {
-            out.push(b'-');
-        }
-        for (i, d) in digits.take(self.scientific_digits()).enumerate() {
-            if i == 1 {
-                out.push(b'.');
-            }
-            out.push(d);
-        }
-        out.push(b'e');
-        out.extend_from_slice(itoa::Buffer::new().format(power).as_bytes());
-    }
-
-    /// The decimal as Postgres displays it: plain, exactly `scale()` digits
-    /// after the point, no leading zeros, no sign on a zero. Only for a
-    /// decimal within the limits (a zero's exponent is never spelled out).
-    fn write_plain(&self, out: &mut Vec<u8>) {
-        let scale = usize::try_from(self.scale()).unwrap_or(0);
-        // A zero has no significant digits, and its point may stand
-        // anywhere (`0e1073741822`).
-        let zero = self.is_zero();
-        let point = if zero { 0 } else { self.point() };
-        let mut digits = self
-            .int
-            .bytes()
-            .chain(self.frac.bytes())
-            .skip(self.leading_zeros());
-        if self.negative && !zero {
-            out.push(b'-');
-        }
-        let before = usize::try_from(point).unwrap_or(0);
-        if before == 0 {
-            out.push(b'0');
-        }
-        // An exponent past the written digits stands for zeros.
-        out.extend((0..before).map(|_| digits.next().unwrap_or(b'0')));
-        if scale == 0 {
-            return;
-        }
-        out.push(b'.');
-        let zeros = usize::try_from(point.saturating_neg()).unwrap_or(0);
-        out.extend(
-            std::iter::repeat_n(b'0', zeros)
-                .chain(digits)
-                .chain(std::iter::repeat(b'0'))
-                .take(scale),
-        );
-    }
-
-    /// Refuses, with the reason, a decimal Postgres's numeric cannot hold.
-    fn check_limits(&self) -> Result<(), String> {
-        if self.exponent.abs() > NUMERIC_MAX_EXPONENT {
-            return Err(format!(
-                "numeric exponent is out of range; Postgres takes at most \
-                 ±{NUMERIC_MAX_EXPONENT}"
-            ));
-        }
-        let before_point = self.point();
-        if !self.is_zero() && before_point > NUMERIC_MAX_DIGITS_BEFORE_POINT {
-            return Err(format!(
-                "numeric has {before_point} digits before the point; Postgres holds at \
-                 most {NUMERIC_MAX_DIGITS_BEFORE_POINT}"
-            ));
-        }
-        let scale = self.scale();
-        if scale > NUMERIC_MAX_SCALE {
-            return Err(format!(
-                "numeric has {scale} digits after the point; Postgres holds at most \
-                 {NUMERIC_MAX_SCALE}"
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// `YYYY-MM-DD`, parsed by hand: every row of a partition carries one.
-fn parse_date(t: &str) -> Option<NaiveDate> {
-    let b = t.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| {
-        b[r].iter().try_fold(0u32, |acc, &d| {
-            d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0'))
-        })
-    };
-    // Postgres has no year 0 (it reads `0000-01-01` as an error), and a
-    // date read back must parse again: years 0001 to 9999.
-    let year = i32::try_from(num(0..4)?).ok().filter(|&y| y >= 1)?;
-    NaiveDate::from_ymd_opt(year, num(5..7)?, num(8..10)?)
-}
-
-/// RFC 3339 (`T` or space between date and time; `Z`, `+hh:mm`, `+hh`);
-/// without an offset the time is taken as UTC.
-pub fn parse_timestamp(t: &str) -> Option<i64> {
-    timestamp_micros(t).ok()
-}
-
-/// A timestamp as microseconds since the Unix epoch. `Err(None)`: not a
-/// timestamp; `Err(Some(why))`: one Postgres cannot hold.
-fn timestamp_micros(t: &str) -> Result<i64, Option<String>> {
-    let ts = DateTime::parse_from_rfc3339(t)
-        .ok()
-        .or_else(|| {
-            // Postgres's own output (`2026-10-12 01:00:00+00`) and kin:
-            // `+hh`, `+hhmm`, `+hh:mm` or `Z`, seconds optional.
-            [
-                "%Y-%m-%d %H:%M:%S%.f%#z",
-                "%Y-%m-%dT%H:%M:%S%.f%#z",
-                "%Y-%m-%d %H:%M%#z",
-                "%Y-%m-%dT%H:%M%#z",
-            ]
-            .iter()
-            .find_map(|f| DateTime::parse_from_str(t, f).ok())
-        })
-        .map(|d| d.with_timezone(&Utc))
-        .or_else(|| {
-            [
-                "%Y-%m-%dT%H:%M:%S%.f",
-                "%Y-%m-%d %H:%M:%S%.f",
-                "%Y-%m-%dT%H:%M",
-                "%Y-%m-%d %H:%M",
-            ]
-            .iter()
-            .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
-            .map(|n| n.and_utc())
-        })
-        // A date is its midnight, UTC (as a `date` column widened to
-        // `timestamptz` holds it).
-        .or_else(|| parse_date(t).map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc()))
-        .ok_or(None)?;
-    // chrono keeps a leap second (`23:59:60`) as second 59 plus a whole
-    // second of nanoseconds; Postgres reads it as the next minute's 00.
-    let leap = i64::from(ts.timestamp_subsec_nanos() >= 1_000_000_000);
-    let micros = ts
-        .timestamp()
-        .checked_add(leap)
-        .and_then(|s| s.checked_mul(1_000_000))
-        .and_then(|m| m.checked_add(fraction_micros(t)))
-        .ok_or(None)?;
-    check_earliest(micros).map_err(Some)
-}
-
-/// The fraction of a second in microseconds, rounded the way Postgres's own
-/// parser rounds it (the fraction read as a double, times 10^6, to the
-/// nearest, ties to even), so that a text lands as the same instant through
-/// idem as through SQL. One million when it rounds up to the next second.
-fn fraction_micros(t: &str) -> i64 {
-    // Only the seconds carry a `.` in the forms `timestamp_micros` reads.
-    let Some(dot) = t.find('.') else {
-        return 0;
-    };
-    let digits = t[dot + 1..].bytes().take_while(u8::is_ascii_digit).count();
-    let fraction: f64 = t[dot..dot + 1 + digits].parse().unwrap_or(0.0);
-    // In [0, 10^6] and integral, so the conversion is exact.
-    (fraction * 1e6).round_ties_even() as i64
-}
-
-/// Two decimal digits of `v`, which is below 100 (a month, a second, a
-/// century of a four-digit year).
-fn push_2(out: &mut Vec<u8>, v: u32) {
-    debug_assert!(v < 100);
-    for d in [v / 10 % 10, v % 10] {
-        out.push(b'0' + u8::try_from(d).unwrap_or(0));
-    }
-}
-
-fn write_date(out: &mut Vec<u8>, d: NaiveDate) {
-    match u32::try_from(d.year()) {
-        Ok(year @ 0..=9999) => {
-            push_2(out, year / 100);
-            push_2(out, year % 100);
-        }
-        _ => {
-            let _ = write!(out, "{}", d.year());
-        }
-    }
-    out.push(b'-');
-    push_2(out, d.month());
-    out.push(b'-');
-    push_2(out, d.day());
-}
-
-/// `2026-10-12T01:02:03.000000Z`, written by hand: this runs for every
-/// timestamp of every row, and chrono's formatter is slow.
-fn write_timestamp(out: &mut Vec<u8>, micros: i64) {
-    let Some(ts) = DateTime::from_timestamp_micros(micros) else {
-        let _ = write!(out, "{micros}");
-        return;
-    };
-    write_date(out, ts.date_naive());
-    out.push(b'T');
-    push_2(out, ts.hour());
-    out.push(b':');
-    push_2(out, ts.minute());
-    out.push(b':');
-    push_2(out, ts.second());
-    out.push(b'.');
-    let fraction = ts.timestamp_subsec_micros();
-    push_2(out, fraction / 10_000);
-    push_2(out, fraction / 100 % 100);
-    push_2(out, fraction % 100);
-    out.push(b'Z');
-}
-
-/// Days from 0001-01-01 to 2000-01-01, Postgres's date epoch.
-const PG_EPOCH_DAYS_FROM_CE: i32 = 730_120;
-/// Microseconds from the Unix epoch to 2000-01-01, Postgres's timestamp epoch.
-pub(crate) const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
 
 /// A jsonb JSON `null` in the canonical encoding. Not JSON, so that no
 /// other value (a document, a string) can encode alike; SQL NULL keeps
@@ -697,157 +238,47 @@ impl Cell<'_> {
     /// One field of a binary COPY tuple: its length, then its bytes. A value
     /// Postgres cannot hold is refused, with the reason, and nothing is written.
     pub fn write_binary(&self, ty: ColumnType, out: &mut Vec<u8>) -> Result<(), String> {
+        let mut w = TupleWriter::new(out);
         match self {
-            Cell::Null => out.extend_from_slice(&(-1i32).to_be_bytes()),
-            Cell::Text(s) => write_field(out, s.as_bytes())?,
+            Cell::Null => w.null(),
+            Cell::Text(s) => w.field(Some(s.as_bytes()))?,
             Cell::Int(v) if ty == ColumnType::Integer => {
                 let v =
                     i32::try_from(*v).map_err(|_| format!("{v} is out of range for integer"))?;
-                write_fixed(out, &v.to_be_bytes());
+                w.fixed(&v.to_be_bytes());
             }
             Cell::Int(v) if ty == ColumnType::Numeric => write_numeric(out, &v.to_string())?,
-            Cell::Int(v) => write_fixed(out, &v.to_be_bytes()),
-            Cell::Float(v) => write_fixed(out, &v.to_be_bytes()),
+            Cell::Int(v) => w.fixed(&v.to_be_bytes()),
+            Cell::Float(v) => w.fixed(&v.to_be_bytes()),
             Cell::Numeric(n) => write_numeric(out, n)?,
-            Cell::Bool(b) => write_fixed(out, &[u8::from(*b)]),
+            Cell::Bool(b) => w.fixed(&[u8::from(*b)]),
             // Dates come from four-digit years, far inside both chrono's and
             // Postgres's range: the day count cannot overflow.
-            Cell::Date(d) => write_fixed(
-                out,
-                &(d.num_days_from_ce() - PG_EPOCH_DAYS_FROM_CE).to_be_bytes(),
-            ),
+            Cell::Date(d) => w.fixed(&(d.num_days_from_ce() - PG_EPOCH_DAYS_FROM_CE).to_be_bytes()),
             Cell::Timestamp(micros) => {
                 let since_pg_epoch = Some(*micros)
                     .filter(|&m| m >= EARLIEST_TIMESTAMP_UNIX_MICROS)
                     .and_then(|m| m.checked_sub(PG_EPOCH_UNIX_MICROS))
                     .ok_or_else(|| "timestamp is out of Postgres's range".to_string())?;
-                write_fixed(out, &since_pg_epoch.to_be_bytes());
+                w.fixed(&since_pg_epoch.to_be_bytes());
             }
             Cell::Infinite(infinity) => infinity.write_binary(ty, out)?,
             Cell::Json(j) => {
                 // jsonb's binary form: a version byte, then the text.
-                out.extend_from_slice(&field_length(1 + j.len())?);
-                out.push(1);
-                out.extend_from_slice(j.as_bytes());
+                let body = w.field_of(1 + j.len())?;
+                body.push(1);
+                body.extend_from_slice(j.as_bytes());
             }
-            Cell::Uuid(u) => write_fixed(out, u.as_bytes()),
+            Cell::Uuid(u) => w.fixed(u.as_bytes()),
         }
         Ok(())
     }
 }
 
-/// The most bytes Postgres holds in one value: a varlena is at most 1 GB
-/// (`MaxAllocSize`, 2^30 - 1 bytes) including its 4-byte header.
-pub const MAX_FIELD_BYTES: usize = (1 << 30) - 1 - 4;
-
-/// A field's length word, for a field Postgres can hold.
-fn field_length(len: usize) -> Result<[u8; 4], String> {
-    if len > MAX_FIELD_BYTES {
-        return Err(format!(
-            "is {len} bytes long; Postgres holds at most {MAX_FIELD_BYTES} bytes in one value"
-        ));
-    }
-    let len = i32::try_from(len).map_err(|_| format!("is {len} bytes long"))?;
-    Ok(len.to_be_bytes())
-}
-
-/// A field of variable length (text), refused when Postgres cannot hold it.
-pub fn write_field(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), String> {
-    out.extend_from_slice(&field_length(bytes.len())?);
-    out.extend_from_slice(bytes);
-    Ok(())
-}
-
-/// A field whose size its type fixes (a scalar, a uuid, a digest), so that
-/// it cannot fail.
-pub fn write_fixed<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N]) {
-    const { assert!(N <= 64, "a fixed field is a scalar, a uuid or a digest") };
-    let len = i32::try_from(N).expect("N <= 64, asserted at compile time");
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(bytes);
-}
-
-/// Postgres's binary numeric: base-10000 digits with a weight (the power of
-/// 10000 of the first digit), a sign and the display scale. Every header
-/// field is checked against its width, so a value past Postgres's limits is
-/// refused here too, not wrapped into another number.
-fn write_numeric(out: &mut Vec<u8>, text: &str) -> Result<(), String> {
-    const POSITIVE: u16 = 0x0000;
-    const NEGATIVE: u16 = 0x4000;
-    const NAN: u16 = 0xC000;
-    if text == "NaN" {
-        return write_numeric_field(out, NAN, 0, 0, &[]);
-    }
-    let parts =
-        DecimalParts::parse(text).ok_or_else(|| format!("{} is not a decimal", snippet(text)))?;
-    let scale = parts.scale();
-    // The first significant digit's power of ten is point - 1; groups of
-    // four are aligned on powers that are multiples of four, so zeros pad
-    // the first group in front.
-    let first_power = parts.point() - 1;
-    let pad = match first_power.rem_euclid(4) {
-        0 => 3,
-        1 => 2,
-        2 => 1,
-        _ => 0,
-    };
-    let mut digits = vec![0u8; pad];
-    digits.extend(
-        parts
-            .int
-            .bytes()
-            .chain(parts.frac.bytes())
-            .skip(parts.leading_zeros())
-            .map(|b| b - b'0'),
-    );
-    while digits.len() > pad && digits.last() == Some(&0) {
-        digits.pop();
-    }
-    if digits.len() == pad {
-        return write_numeric_field(out, POSITIVE, 0, scale, &[]);
-    }
-    while !digits.len().is_multiple_of(4) {
-        digits.push(0);
-    }
-    let sign = if parts.negative { NEGATIVE } else { POSITIVE };
-    write_numeric_field(out, sign, first_power.div_euclid(4), scale, &digits)
-}
-
-/// The numeric field: length, digit count, weight, sign, display scale,
-/// then the base-10000 digits, from `digits` (decimal, four to a group).
-fn write_numeric_field(
-    out: &mut Vec<u8>,
-    sign: u16,
-    weight: i64,
-    scale: i64,
-    digits: &[u8],
-) -> Result<(), String> {
-    let groups = digits.len() / 4;
-    // Postgres reads the digit count as uint16, the weight as int16 and the
-    // scale as 14 bits of a uint16.
-    let ndigits =
-        u16::try_from(groups).map_err(|_| format!("numeric has {groups} base-10000 digits"))?;
-    let weight =
-        i16::try_from(weight).map_err(|_| format!("numeric weight {weight} is out of range"))?;
-    let scale = u16::try_from(scale)
-        .ok()
-        .filter(|&s| i64::from(s) <= NUMERIC_MAX_SCALE)
-        .ok_or_else(|| format!("numeric scale {scale} is out of range"))?;
-    out.extend_from_slice(&field_length(8 + 2 * groups)?);
-    out.extend_from_slice(&ndigits.to_be_bytes());
-    out.extend_from_slice(&weight.to_be_bytes());
-    out.extend_from_slice(&sign.to_be_bytes());
-    out.extend_from_slice(&scale.to_be_bytes());
-    for g in digits.chunks_exact(4) {
-        let group = g.iter().fold(0u16, |acc, &d| acc * 10 + u16::from(d));
-        out.extend_from_slice(&group.to_be_bytes());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::numeric::is_displayed_form;
     use serde_json::value::RawValue;
 
     fn json(ty: ColumnType, raw: &str) -> Result<Cell<'static>, String> {
@@ -1105,15 +536,6 @@ mod tests {
         assert!(out.is_empty());
     }
 
-    #[test]
-    fn a_field_over_postgres_value_limit_is_refused_before_it_is_written() {
-        assert_eq!(field_length(3), Ok([0, 0, 0, 3]));
-        assert!(field_length(MAX_FIELD_BYTES).is_ok());
-        let err = field_length(MAX_FIELD_BYTES + 1).unwrap_err();
-        assert!(err.contains("at most 1073741819 bytes"), "{err}");
-        assert!(field_length(usize::MAX).is_err());
-    }
-
     fn micros(text: &str) -> i64 {
         match json(ColumnType::Timestamptz, &format!("{text:?}")) {
             Ok(Cell::Timestamp(m)) => m,
@@ -1140,5 +562,74 @@ mod tests {
             micros("2026-10-12T23:59:60.5Z"),
             micros("2026-10-13T00:00:00.5Z")
         );
+    }
+}
+
+#[cfg(test)]
+mod infinity_tests {
+    use super::{parse_text, Cell};
+    use crate::schema::ColumnType::{self, Date, Timestamptz};
+
+    fn canonical(cell: &Cell) -> String {
+        let mut out = Vec::new();
+        cell.write_canonical(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn binary(ty: ColumnType, text: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        parse_text(ty, text)
+            .unwrap()
+            .write_binary(ty, &mut out)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn infinity_is_taken_in_date_and_timestamptz_columns_as_postgres_writes_it() {
+        for ty in [Date, Timestamptz] {
+            for (text, form) in [
+                ("infinity", "\"infinity\""),
+                ("Infinity", "\"infinity\""),
+                (" INFINITY ", "\"infinity\""),
+                ("-infinity", "\"-infinity\""),
+                ("-Infinity", "\"-infinity\""),
+            ] {
+                let cell = parse_text(ty, text);
+                assert_eq!(cell.as_ref().map(canonical), Ok(form.to_string()), "{text}");
+            }
+            // Postgres reads neither.
+            assert!(parse_text(ty, "+infinity").is_err());
+            assert!(parse_text(ty, "inf").is_err());
+        }
+        // As Postgres holds them: the largest and smallest day and microsecond counts.
+        assert_eq!(
+            binary(Date, "infinity"),
+            [0, 0, 0, 4, 0x7f, 0xff, 0xff, 0xff]
+        );
+        assert_eq!(binary(Date, "-infinity"), [0, 0, 0, 4, 0x80, 0, 0, 0]);
+        let micros = |v: i64| [&[0, 0, 0, 8][..], &v.to_be_bytes()].concat();
+        assert_eq!(binary(Timestamptz, "infinity"), micros(i64::MAX));
+        assert_eq!(binary(Timestamptz, "-infinity"), micros(i64::MIN));
+    }
+
+    #[test]
+    fn a_timestamp_before_year_1_is_refused_as_a_date_is() {
+        for early in [
+            "0000-12-31T00:00:00Z",
+            "0001-01-01T00:00:00+01:00",
+            "0001-01-01 00:59:59.999999+01",
+            "-4713-11-24 00:00:00Z",
+        ] {
+            let err = parse_text(Timestamptz, early).unwrap_err();
+            assert!(err.contains("before 0001-01-01"), "{early}: {err}");
+        }
+        for first in ["0001-01-01T00:00:00Z", "0001-01-01 01:00+01", "0001-01-01"] {
+            assert_eq!(
+                parse_text(Timestamptz, first).as_ref().map(canonical),
+                Ok("\"0001-01-01T00:00:00.000000Z\"".to_string()),
+                "{first}"
+            );
+        }
     }
 }

@@ -4,11 +4,12 @@
 use chrono::{DateTime, NaiveTime};
 use sha2::{Digest, Sha256};
 
-use super::cell::{parse_cell, write_fixed, Cell};
+use super::cell::{parse_cell, Cell};
 use super::infer::value_type;
 use super::tuple_size::TupleSize;
 use super::RawField;
 use super::{ErrorLog, RawRecord, RowError};
+use crate::binary_copy::TupleWriter;
 use crate::names::ColumnName;
 use crate::period::Period;
 use crate::schema::{ColumnType, SchemaPolicy, SchemaWants, TableDef};
@@ -110,10 +111,7 @@ impl RowEncoder<'_> {
 /// The field that marks a tombstone in `POST /rows` merge mode.
 pub const DELETED_FIELD: &str = "_deleted";
 
-/// Binary COPY starts with this signature, flags and header extension length.
-pub const COPY_BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
-/// ... and ends with a tuple of field count -1.
-pub const COPY_BINARY_TRAILER: &[u8] = &[0xff, 0xff];
+pub use crate::binary_copy::{HEADER as COPY_BINARY_HEADER, TRAILER as COPY_BINARY_TRAILER};
 
 /// `_load_id`, `_row_id` and `_row_hash`, after the table's columns.
 const SYSTEM_FIELDS: usize = 3;
@@ -370,7 +368,7 @@ impl<'d> RowEncoder<'d> {
             + usize::from(self.options.tombstones)
             + usize::from(self.options.presence);
         match i16::try_from(fields) {
-            Ok(n) => copy_out.extend_from_slice(&n.to_be_bytes()),
+            Ok(n) => TupleWriter::new(copy_out).tuple(n),
             Err(_) => errors.push(row_error(
                 record,
                 None,
@@ -399,11 +397,12 @@ impl<'d> RowEncoder<'d> {
                 errors.push(row_error(record, Some(&self.def.partition_by), message));
             }
         }
-        write_fixed(copy_out, self.load_id.as_bytes());
-        write_fixed(copy_out, &row.row_id);
-        write_fixed(copy_out, &row.row_hash);
+        let mut w = TupleWriter::new(copy_out);
+        w.fixed(self.load_id.as_bytes());
+        w.fixed(&row.row_id);
+        w.fixed(&row.row_hash);
         if self.options.tombstones {
-            write_fixed(copy_out, &[u8::from(row.deleted)]);
+            w.fixed(&[u8::from(row.deleted)]);
         }
         if self.options.presence {
             self.write_presence(record, copy_out);
@@ -426,9 +425,9 @@ impl RowEncoder<'_> {
             }
         }
         // A row of at most 1,596 columns: a bitmap of at most 200 bytes.
-        let length = i32::try_from(bitmap.len()).expect("a bitmap of at most 200 bytes");
-        copy_out.extend_from_slice(&length.to_be_bytes());
-        copy_out.extend_from_slice(&bitmap);
+        TupleWriter::new(copy_out)
+            .field(Some(&bitmap))
+            .expect("a bitmap of at most 200 bytes");
     }
 }
 

@@ -4,8 +4,9 @@
 
 use std::ops::ControlFlow;
 
-use super::cell::{parse_text, parse_timestamp};
+use super::cell::parse_text;
 use super::encode::DELETED_FIELD;
+use super::temporal::parse_timestamp;
 use super::temporal::Infinity;
 use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
 use crate::names::{ColumnName, TableName};

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use serde::de::IgnoredAny;
 
-use super::cell::{json_str, numeric_limits, write_numeric_canonical, NUL_REFUSED};
+use super::numeric::{numeric_limits, write_numeric_canonical};
+use super::text::{json_str, NUL_REFUSED};
 
 /// How deep a document may nest: serde_json's own limit, which jsonb values
 /// went through before they were canonicalized here.

@@ -6,13 +6,14 @@
 //! binary COPY tuple, `hash` folds row digests into an order-independent content hash.
 
 pub mod cell;
-mod csv_reader;
 pub mod encode;
 pub mod formats;
 pub mod hash;
 pub mod infer;
 mod json;
-mod temporal;
+mod numeric;
+pub(crate) mod temporal;
+mod text;
 mod tuple_size;
 
 use serde::Serialize;

@@ -17,7 +17,8 @@ use uuid::Uuid;
 
 use super::body::classify_read_error;
 use super::{BodyReader, WriteError, WriteResult};
-use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER, DELETED_FIELD};
+use crate::binary_copy;
+use crate::ingest::encode::DELETED_FIELD;
 use crate::ingest::formats::ReadError;
 use crate::ingest::{
     not_a_column, read_records, BadRow, BodyFormat, ContentDelta, ContentHash, EncodeOptions,
@@ -488,7 +489,7 @@ impl Encoding<'_> {
         let wanting = self.encoder.wants().is_some_and(|w| !w.is_empty());
         let good = self.errors.is_empty() && self.spool_error.is_none() && !wanting;
         let end = if read_error.is_none() && good && !self.receiver_gone {
-            self.out.extend_from_slice(COPY_BINARY_TRAILER);
+            self.out.extend_from_slice(binary_copy::TRAILER);
             Ok(Bytes::from(std::mem::take(&mut self.out)))
         } else {
             Err(io::Error::other("the body was refused"))
@@ -539,7 +540,7 @@ fn decode<R: io::Read>(
         spool_error: None,
         csv_header: None,
     };
-    sink.out.extend_from_slice(COPY_BINARY_HEADER);
+    sink.out.extend_from_slice(binary_copy::HEADER);
     let read_error = read_records(job.format, &mut reader, &mut sink, job.max_record_bytes).err();
     let whole = sink.close(read_error.as_ref());
     let decoded = Decoded {

@@ -15,6 +15,7 @@ use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo};
 use sqlx::{Encode, Postgres, Type};
 
 use super::{StoreError, StoreResult};
+use crate::binary_copy::{self, Malformed};
 use crate::schema::ColumnType;
 
 /// The Postgres type of one column of the tuples, as array parameters need
@@ -83,11 +84,6 @@ pub struct TupleArrays {
     pub rows: i32,
 }
 
-/// Binary COPY starts with this signature, flags and extension length ...
-const COPY_HEADER_BYTES: usize = 19;
-/// ... and ends with a field count of -1.
-const COPY_TRAILER: i16 = -1;
-
 /// Splits binary COPY data (each part: header, tuples, trailer) whose
 /// tuples have one field of each type in `types` into one array per field,
 /// holding the tuples of every part in order. A first pass sizes each
@@ -134,52 +130,21 @@ pub fn field_of_each(copy: &[u8], fields: usize, index: usize) -> StoreResult<Ve
     Ok(values)
 }
 
+const MALFORMED: StoreError = StoreError::Corrupt("the encoder's COPY data does not parse");
+
 /// Calls `f` with each field of each tuple (`None` for NULL) and its index
 /// in the tuple, which must have `fields` fields.
 fn for_each_field<'a>(
     copy: &'a [u8],
     fields: usize,
-    mut f: impl FnMut(usize, Option<&'a [u8]>) -> StoreResult<()>,
+    f: impl FnMut(usize, Option<&'a [u8]>) -> StoreResult<()>,
 ) -> StoreResult<()> {
-    let mut input = Reader(copy.get(COPY_HEADER_BYTES..).ok_or(MALFORMED)?);
-    loop {
-        let count = input.i16()?;
-        if count == COPY_TRAILER {
-            return Ok(());
-        }
-        if usize::try_from(count).ok() != Some(fields) {
-            return Err(MALFORMED);
-        }
-        for i in 0..fields {
-            let length = i32::from_be_bytes(input.take(4)?.try_into().expect("four bytes"));
-            let field = match usize::try_from(length) {
-                Ok(n) => Some(input.take(n)?),
-                Err(_) if length == -1 => None,
-                Err(_) => return Err(MALFORMED),
-            };
-            f(i, field)?;
-        }
-    }
+    binary_copy::for_each_field(copy, fields, f)
 }
 
-const MALFORMED: StoreError = StoreError::Corrupt("the encoder's COPY data does not parse");
-
-/// Reads COPY data front to back.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> StoreResult<&'a [u8]> {
-        if self.0.len() < n {
-            return Err(MALFORMED);
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn i16(&mut self) -> StoreResult<i16> {
-        let bytes = self.take(2)?;
-        Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
+impl From<Malformed> for StoreError {
+    fn from(_: Malformed) -> Self {
+        MALFORMED
     }
 }
 
@@ -279,21 +244,15 @@ mod tests {
     use super::*;
 
     fn copy_data(tuples: &[&[Option<&[u8]>]]) -> Vec<u8> {
-        let mut out = crate::ingest::encode::COPY_BINARY_HEADER.to_vec();
+        let mut out = crate::binary_copy::HEADER.to_vec();
+        let mut w = crate::binary_copy::TupleWriter::new(&mut out);
         for tuple in tuples {
-            let n = i16::try_from(tuple.len()).unwrap();
-            out.extend_from_slice(&n.to_be_bytes());
+            w.tuple(i16::try_from(tuple.len()).unwrap());
             for field in *tuple {
-                match field {
-                    Some(bytes) => {
-                        out.extend_from_slice(&i32::try_from(bytes.len()).unwrap().to_be_bytes());
-                        out.extend_from_slice(bytes);
-                    }
-                    None => out.extend_from_slice(&(-1i32).to_be_bytes()),
-                }
+                w.field(*field).unwrap();
             }
         }
-        out.extend_from_slice(&(-1i16).to_be_bytes());
+        out.extend_from_slice(crate::binary_copy::TRAILER);
         out
     }
 

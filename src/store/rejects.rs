@@ -18,8 +18,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{count, StoreError, StoreResult};
-use crate::ingest::cell::PG_EPOCH_UNIX_MICROS;
-use crate::ingest::encode::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
+use crate::binary_copy::{self, TupleWriter};
+use crate::ingest::temporal::PG_EPOCH_UNIX_MICROS;
 use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::period::Period;
@@ -163,16 +163,15 @@ fn spill(
 /// One tuple: every column of `COPY_COLUMNS`, as Postgres's binary COPY
 /// reads it (a 32-bit length, -1 for null, then the bytes).
 fn encode_tuple(source: &RejectSource, reject: &Reject<'_>, out: &mut Vec<u8>) -> io::Result<()> {
-    let too_large = |_| io::Error::other("a rejected record is too large to keep");
-    let record = i64::try_from(reject.record).map_err(too_large)?;
-    let line = i64::try_from(reject.line).map_err(too_large)?;
+    let too_large = || io::Error::other("a rejected record is too large to keep");
+    let record = i64::try_from(reject.record).map_err(|_| too_large())?;
+    let line = i64::try_from(reject.line).map_err(|_| too_large())?;
     // A PUT's rejects belong to its partition, whatever day a row named.
     let ds = source.ds.or(reject.ds).map(|p| p.label());
     let mut errors = vec![1u8]; // jsonb's binary form: a version byte, then text
     serde_json::to_writer(&mut errors, &problem_list(reject.problems))?;
     // Postgres's timestamps count microseconds from 2000-01-01 UTC.
     let received = source.received_at.timestamp_micros() - PG_EPOCH_UNIX_MICROS;
-    out.extend_from_slice(&14i16.to_be_bytes());
     let fields: [Option<&[u8]>; 14] = [
         Some(source.table.as_str().as_bytes()),
         Some(source.load_id.as_bytes()),
@@ -189,15 +188,10 @@ fn encode_tuple(source: &RejectSource, reject: &Reject<'_>, out: &mut Vec<u8>) -
         Some(&received.to_be_bytes()),
         Some(&received.to_be_bytes()),
     ];
+    let mut w = TupleWriter::new(out);
+    w.tuple(14);
     for field in fields {
-        match field {
-            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
-            Some(bytes) => {
-                let len = i32::try_from(bytes.len()).map_err(too_large)?;
-                out.extend_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(bytes);
-            }
-        }
+        w.field(field).map_err(|_| too_large())?;
     }
     Ok(())
 }
@@ -246,7 +240,7 @@ pub async fn keep(conn: &mut PgConnection, spool: RejectSpool) -> StoreResult<u6
             "copy idem.rejects ({COPY_COLUMNS}) from stdin with (format binary)"
         ))
         .await?;
-    copy.send(COPY_BINARY_HEADER).await?;
+    copy.send(binary_copy::HEADER).await?;
     if let Some(file) = &mut file {
         file.rewind().map_err(spool_failed)?;
         let mut chunk = vec![0u8; SPOOL_MEMORY_BYTES];
@@ -259,7 +253,7 @@ pub async fn keep(conn: &mut PgConnection, spool: RejectSpool) -> StoreResult<u6
         }
     }
     copy.send(memory).await?;
-    copy.send(COPY_BINARY_TRAILER).await?;
+    copy.send(binary_copy::TRAILER).await?;
     let kept = copy.finish().await?;
     if kept != expected {
         return Err(StoreError::Corrupt("COPY kept another number of rejects"));

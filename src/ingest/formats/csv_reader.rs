@@ -9,8 +9,8 @@
 
 use std::io::BufRead;
 
-use super::formats::ReadError;
-use super::RowError;
+use super::record::ReadError;
+use crate::ingest::RowError;
 
 /// Where the reader stands within a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,64 @@
+//! What every body reader yields: raw records of raw fields, fed to a
+//! `RecordSink`, and the errors that end a body.
+
+use std::borrow::Cow;
+use std::io;
+use std::ops::ControlFlow;
+
+use serde_json::value::RawValue;
+
+use crate::ingest::RowError;
+
+/// One field's value before typing: a JSON value, or CSV text (`None` for an
+/// empty field, which means NULL).
+#[derive(Clone, Copy, Debug)]
+pub enum RawField<'a> {
+    Json(&'a RawValue),
+    Text(Option<&'a str>),
+}
+
+pub struct RawRecord<'a> {
+    pub line: u64,
+    pub record: u64,
+    pub fields: &'a [(Cow<'a, str>, RawField<'a>)],
+}
+
+/// What the readers feed. `header` sees CSV's header once, before any
+/// record: its names, and its bytes as sent (`raw`). `record` sees each record with its bytes as sent (`raw`: an NDJSON line
+/// or a CSV record without the line end that closed it, a JSON array's
+/// element), or `None` when the record was too large to keep.
+pub trait RecordSink {
+    fn header(&mut self, _raw: &[u8], _names: &[&str]) -> Result<(), RowError> {
+        Ok(())
+    }
+    fn record(
+        &mut self,
+        raw: Option<&[u8]>,
+        record: Result<RawRecord<'_>, RowError>,
+    ) -> ControlFlow<()>;
+}
+
+#[derive(Debug)]
+pub enum ReadError {
+    /// The body's structure is broken (an unterminated array, a bad header):
+    /// nothing after this point can be read.
+    Malformed(RowError),
+    /// A CSV record (or header) past the record limit: where it ends cannot
+    /// be told without reading it whole, so the body stops here.
+    RecordTooLarge {
+        line: u64,
+        max: usize,
+    },
+    Io(io::Error),
+}
+
+/// The message of a record refused for its size.
+pub(super) fn too_large(max: usize) -> String {
+    format!("the record is larger than the limit of {max} bytes")
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
