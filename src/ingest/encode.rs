@@ -8,7 +8,7 @@ use super::cell::{parse_cell, Cell};
 use super::infer::value_type;
 use super::tuple_size::TupleSize;
 use super::RawField;
-use super::{ErrorLog, RawRecord, RowError};
+use super::{ErrorLog, RawRecord, RowError, DELETED_FIELD};
 use crate::binary_copy::TupleWriter;
 use crate::names::ColumnName;
 use crate::period::Period;
@@ -107,9 +107,6 @@ impl RowEncoder<'_> {
         true
     }
 }
-
-/// The field that marks a tombstone in `POST /rows` merge mode.
-pub const DELETED_FIELD: &str = "_deleted";
 
 pub use crate::binary_copy::{HEADER as COPY_BINARY_HEADER, TRAILER as COPY_BINARY_TRAILER};
 

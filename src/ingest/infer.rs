@@ -5,10 +5,9 @@
 use std::ops::ControlFlow;
 
 use super::cell::parse_text;
-use super::encode::DELETED_FIELD;
 use super::temporal::parse_timestamp;
 use super::temporal::Infinity;
-use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError};
+use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError, DELETED_FIELD};
 use crate::names::{ColumnName, TableName};
 use crate::schema::{check_width, Column, ColumnType, SchemaError, SchemaPolicy, TableDef};
 

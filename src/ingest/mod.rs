@@ -19,7 +19,7 @@ mod tuple_size;
 use serde::Serialize;
 
 pub use encode::{not_a_column, EncodeOptions, EncodedRow, RowEncoder};
-pub use formats::{read_records, BodyFormat, RawField, RawRecord, RecordSink};
+pub use formats::{read_records, BodyFormat, RawField, RawRecord, RecordSink, DELETED_FIELD};
 pub use hash::{ContentDelta, ContentHash};
 
 /// What is wrong with one row (or with the body at one place): the line it

@@ -18,8 +18,8 @@ use uuid::Uuid;
 use super::body::classify_read_error;
 use super::{BodyReader, WriteError, WriteResult};
 use crate::binary_copy;
-use crate::ingest::encode::DELETED_FIELD;
 use crate::ingest::formats::ReadError;
+use crate::ingest::DELETED_FIELD;
 use crate::ingest::{
     not_a_column, read_records, BadRow, BodyFormat, ContentDelta, ContentHash, EncodeOptions,
     ErrorLog, RawRecord, RecordSink, RowEncoder, RowError,

@@ -12,7 +12,7 @@ mod record;
 use std::io::{self, BufRead, Read};
 
 pub use ndjson::parse_object;
-pub use record::{RawField, RawRecord, ReadError, RecordSink};
+pub use record::{RawField, RawRecord, ReadError, RecordSink, DELETED_FIELD};
 
 use csv::read_csv;
 use json_array::read_json_array;

@@ -62,3 +62,7 @@ impl From<io::Error> for ReadError {
         ReadError::Io(e)
     }
 }
+
+/// The field that marks a tombstone in `POST /rows` merge mode: the one
+/// field of idem's own a record may carry.
+pub const DELETED_FIELD: &str = "_deleted";
