@@ -189,14 +189,9 @@ impl Pipeline {
             lock_wait: Some(self.settings.idempotency_wait()),
             set_aside_bad_rows: false,
         };
-        let day = live.as_ref().map(|live| DayBody {
-            hash: body_hash_prefix(
-                format,
-                target.def(),
-                bad_rows.unwrap_or(target.def().bad_rows),
-            ),
-            body_sha256: &live.body_sha256,
-        });
+        let day = live
+            .as_ref()
+            .map(|live| day_body(live, format, target.def(), bad_rows));
         // On the stage's connection, which has no transaction open yet.
         let (mut target, mut body) = self
             .fit_table_to_body(&mut *conn, target, reading, body, day)
@@ -230,9 +225,7 @@ impl Pipeline {
                 Err(WriteError::Store(StoreError::TableChanged(_)))
                     if body.kept().is_some() && stagings < MAX_STAGINGS =>
                 {
-                    let stored = catalog::table_def(&mut *conn, &table)
-                        .await?
-                        .ok_or_else(|| WriteError::TableNotFound(table.clone()))?;
+                    let stored = stored_def(&mut *conn, &table).await?;
                     target = self
                         .fit_again(&mut *conn, Target::Stored(stored), reading, body.kept())
                         .await?;
@@ -553,4 +546,25 @@ fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
 /// Where a load's rejects are listed, when it has any.
 pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<String> {
     (rejected > 0).then(|| format!("/rejects?table={table}&load_id={load_id}"))
+}
+
+/// What tells a body that is the live day's own: the hash the day's body
+/// hash was begun with, and that hash.
+fn day_body<'a>(
+    live: &'a Current,
+    format: BodyFormat,
+    def: &TableDef,
+    bad_rows: Option<BadRowPolicy>,
+) -> DayBody<'a> {
+    DayBody {
+        hash: body_hash_prefix(format, def, bad_rows.unwrap_or(def.bad_rows)),
+        body_sha256: &live.body_sha256,
+    }
+}
+
+/// The table's definition as stored now (another writer changed it).
+async fn stored_def(conn: &mut PgConnection, table: &TableName) -> WriteResult<TableDef> {
+    catalog::table_def(conn, table)
+        .await?
+        .ok_or_else(|| WriteError::TableNotFound(table.clone()))
 }
