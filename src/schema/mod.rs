@@ -4,7 +4,8 @@
 //! one path to it.
 //!
 //! - `table`: `ColumnType`, `Column`, `TableDef`, the width limits;
-//! - `policy`: the table's policies for unknown fields, bad rows, repeated keys;
+//! - `policy`: the table's policies for unknown fields, bad rows, repeated keys,
+//!   and how a POST's rows meet the stored ones (`MergeMode`);
 //! - `declaration`: `TableDeclaration` → `TableDef`;
 //! - `change`: `SchemaWants`, `SchemaChange`, `plan_changes`;
 //! - `error`: `SchemaError`.
@@ -19,5 +20,5 @@ pub use crate::period::Grain;
 pub use change::{plan_changes, SchemaChange, SchemaWants};
 pub use declaration::{TableDeclaration, DEFAULT_PARTITION_COLUMN};
 pub use error::SchemaError;
-pub use policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
+pub use policy::{BadRowPolicy, DuplicatePolicy, MergeMode, RetryWindow, SchemaPolicy};
 pub use table::{check_width, Column, ColumnType, TableDef, MAX_ROW_BYTES, MAX_USER_COLUMNS};

@@ -1,7 +1,8 @@
-//! The policies a table declares beside its columns: what a write does with
-//! unknown fields (`SchemaPolicy`), bad rows (`BadRowPolicy`), repeated keys
-//! (`DuplicatePolicy`), and how long a quarantined row is retried
-//! (`RetryWindow`). Each parses from and writes back to its declared text.
+//! The policies that decide what a write does. A table declares four beside
+//! its columns: unknown fields (`SchemaPolicy`), bad rows (`BadRowPolicy`),
+//! repeated keys (`DuplicatePolicy`) and how long a quarantined row is
+//! retried (`RetryWindow`); a `POST /rows` chooses how its rows meet the
+//! stored ones (`MergeMode`). Each reads from and writes back to its text.
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -164,6 +165,50 @@ impl<'de> Deserialize<'de> for RetryWindow {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
         RetryWindow::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// How a `POST /rows` body meets the rows already stored under its keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeMode {
+    /// Upsert by key; with a cursor, only a larger-or-equal version replaces.
+    Merge,
+    /// Plain insert (tables without a key).
+    Append,
+    /// Insert keys that are absent; the stored version stays.
+    InsertMissing,
+    /// Like merge, but an existing key's absent fields keep their stored
+    /// values: only the fields a row gives change.
+    Patch,
+}
+
+impl MergeMode {
+    /// Whether an existing key's stored version may be replaced (and a
+    /// tombstone may delete it).
+    pub fn replaces(self) -> bool {
+        matches!(self, MergeMode::Merge | MergeMode::Patch)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeMode::Merge => "merge",
+            MergeMode::Append => "append",
+            MergeMode::InsertMissing => "insert_missing",
+            MergeMode::Patch => "patch",
+        }
+    }
+
+    /// The mode `as_str` names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            MergeMode::Merge,
+            MergeMode::Append,
+            MergeMode::InsertMissing,
+            MergeMode::Patch,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == name)
     }
 }
 
