@@ -83,36 +83,7 @@ impl TableDeclaration {
             .as_deref()
             .map(|cursor| check_cursor(&columns, cursor, &primary_key))
             .transpose()?;
-        let schema = self
-            .schema
-            .as_deref()
-            .map(SchemaPolicy::parse)
-            .transpose()?
-            .unwrap_or_default();
-        let bad_rows = self
-            .bad_rows
-            .as_deref()
-            .map(BadRowPolicy::parse)
-            .transpose()?
-            .unwrap_or_default();
-        let reject_retry_window = self
-            .reject_retry_window
-            .as_deref()
-            .map(RetryWindow::parse)
-            .transpose()?
-            .unwrap_or_default();
-        let duplicates = self
-            .duplicates
-            .as_deref()
-            .map(DuplicatePolicy::parse)
-            .transpose()?
-            .unwrap_or_default();
-        if duplicates != DuplicatePolicy::KeepOne && primary_key.is_empty() {
-            return Err(invalid(format!(
-                "duplicates {:?} needs a primary_key: a repeated key is what it acts on",
-                duplicates.as_str()
-            )));
-        }
+        let policies = self.policies(&primary_key)?;
         Ok(TableDef {
             name: table,
             columns,
@@ -120,6 +91,29 @@ impl TableDeclaration {
             grain,
             primary_key,
             cursor,
+            schema: policies.schema,
+            bad_rows: policies.bad_rows,
+            reject_retry_window: policies.reject_retry_window,
+            duplicates: policies.duplicates,
+            duplicate_log: policies.duplicate_log,
+        })
+    }
+
+    /// The declared policies, each its default when not declared; a
+    /// duplicates policy other than `keep_one` needs a key to act on.
+    fn policies(&self, primary_key: &[ColumnName]) -> Result<Policies, SchemaError> {
+        let schema = declared(self.schema.as_deref(), SchemaPolicy::parse)?;
+        let bad_rows = declared(self.bad_rows.as_deref(), BadRowPolicy::parse)?;
+        let reject_retry_window =
+            declared(self.reject_retry_window.as_deref(), RetryWindow::parse)?;
+        let duplicates = declared(self.duplicates.as_deref(), DuplicatePolicy::parse)?;
+        if duplicates != DuplicatePolicy::KeepOne && primary_key.is_empty() {
+            return Err(invalid(format!(
+                "duplicates {:?} needs a primary_key: a repeated key is what it acts on",
+                duplicates.as_str()
+            )));
+        }
+        Ok(Policies {
             schema,
             bad_rows,
             reject_retry_window,
@@ -127,6 +121,23 @@ impl TableDeclaration {
             duplicate_log: self.duplicate_log.unwrap_or(true),
         })
     }
+}
+
+/// A table's policies, as `TableDef` holds them.
+struct Policies {
+    schema: SchemaPolicy,
+    bad_rows: BadRowPolicy,
+    reject_retry_window: RetryWindow,
+    duplicates: DuplicatePolicy,
+    duplicate_log: bool,
+}
+
+/// `text` parsed, or the policy's default when it is not declared.
+fn declared<T: Default>(
+    text: Option<&str>,
+    parse: impl Fn(&str) -> Result<T, SchemaError>,
+) -> Result<T, SchemaError> {
+    Ok(text.map(parse).transpose()?.unwrap_or_default())
 }
 
 /// The declared columns, in order, all nullable for now.
