@@ -20,7 +20,7 @@ use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
 use crate::pipeline::keyed::Write;
 use crate::pipeline::rows::PostRows;
-use crate::store::merge::MergeMode;
+use crate::schema::MergeMode;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/rows", post(post_rows))

@@ -33,13 +33,11 @@ use super::rows::{
 };
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::names::TableName;
-use crate::schema::TableDef;
+use crate::schema::{MergeMode, TableDef};
 use crate::store::arrays::TupleArrays;
 use crate::store::closing::{close_rows_writes, RowsClosing};
 use crate::store::idempotency::{claim_keys, Completion};
-use crate::store::merge::{
-    apply_batch, fits_arrays, row_id_prefixes, small_bodies, LoadRows, MergeMode,
-};
+use crate::store::merge::{apply_batch, fits_arrays, row_id_prefixes, small_bodies, LoadRows};
 use crate::store::Store;
 
 /// Most POSTs in one batch.

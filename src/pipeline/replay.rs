@@ -29,10 +29,10 @@ use crate::ingest::{BodyFormat, ContentDelta};
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::{SchemaPolicy, TableDef};
+use crate::schema::{MergeMode, SchemaPolicy, TableDef};
 use crate::store::catalog;
 use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::merge::{clear_incoming, MergeMode, PartitionAfter};
+use crate::store::merge::{clear_incoming, PartitionAfter};
 use crate::store::rejects::{self, PendingReject, Problem, ReplayBounds, Tried};
 use crate::store::StoreError;
 

@@ -19,11 +19,11 @@ use crate::ingest::EncodeOptions;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
+use crate::schema::{BadRowPolicy, DuplicatePolicy, MergeMode, TableDef};
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::merge::{
-    apply_incoming, copy_incoming, fits_arrays, small_body, Incoming, IncomingRows, MergeMode,
-    Merged, PartitionAfter,
+    apply_incoming, copy_incoming, fits_arrays, small_body, Incoming, IncomingRows, Merged,
+    PartitionAfter,
 };
 use crate::store::rejects::{self, RejectSpool};
 

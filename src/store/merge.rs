@@ -34,50 +34,8 @@ use super::{
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
 use crate::schema::ColumnType;
+use crate::schema::MergeMode;
 use crate::schema::TableDef;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MergeMode {
-    /// Upsert by key; with a cursor, only a larger-or-equal version replaces.
-    Merge,
-    /// Plain insert (tables without a key).
-    Append,
-    /// Insert keys that are absent; the stored version stays.
-    InsertMissing,
-    /// Like merge, but an existing key's absent fields keep their stored
-    /// values: only the fields a row gives change.
-    Patch,
-}
-
-impl MergeMode {
-    /// Whether an existing key's stored version may be replaced (and a
-    /// tombstone may delete it).
-    pub fn replaces(self) -> bool {
-        matches!(self, MergeMode::Merge | MergeMode::Patch)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MergeMode::Merge => "merge",
-            MergeMode::Append => "append",
-            MergeMode::InsertMissing => "insert_missing",
-            MergeMode::Patch => "patch",
-        }
-    }
-
-    /// The mode `as_str` names.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [
-            MergeMode::Merge,
-            MergeMode::Append,
-            MergeMode::InsertMissing,
-            MergeMode::Patch,
-        ]
-        .into_iter()
-        .find(|m| m.as_str() == name)
-    }
-}
 
 /// A partition a merge wrote to, and how its row count moved. (Its count
 /// and ETag after the write are not in the answer: other writers of the

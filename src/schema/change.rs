@@ -1,0 +1,317 @@
+//! How one definition of a table may become another: what an evolving body
+//! wants of its table (`SchemaWants`), the safe changes (`SchemaChange`) a new
+//! declaration plans from the stored one (`plan_changes`), and a definition
+//! after them (`TableDef::apply`).
+
+use serde::Serialize;
+
+use super::error::SchemaError;
+use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
+use super::table::{check_width, Column, ColumnType, TableDef};
+use crate::names::{ColumnName, NameError};
+
+/// What a body under `schema: evolve` needs of its table: columns for the
+/// fields it lacks, with their values' type, and wider types for columns
+/// some of whose values do not fit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchemaWants {
+    /// `None`: only nulls seen so far (made text if nothing else comes).
+    pub add: std::collections::BTreeMap<ColumnName, Option<ColumnType>>,
+    pub widen: std::collections::BTreeMap<ColumnName, ColumnType>,
+    /// The first field whose name no column can have: the body is refused
+    /// (`invalid_name`), as a first write to a new table would be.
+    pub refused: Option<NameError>,
+}
+
+impl SchemaWants {
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.widen.is_empty() && self.refused.is_none()
+    }
+
+    /// A field that cannot become a column, for the name's reason.
+    pub fn refuse_name(&mut self, error: NameError) {
+        self.refused.get_or_insert(error);
+    }
+
+    /// A column for field `name`, holding a value of type `ty` (`None`: a
+    /// null, which any type holds).
+    pub fn add_column(&mut self, name: ColumnName, ty: Option<ColumnType>) {
+        let slot = self.add.entry(name).or_insert(ty);
+        *slot = match (*slot, ty) {
+            (Some(a), Some(b)) => Some(wider_of(a, b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Column `name` widened to at least `to`.
+    pub fn widen_column(&mut self, name: ColumnName, to: ColumnType) {
+        let slot = self.widen.entry(name).or_insert(to);
+        *slot = wider_of(*slot, to);
+    }
+
+    /// What `from` lacks of `to`: its columns, and its wider types.
+    pub fn to_reach(from: &TableDef, to: &TableDef) -> Self {
+        let mut wants = SchemaWants::default();
+        for column in &to.columns {
+            match from.column(&column.name) {
+                None => wants.add_column(column.name.clone(), Some(column.ty)),
+                Some(have) if have.ty.widens_to(column.ty) => {
+                    wants.widen_column(column.name.clone(), column.ty)
+                }
+                Some(_) => {}
+            }
+        }
+        wants
+    }
+
+    /// The changes that give `def` what is wanted and it lacks (another
+    /// writer may have given it already); a widening that is not safe is
+    /// left out, and the rows that needed it stay bad.
+    pub fn changes_for(&self, def: &TableDef) -> Vec<SchemaChange> {
+        let mut changes = Vec::new();
+        // A column another writer added meanwhile, narrower than this body's
+        // values, is widened as if it had been there.
+        let mut widen = self.widen.clone();
+        for (name, ty) in &self.add {
+            if let (Some(_), Some(ty)) = (def.column(name), ty) {
+                let slot = widen.entry(name.clone()).or_insert(*ty);
+                *slot = wider_of(*slot, *ty);
+            }
+        }
+        for (name, to) in &widen {
+            let Some(column) = def.column(name) else {
+                continue;
+            };
+            let fixed = *name == def.partition_by || def.primary_key.contains(name);
+            if !fixed && column.ty.widens_to(*to) {
+                changes.push(SchemaChange::WidenColumn {
+                    column: name.clone(),
+                    from: column.ty,
+                    to: *to,
+                });
+            }
+        }
+        for (name, ty) in &self.add {
+            if def.column(name).is_none() {
+                changes.push(SchemaChange::AddColumn {
+                    column: name.clone(),
+                    ty: ty.unwrap_or(ColumnType::Text),
+                });
+            }
+        }
+        changes
+    }
+}
+
+/// The type that holds values of both `a` and `b`: the wider when one
+/// widens to the other, text otherwise.
+fn wider_of(a: ColumnType, b: ColumnType) -> ColumnType {
+    if a == b || b.widens_to(a) {
+        a
+    } else if a.widens_to(b) {
+        b
+    } else {
+        ColumnType::Text
+    }
+}
+
+/// One safe change from a stored definition towards a declared one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum SchemaChange {
+    AddColumn {
+        column: ColumnName,
+        #[serde(rename = "type")]
+        ty: ColumnType,
+    },
+    WidenColumn {
+        column: ColumnName,
+        from: ColumnType,
+        to: ColumnType,
+    },
+    SetCursor {
+        cursor: Option<ColumnName>,
+    },
+    SetSchemaPolicy {
+        schema: SchemaPolicy,
+    },
+    SetBadRowPolicy {
+        bad_rows: BadRowPolicy,
+    },
+    SetRejectRetryWindow {
+        reject_retry_window: RetryWindow,
+    },
+    SetDuplicatePolicy {
+        duplicates: DuplicatePolicy,
+    },
+    SetDuplicateLog {
+        duplicate_log: bool,
+    },
+}
+
+impl SchemaChange {
+    /// Whether the change is to the definition only, not to the table's
+    /// Postgres shape.
+    pub fn is_policy(&self) -> bool {
+        !matches!(
+            self,
+            SchemaChange::AddColumn { .. } | SchemaChange::WidenColumn { .. }
+        )
+    }
+}
+
+/// The safe changes that turn `old` into `new`, or a 409 saying why there is
+/// none. Column order in the declaration does not matter for existing columns.
+pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>, SchemaError> {
+    let conflict = SchemaError::Conflict;
+    if old.partition_by != new.partition_by {
+        return Err(conflict(format!(
+            "the partition column is {:?}; changing it needs a new table",
+            old.partition_by
+        )));
+    }
+    if old.grain != new.grain {
+        return Err(conflict(format!(
+            "the grain is {}; changing it needs a new table",
+            old.grain.as_str()
+        )));
+    }
+    if old.primary_key != new.primary_key {
+        return Err(conflict(format!(
+            "the primary key is {:?}; changing the key is unsafe",
+            old.primary_key
+        )));
+    }
+    let mut changes = Vec::new();
+    for col in &old.columns {
+        let Some(declared) = new.column(&col.name) else {
+            return Err(conflict(format!(
+                "column {:?} exists and is not in the declaration; dropping a column is unsafe",
+                col.name
+            )));
+        };
+        if declared.ty != col.ty {
+            if col.ty.widens_to(declared.ty) {
+                changes.push(SchemaChange::WidenColumn {
+                    column: col.name.clone(),
+                    from: col.ty,
+                    to: declared.ty,
+                });
+            } else {
+                return Err(conflict(format!(
+                    "column {:?} is {}; changing it to {} may lose data",
+                    col.name,
+                    col.ty.sql_name(),
+                    declared.ty.sql_name()
+                )));
+            }
+        }
+    }
+    for col in &new.columns {
+        if old.column(&col.name).is_none() {
+            changes.push(SchemaChange::AddColumn {
+                column: col.name.clone(),
+                ty: col.ty,
+            });
+        }
+    }
+    check_width(&old.apply(&changes).columns)?;
+    changes.extend(policy_changes(old, new));
+    Ok(changes)
+}
+
+/// The changes of `new`'s cursor and policies from `old`'s: to the
+/// definition alone.
+fn policy_changes(old: &TableDef, new: &TableDef) -> Vec<SchemaChange> {
+    let mut changes = Vec::new();
+    if old.cursor != new.cursor {
+        changes.push(SchemaChange::SetCursor {
+            cursor: new.cursor.clone(),
+        });
+    }
+    if old.schema != new.schema {
+        changes.push(SchemaChange::SetSchemaPolicy { schema: new.schema });
+    }
+    if old.bad_rows != new.bad_rows {
+        changes.push(SchemaChange::SetBadRowPolicy {
+            bad_rows: new.bad_rows,
+        });
+    }
+    if old.reject_retry_window != new.reject_retry_window {
+        changes.push(SchemaChange::SetRejectRetryWindow {
+            reject_retry_window: new.reject_retry_window,
+        });
+    }
+    if old.duplicates != new.duplicates {
+        changes.push(SchemaChange::SetDuplicatePolicy {
+            duplicates: new.duplicates,
+        });
+    }
+    if old.duplicate_log != new.duplicate_log {
+        changes.push(SchemaChange::SetDuplicateLog {
+            duplicate_log: new.duplicate_log,
+        });
+    }
+    changes
+}
+
+impl TableDef {
+    /// The definition after `changes` (as planned by `plan_changes`).
+    pub fn apply(&self, changes: &[SchemaChange]) -> TableDef {
+        let mut def = self.clone();
+        for change in changes {
+            match change {
+                SchemaChange::AddColumn { column, ty } => def.columns.push(Column {
+                    name: column.clone(),
+                    ty: *ty,
+                    nullable: true,
+                }),
+                SchemaChange::WidenColumn { column, to, .. } => {
+                    if let Some(c) = def.columns.iter_mut().find(|c| &c.name == column) {
+                        c.ty = *to;
+                    }
+                }
+                SchemaChange::SetCursor { cursor } => def.cursor = cursor.clone(),
+                SchemaChange::SetSchemaPolicy { schema } => def.schema = *schema,
+                SchemaChange::SetBadRowPolicy { bad_rows } => def.bad_rows = *bad_rows,
+                SchemaChange::SetRejectRetryWindow {
+                    reject_retry_window,
+                } => def.reject_retry_window = *reject_retry_window,
+                SchemaChange::SetDuplicatePolicy { duplicates } => def.duplicates = *duplicates,
+                SchemaChange::SetDuplicateLog { duplicate_log } => {
+                    def.duplicate_log = *duplicate_log
+                }
+            }
+        }
+        def
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::TableName;
+    use crate::schema::TableDeclaration;
+
+    fn decl(json: &str) -> TableDeclaration {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn changing_the_key_or_narrowing_is_refused_and_widening_is_planned() {
+        let old = decl(r#"{"columns":{"id":"integer","n":"integer"},"primary_key":["id"]}"#)
+            .into_def(TableName::parse("t").unwrap())
+            .unwrap();
+        let rekeyed = decl(r#"{"columns":{"id":"integer","n":"integer"},"primary_key":["n"]}"#)
+            .into_def(TableName::parse("t").unwrap())
+            .unwrap();
+        assert!(plan_changes(&old, &rekeyed).is_err());
+        let widened =
+            decl(r#"{"columns":{"id":"integer","n":"bigint","m":"text"},"primary_key":["id"]}"#)
+                .into_def(TableName::parse("t").unwrap())
+                .unwrap();
+        let changes = plan_changes(&old, &widened).unwrap();
+        assert_eq!(changes.len(), 2);
+        assert!(plan_changes(&widened, &old).is_err());
+    }
+}

@@ -1,0 +1,310 @@
+//! The body of `PUT /tables/{table}` and its validation into a `TableDef`:
+//! column types, the partition column (added as `ds` when not declared), the
+//! grain, key and cursor checks, and the policies' defaults.
+
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use super::error::{invalid, SchemaError};
+use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
+use super::table::{check_width, Column, ColumnType, TableDef};
+use crate::names::{ColumnName, TableName};
+use crate::period::Grain;
+
+/// The body of `PUT /tables/{table}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableDeclaration {
+    #[serde(deserialize_with = "ordered_columns")]
+    pub columns: Vec<(String, String)>,
+    #[serde(default)]
+    pub partition_by: Option<String>,
+    #[serde(default)]
+    pub grain: Option<String>,
+    #[serde(default)]
+    pub primary_key: Vec<String>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// `freeze` (the default), `discard_unknown` or `evolve`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// `reject` (the default) or `quarantine`.
+    #[serde(default)]
+    pub bad_rows: Option<String>,
+    /// `72h` unless declared.
+    #[serde(default)]
+    pub reject_retry_window: Option<String>,
+    /// `keep_one` (the default), `hold` or `reject`.
+    #[serde(default)]
+    pub duplicates: Option<String>,
+    /// `true` unless declared.
+    #[serde(default)]
+    pub duplicate_log: Option<bool>,
+}
+
+/// `columns` is a JSON object whose order is the column order; serde_json's
+/// map would sort it, so it is read pair by pair.
+fn ordered_columns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+    struct Ordered;
+    impl<'de> Visitor<'de> for Ordered {
+        type Value = Vec<(String, String)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object mapping column names to types")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((k, v)) = map.next_entry::<String, String>()? {
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Ordered)
+}
+
+pub const DEFAULT_PARTITION_COLUMN: &str = "ds";
+
+impl TableDeclaration {
+    /// Validates the declaration into a definition. The partition column is
+    /// added as a `date` when the declaration does not list it.
+    pub fn into_def(self, table: TableName) -> Result<TableDef, SchemaError> {
+        let partition_by = ColumnName::parse(
+            self.partition_by
+                .as_deref()
+                .unwrap_or(DEFAULT_PARTITION_COLUMN),
+        )?;
+        let mut columns = declared_columns(&self.columns)?;
+        place_partition_column(&mut columns, &partition_by)?;
+        let grain = check_grain(&columns, &partition_by, self.grain.as_deref())?;
+        let primary_key = key_columns(&mut columns, &self.primary_key, &partition_by)?;
+        check_width(&columns)?;
+        let cursor = self
+            .cursor
+            .as_deref()
+            .map(|cursor| check_cursor(&columns, cursor, &primary_key))
+            .transpose()?;
+        let policies = self.policies(&primary_key)?;
+        Ok(TableDef {
+            name: table,
+            columns,
+            partition_by,
+            grain,
+            primary_key,
+            cursor,
+            schema: policies.schema,
+            bad_rows: policies.bad_rows,
+            reject_retry_window: policies.reject_retry_window,
+            duplicates: policies.duplicates,
+            duplicate_log: policies.duplicate_log,
+        })
+    }
+
+    /// The declared policies, each its default when not declared; a
+    /// duplicates policy other than `keep_one` needs a key to act on.
+    fn policies(&self, primary_key: &[ColumnName]) -> Result<Policies, SchemaError> {
+        let schema = declared(self.schema.as_deref(), SchemaPolicy::parse)?;
+        let bad_rows = declared(self.bad_rows.as_deref(), BadRowPolicy::parse)?;
+        let reject_retry_window =
+            declared(self.reject_retry_window.as_deref(), RetryWindow::parse)?;
+        let duplicates = declared(self.duplicates.as_deref(), DuplicatePolicy::parse)?;
+        if duplicates != DuplicatePolicy::KeepOne && primary_key.is_empty() {
+            return Err(invalid(format!(
+                "duplicates {:?} needs a primary_key: a repeated key is what it acts on",
+                duplicates.as_str()
+            )));
+        }
+        Ok(Policies {
+            schema,
+            bad_rows,
+            reject_retry_window,
+            duplicates,
+            duplicate_log: self.duplicate_log.unwrap_or(true),
+        })
+    }
+}
+
+/// A table's policies, as `TableDef` holds them.
+struct Policies {
+    schema: SchemaPolicy,
+    bad_rows: BadRowPolicy,
+    reject_retry_window: RetryWindow,
+    duplicates: DuplicatePolicy,
+    duplicate_log: bool,
+}
+
+/// `text` parsed, or the policy's default when it is not declared.
+fn declared<T: Default>(
+    text: Option<&str>,
+    parse: impl Fn(&str) -> Result<T, SchemaError>,
+) -> Result<T, SchemaError> {
+    Ok(text.map(parse).transpose()?.unwrap_or_default())
+}
+
+/// The declared columns, in order, all nullable for now.
+fn declared_columns(declared: &[(String, String)]) -> Result<Vec<Column>, SchemaError> {
+    if declared.is_empty() {
+        return Err(invalid("a table needs at least one column".into()));
+    }
+    let mut columns: Vec<Column> = Vec::with_capacity(declared.len() + 1);
+    for (name, ty) in declared {
+        let name = ColumnName::parse(name)?;
+        if columns.iter().any(|c| c.name == name) {
+            return Err(invalid(format!("column {name:?} is declared twice")));
+        }
+        let ty = ColumnType::parse(ty).ok_or_else(|| {
+            invalid(format!(
+                "column {name:?} has unsupported type {ty:?}; supported: text, bigint, integer, double precision, numeric, boolean, date, timestamptz, jsonb, uuid"
+            ))
+        })?;
+        columns.push(Column {
+            name,
+            ty,
+            nullable: true,
+        });
+    }
+    Ok(columns)
+}
+
+/// The partition column is a non-null date, declared or added at the end.
+fn place_partition_column(
+    columns: &mut Vec<Column>,
+    partition_by: &ColumnName,
+) -> Result<(), SchemaError> {
+    match columns.iter_mut().find(|c| &c.name == partition_by) {
+        Some(c) if c.ty != ColumnType::Date && c.ty != ColumnType::Timestamptz => Err(invalid(
+            format!("partition column {partition_by:?} must be of type date or timestamptz"),
+        )),
+        Some(c) => {
+            c.nullable = false;
+            Ok(())
+        }
+        None => {
+            columns.push(Column {
+                name: partition_by.clone(),
+                ty: ColumnType::Date,
+                nullable: false,
+            });
+            Ok(())
+        }
+    }
+}
+
+/// The declared grain, or days; a `date` column cannot be cut in hours.
+fn check_grain(
+    columns: &[Column],
+    partition_by: &ColumnName,
+    declared: Option<&str>,
+) -> Result<Grain, SchemaError> {
+    let grain = match declared {
+        None => Grain::Day,
+        Some(text) => Grain::parse(text)
+            .ok_or_else(|| invalid(format!("grain {text:?} is not hour, day or month")))?,
+    };
+    let ty = columns
+        .iter()
+        .find(|c| &c.name == partition_by)
+        .map(|c| c.ty);
+    if grain == Grain::Hour && ty == Some(ColumnType::Date) {
+        return Err(invalid(format!(
+            "partition column {partition_by:?} is a date; an hourly table needs a timestamptz column"
+        )));
+    }
+    Ok(grain)
+}
+
+/// The primary key's columns, made non-null.
+fn key_columns(
+    columns: &mut [Column],
+    declared: &[String],
+    partition_by: &ColumnName,
+) -> Result<Vec<ColumnName>, SchemaError> {
+    let mut key: Vec<ColumnName> = Vec::with_capacity(declared.len());
+    for name in declared {
+        if partition_by == name.as_str() {
+            return Err(invalid(format!(
+                "the partition column {name:?} is implied in the key; list only the business key"
+            )));
+        }
+        let Some(c) = columns.iter_mut().find(|c| c.name == name.as_str()) else {
+            return Err(invalid(format!(
+                "primary key column {name:?} is not a declared column"
+            )));
+        };
+        if c.ty == ColumnType::Jsonb {
+            return Err(invalid(format!(
+                "primary key column {name:?} cannot be jsonb"
+            )));
+        }
+        if key.contains(&c.name) {
+            return Err(invalid("primary_key lists a column twice".into()));
+        }
+        c.nullable = false;
+        key.push(c.name.clone());
+    }
+    Ok(key)
+}
+
+/// A cursor orders versions of one key, so it needs a key, and an order.
+fn check_cursor(
+    columns: &[Column],
+    cursor: &str,
+    primary_key: &[ColumnName],
+) -> Result<ColumnName, SchemaError> {
+    let Some(c) = columns.iter().find(|c| c.name == cursor) else {
+        return Err(invalid(format!(
+            "cursor column {cursor:?} is not a declared column"
+        )));
+    };
+    if c.ty == ColumnType::Jsonb || c.ty == ColumnType::Boolean {
+        return Err(invalid(format!(
+            "cursor column {cursor:?} must be an orderable type"
+        )));
+    }
+    if primary_key.is_empty() {
+        return Err(invalid(
+            "a cursor needs a primary_key: it orders versions of one key".into(),
+        ));
+    }
+    if primary_key.contains(&c.name) {
+        return Err(invalid(format!(
+            "cursor column {cursor:?} cannot be part of the key"
+        )));
+    }
+    Ok(c.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decl(json: &str) -> TableDeclaration {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn declaration_keeps_column_order_and_adds_partition_column() {
+        let def = decl(r#"{"columns":{"z":"text","a":"bigint"},"primary_key":["a"]}"#)
+            .into_def(TableName::parse("t").unwrap())
+            .unwrap();
+        let names: Vec<_> = def.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["z", "a", "ds"]);
+        assert!(!def.column("a").unwrap().nullable);
+        assert!(!def.column("ds").unwrap().nullable);
+        assert!(def.column("z").unwrap().nullable);
+    }
+
+    #[test]
+    fn tables_postgres_cannot_hold_are_refused_up_front() {
+        let wide = |n: usize, ty: &str| {
+            let columns: Vec<String> = (0..n).map(|i| format!("\"c{i}\":\"{ty}\"")).collect();
+            decl(&format!("{{\"columns\":{{{}}}}}", columns.join(",")))
+                .into_def(TableName::parse("t").unwrap())
+        };
+        assert!(matches!(wide(2000, "text"), Err(SchemaError::TooWide(_))));
+        assert!(matches!(wide(1500, "bigint"), Err(SchemaError::TooWide(_))));
+        assert!(wide(900, "bigint").is_ok());
+        assert!(wide(1500, "text").is_ok());
+        assert!(wide(1595, "jsonb").is_ok());
+        assert!(matches!(wide(1596, "text"), Err(SchemaError::TooWide(_))));
+    }
+}

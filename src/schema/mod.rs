@@ -1,0 +1,24 @@
+//! A user table's definition: columns and types, partition column, key and
+//! cursor; how a declaration is validated and how one definition may evolve
+//! into another. Every item is re-exported here, so `crate::schema::X` is the
+//! one path to it.
+//!
+//! - `table`: `ColumnType`, `Column`, `TableDef`, the width limits;
+//! - `policy`: the table's policies for unknown fields, bad rows, repeated keys,
+//!   and how a POST's rows meet the stored ones (`MergeMode`);
+//! - `declaration`: `TableDeclaration` → `TableDef`;
+//! - `change`: `SchemaWants`, `SchemaChange`, `plan_changes`;
+//! - `error`: `SchemaError`.
+
+mod change;
+mod declaration;
+mod error;
+mod policy;
+mod table;
+
+pub use crate::period::Grain;
+pub use change::{plan_changes, SchemaChange, SchemaWants};
+pub use declaration::{TableDeclaration, DEFAULT_PARTITION_COLUMN};
+pub use error::SchemaError;
+pub use policy::{BadRowPolicy, DuplicatePolicy, MergeMode, RetryWindow, SchemaPolicy};
+pub use table::{check_width, Column, ColumnType, TableDef, MAX_ROW_BYTES, MAX_USER_COLUMNS};
