@@ -19,3 +19,4 @@ pub mod pipeline;
 pub mod problem;
 pub mod schema;
 pub mod store;
+pub mod versions;

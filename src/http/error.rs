@@ -306,6 +306,7 @@ pub type ApiResult<T> = Result<T, ApiError>;
 mod tests {
     use super::*;
     use crate::names::TableName;
+    use crate::versions::Unmet;
 
     fn orders() -> TableName {
         TableName::parse("orders").unwrap()
@@ -336,7 +337,7 @@ mod tests {
             (StoreError::TableChanged(orders()).into(), 409),
             (ApiError::HostNotAllowed("x".into()), 421),
             (ApiError::ConfirmRequired("x".into()), 400),
-            (StoreError::PreconditionFailed("x".into()).into(), 412),
+            (StoreError::PreconditionFailed(Unmet::Exists).into(), 412),
             (
                 WriteError::Store(StoreError::KeyInFlight {
                     retry_after: Duration::from_secs(3),

@@ -9,6 +9,7 @@ pub mod loads;
 pub mod observe;
 pub mod ops;
 pub mod partitions;
+pub mod preconditions;
 pub mod rejects;
 pub mod rows;
 pub mod tables;

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::observe::RequestSpan;
+use super::preconditions;
 use super::{
     bad_rows_override, body_limits, body_source, etag, idempotency_key, keyed_request,
     keyed_response, page, page_limit, parse_period, spawn_write, ApiQuery, AppState, BodyKind,
@@ -26,7 +27,6 @@ use crate::pipeline::partition::PutPartition;
 use crate::pipeline::WriteError;
 use crate::schema::TableDef;
 use crate::store::partitions::{PartitionInfo, RowFormat};
-use crate::store::publish::{Conditions, EntityTags};
 
 /// The row count of a partition, on GET and HEAD.
 pub const ROW_COUNT_HEADER: &str = "idem-row-count";
@@ -41,42 +41,6 @@ pub fn router() -> Router<AppState> {
                 .put(put_partition)
                 .delete(delete_partition),
         )
-}
-
-/// The entity tags of an `If-Match`/`If-None-Match` header, `None` when it is
-/// absent. A value that is not visible ASCII names no tag idem ever gave.
-fn entity_tags(headers: &HeaderMap, name: header::HeaderName) -> Option<EntityTags> {
-    let mut values = headers.get_all(name).iter().peekable();
-    values.peek()?;
-    let tags: Vec<String> = values
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim())
-        .filter(|t| !t.is_empty())
-        .map(|t| t.trim_start_matches("W/").trim_matches('"').to_string())
-        .collect();
-    if tags.iter().any(|t| t == "*") {
-        Some(EntityTags::Any)
-    } else {
-        Some(EntityTags::Listed(tags))
-    }
-}
-
-fn conditions(headers: &HeaderMap) -> ApiResult<Conditions> {
-    let if_none_match = entity_tags(headers, header::IF_NONE_MATCH);
-    let if_none_match_any =
-        match if_none_match {
-            None => false,
-            Some(EntityTags::Any) => true,
-            Some(EntityTags::Listed(_)) => return Err(ApiError::InvalidRequest(
-                "a PUT takes If-None-Match: * only (create if absent); use If-Match for a version"
-                    .into(),
-            )),
-        };
-    Ok(Conditions {
-        if_match: entity_tags(headers, header::IF_MATCH),
-        if_none_match_any,
-    })
 }
 
 async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
@@ -120,7 +84,7 @@ async fn put_partition(
 ) -> ApiResult<Response> {
     caller.require(Scope::Write, &table)?;
     let bad_rows = bad_rows_override(query.bad_rows.as_deref())?;
-    let conditions = conditions(&headers)?;
+    let conditions = preconditions::expected(&headers)?;
     let key = idempotency_key(&headers)?;
     let digest = match key {
         Some(_) => DigestMode::Take,
@@ -227,8 +191,7 @@ fn partition_headers(info: &PartitionInfo, format: RowFormat) -> HeaderMap {
 }
 
 fn not_modified(headers: &HeaderMap, info: &PartitionInfo) -> bool {
-    entity_tags(headers, header::IF_NONE_MATCH)
-        .is_some_and(|tags| tags.matches(&info.content_sha256))
+    preconditions::if_none_match_names(headers, &info.content_sha256)
 }
 
 async fn get_partition(

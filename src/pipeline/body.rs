@@ -1,5 +1,6 @@
 //! A request body as a stream of bytes in a known format: the content type
-//! checked, gzip undone, the size limit enforced while reading, never buffered.
+//! checked, gzip undone, the size limit enforced while reading, never buffered;
+//! and the chunk size bodies are read and handed on in.
 
 use std::future::Future;
 use std::io;
@@ -20,6 +21,10 @@ use tokio_util::io::StreamReader;
 use super::BodyReader;
 use crate::ingest::BodyFormat;
 use crate::problem::ProblemCode;
+
+/// A body is read, and its COPY data handed over, in chunks of about this
+/// size: the spool's and the decoder's buffers, and each chunk sent to COPY.
+pub const CHUNK_BYTES: usize = 256 * 1024;
 
 pub struct BodySource {
     pub format: BodyFormat,

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::io::SyncIoBridge;
 use uuid::Uuid;
 
-use super::body::classify_read_error;
+use super::body::{classify_read_error, CHUNK_BYTES};
 use super::{BodyReader, WriteError, WriteResult};
 use crate::binary_copy;
 use crate::ingest::formats::ReadError;
@@ -29,8 +29,6 @@ use crate::schema::{SchemaPolicy, SchemaWants, TableDef};
 use crate::store::rejects::{Reject, RejectSource, RejectSpool};
 use crate::store::{StoreError, StoreResult};
 
-/// COPY data is handed over in chunks of about this size.
-pub const CHUNK_BYTES: usize = 256 * 1024;
 /// Chunks in flight between the decoder and COPY (bounds memory).
 const CHUNKS_IN_FLIGHT: usize = 8;
 

@@ -8,6 +8,7 @@ use crate::names::TableName;
 use crate::problem::ProblemCode;
 use crate::schema::SchemaError;
 use crate::store::StoreError;
+use crate::versions::Unmet;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -115,6 +116,14 @@ impl WriteError {
             | WriteError::SpoolFull(_) => false,
             _ => true,
         }
+    }
+}
+
+/// A version expectation not met is the store's refusal, wherever it was
+/// checked.
+impl From<Unmet> for WriteError {
+    fn from(unmet: Unmet) -> Self {
+        WriteError::Store(StoreError::PreconditionFailed(unmet))
     }
 }
 

@@ -30,10 +30,11 @@ use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
 use crate::store::catalog;
 use crate::store::duplicates::Resolve;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
-use crate::store::publish::{current, publish, BodyFacts, Conditions, Current, Published, Swap};
+use crate::store::publish::{current, publish, BodyFacts, Current, Published, Swap};
 use crate::store::rejects::RejectSpool;
 use crate::store::stage::{self, StageFate, Staged};
 use crate::store::StoreError;
+use crate::versions::Expected;
 
 /// The answer to an accepted PUT (the receipt; see the README).
 #[derive(Clone, Debug, Serialize)]
@@ -96,7 +97,7 @@ pub struct PutPartition {
     pub table: TableName,
     pub ds: Period,
     pub body: BodySource,
-    pub conditions: Conditions,
+    pub conditions: Expected,
     /// Who sent it, for the ledger.
     pub actor: Actor,
     /// `?bad_rows=`: the table's policy for this request only.
@@ -335,14 +336,14 @@ struct PutAttempt<'a> {
     /// `?bad_rows=`, if asked.
     bad_rows: Option<BadRowPolicy>,
     live: Option<&'a Current>,
-    conditions: &'a Conditions,
+    conditions: &'a Expected,
 }
 
 /// A PUT past its checks: its rows go to a stage, which is then published.
 struct StagedPut<'a> {
     ticket: &'a LoadTicket,
     ds: Period,
-    conditions: &'a Conditions,
+    conditions: &'a Expected,
     /// The table is created when the stage is published.
     new_table: bool,
     metrics: &'a Metrics,

@@ -9,8 +9,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use super::body::classify_read_error;
-use super::decode::CHUNK_BYTES;
+use super::body::{classify_read_error, CHUNK_BYTES};
 use super::{BodyReader, WriteError, WriteResult};
 
 /// What became of a body sent to the spool.

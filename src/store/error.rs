@@ -8,6 +8,7 @@ use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::problem::ProblemCode;
 use crate::schema::SchemaError;
+use crate::versions::Unmet;
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -46,7 +47,7 @@ pub enum StoreError {
     RepeatedKeys { keys: u64, listed: Vec<BadRow> },
     /// `If-Match` / `If-None-Match` did not hold.
     #[error("{0}")]
-    PreconditionFailed(String),
+    PreconditionFailed(Unmet),
     /// Another request holds the Idempotency-Key past the wait.
     #[error("a request with this Idempotency-Key is still running")]
     KeyInFlight { retry_after: Duration },
@@ -100,6 +101,12 @@ impl StoreError {
                 | StoreError::KeyInFlight { .. }
                 | StoreError::RepeatedKeys { .. }
         )
+    }
+}
+
+impl From<Unmet> for StoreError {
+    fn from(unmet: Unmet) -> Self {
+        StoreError::PreconditionFailed(unmet)
     }
 }
 

@@ -23,52 +23,7 @@ use crate::ingest::ContentHash;
 use crate::names::{quote_ident, TableName};
 use crate::period::Period;
 use crate::schema::TableDef;
-
-/// The entity tags of an `If-Match` or `If-None-Match` header.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EntityTags {
-    /// `*`: any current version.
-    Any,
-    /// These tags, unquoted; none when the header named none (it was empty,
-    /// or not visible ASCII), which matches nothing.
-    Listed(Vec<String>),
-}
-
-impl EntityTags {
-    pub fn matches(&self, etag: &str) -> bool {
-        match self {
-            EntityTags::Any => true,
-            EntityTags::Listed(tags) => tags.iter().any(|t| t == etag),
-        }
-    }
-}
-
-/// `If-Match` / `If-None-Match: *` of a PUT.
-#[derive(Clone, Debug, Default)]
-pub struct Conditions {
-    /// `If-Match`: `None` when absent.
-    pub if_match: Option<EntityTags>,
-    /// `If-None-Match: *`: the partition must not exist yet.
-    pub if_none_match_any: bool,
-}
-
-impl Conditions {
-    /// Checks the conditions against the live partition's content hash.
-    pub fn check(&self, current: Option<&str>) -> StoreResult<()> {
-        let failed = |m: String| Err(StoreError::PreconditionFailed(m));
-        if self.if_none_match_any && current.is_some() {
-            return failed("If-None-Match: * but the partition exists".into());
-        }
-        match (&self.if_match, current) {
-            (None, _) => Ok(()),
-            (Some(_), None) => failed("If-Match but the partition does not exist".into()),
-            (Some(tags), Some(etag)) if !tags.matches(etag) => failed(format!(
-                "If-Match does not match the partition's ETag \"{etag}\""
-            )),
-            (Some(_), Some(_)) => Ok(()),
-        }
-    }
-}
+use crate::versions::Expected;
 
 /// The live partition's registry entry.
 #[derive(Clone, Debug)]
@@ -128,7 +83,8 @@ pub struct Swap<'a> {
     pub ds: Period,
     pub stage_name: &'a str,
     pub body: BodyFacts<'a>,
-    pub conditions: &'a Conditions,
+    /// What the writer expects of the live version.
+    pub conditions: &'a Expected,
     /// The load's bad rows, under `bad_rows: quarantine`.
     pub rejects: Option<RejectSpool>,
 }
