@@ -15,6 +15,7 @@ mod exact_values;
 mod examples;
 mod grains;
 mod helpers;
+mod layout;
 mod ledger;
 mod limits;
 mod numeric_limits;
