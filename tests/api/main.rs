@@ -33,6 +33,8 @@ mod reserved_names;
 mod reverts;
 mod round_trip;
 mod rows;
+#[path = "../support/mod.rs"]
+mod support;
 mod tables;
 mod wide_tables;
 mod wire;
