@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 use idem::config::Settings;
 
 /// `POST /tokens` with the admin client.
@@ -14,13 +15,7 @@ async fn post_token(app: &TestApp, request: &Value) -> reqwest::Response {
 
 /// Makes a token with the admin client; returns its id and its secret.
 async fn make_token(app: &TestApp, request: Value) -> (String, String) {
-    let r = post_token(app, &request).await;
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-    let location = r.headers()["location"].to_str().unwrap().to_string();
-    let made = json_body(r).await;
-    let id = made["id"].as_str().unwrap().to_string();
-    assert_eq!(location, format!("/tokens/{id}"));
-    (id, made["token"].as_str().unwrap().to_string())
+    crate::support::make_token(&app.client, &app.base, &request).await
 }
 
 async fn status_of(request: reqwest::RequestBuilder) -> u16 {

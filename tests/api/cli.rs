@@ -1,30 +1,11 @@
 //! The client commands as a process against the real server.
 
 use std::io::Write;
-use std::process::Output;
 
 use serde_json::{json, Value};
 
 use crate::helpers::*;
-
-/// Runs the `idem` binary with `args`, `stdin` on its standard input.
-pub(crate) async fn idem(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(args)
-        .env_remove("IDEM_URL")
-        .env_remove("IDEM_TOKEN")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    tokio::io::AsyncWriteExt::write_all(&mut input, stdin)
-        .await
-        .unwrap();
-    drop(input);
-    child.wait_with_output().await.unwrap()
-}
+use crate::support::*;
 
 pub(crate) fn file_with(suffix: &str, text: &str) -> tempfile::NamedTempFile {
     let mut file = tempfile::Builder::new().suffix(suffix).tempfile().unwrap();
@@ -427,23 +408,6 @@ async fn a_killed_idem_post_run_again_sends_only_the_batches_the_server_lacks() 
         "{summary}"
     );
     assert_eq!(ledger_and_rows(&app, "killed_feed").await, (10, 1000, 1000));
-}
-
-/// `idem` with `args`, running, its output thrown away.
-fn spawn_idem(args: &[impl AsRef<std::ffi::OsStr>]) -> tokio::process::Child {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
-/// SIGKILL, as a crash or an operator would.
-async fn kill(mut child: tokio::process::Child) {
-    child.start_kill().unwrap();
-    let _ = child.wait().await;
 }
 
 async fn wait_for_published_loads(app: &TestApp, table: &str, at_least: i64) {

@@ -5,8 +5,9 @@
 
 use serde_json::{json, Value};
 
-use crate::cli::{file_with, idem, idem_json};
+use crate::cli::{file_with, idem_json};
 use crate::helpers::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn idem_declare_creates_a_table_from_a_json_file_and_a_second_run_changes_nothing() {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 use idem::ingest::ContentHash;
 
 const DAY: &str = "2026-10-12";

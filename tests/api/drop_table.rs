@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 async fn drop_table(app: &TestApp, path: &str) -> reqwest::Response {
     app.client.delete(app.url(path)).send().await.unwrap()

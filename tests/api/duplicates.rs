@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::helpers::*;
+use crate::support::*;
 
 /// The bench generator's orders: `n` of them, every `dup_every`-th twice.
 fn generated_orders(n: u32, dup_every: u32) -> String {

@@ -23,7 +23,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use sqlx::PgPool;
 
-use crate::helpers::fresh_database;
+use crate::support::fresh_database;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ty {
@@ -508,7 +508,8 @@ fn values_land_as_postgres_reads_their_text() {
 
 #[tokio::test]
 async fn a_byte_order_mark_before_an_ndjson_or_json_body_is_skipped_as_before_csv() {
-    use crate::helpers::{json_body, order, spawn_app};
+    use crate::helpers::spawn_app;
+    use crate::support::{json_body, order};
     let app = spawn_app().await;
     app.declare_orders().await;
     let row = order(1, "paid", "2026-10-12T01:00:00Z");

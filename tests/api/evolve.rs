@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer", "seen": "date"},
   "primary_key": ["id"], "schema": "evolve"}"#;

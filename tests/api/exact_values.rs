@@ -7,6 +7,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 /// `j` stands before `note`, so a row's jsonb value is not its last one.
 const VALUES: &str = r#"{"columns": {"id": "bigint", "ds": "date", "f": "double precision",

@@ -3,6 +3,7 @@
 //! the real server and the real `idem` binary.
 
 use crate::helpers::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn the_orchestrator_examples_log_idem_fail_at_once_without_it_and_declare_the_key_first() {

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const EVENTS: &str = r#"{"columns": {"id": "bigint", "event_time": "timestamptz", "kind": "text"},
   "partition_by": "event_time", "grain": "hour", "primary_key": ["id"]}"#;

@@ -1,14 +1,18 @@
-use std::io::Write;
-use std::str::FromStr;
+//! What only the API suite needs: `TestApp`, the server in this process
+//! on a fresh database, with a client and a pool for looking behind the
+//! API; and the list pages. The fixtures, the databases and the idem
+//! processes are the shared ones, in `tests/support/`.
 
 use idem::app::AppState;
 use idem::config::Settings;
 use idem::store::Store;
 use reqwest::Response;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::PgPool;
 use tokio::net::TcpListener;
+
+use crate::support::*;
 
 pub struct TestApp {
     pub base: String,
@@ -18,104 +22,6 @@ pub struct TestApp {
     pub options: PgConnectOptions,
     /// The database this app was spawned on, when it created it: dropped with the app.
     _database: Option<TestDatabase>,
-}
-
-fn base_options() -> PgConnectOptions {
-    let url = std::env::var("DATABASE_URL")
-        .expect("DATABASE_URL is not set: run the tests with scripts/test, which starts Postgres");
-    PgConnectOptions::from_str(&url).expect("DATABASE_URL is a Postgres URL")
-}
-
-/// A database of the test's own on the test server, dropped with the guard.
-pub async fn fresh_database() -> (PgConnectOptions, TestDatabase) {
-    let (options, _url, database) = fresh_database_url().await;
-    (options, database)
-}
-
-/// A fresh database, with its URL (for starting idem as a process), dropped
-/// with the guard.
-pub async fn fresh_database_url() -> (PgConnectOptions, String, TestDatabase) {
-    let base = base_options();
-    let name = format!("idem_test_{}", uuid::Uuid::now_v7().simple());
-    let url = std::env::var("DATABASE_URL").unwrap();
-    let (without_query, query) = url
-        .split_once('?')
-        .map_or((url.as_str(), None), |(u, q)| (u, Some(q)));
-    let server = without_query
-        .rsplit_once('/')
-        .map_or(without_query, |(server, _)| server);
-    let url = match query {
-        Some(q) => format!("{server}/{name}?{q}"),
-        None => format!("{server}/{name}"),
-    };
-    let maintenance = base.clone().database("postgres");
-    let mut admin = PgConnection::connect_with(&maintenance)
-        .await
-        .expect("connect to the test server");
-    sqlx::query(&format!("create database {name}"))
-        .execute(&mut admin)
-        .await
-        .expect("create the test database");
-    let database = TestDatabase {
-        maintenance,
-        name: name.clone(),
-    };
-    (base.database(&name), url, database)
-}
-
-/// Drops its test database when dropped, at the end of the test (also when
-/// it fails), terminating the connections still open on it (`with (force)`:
-/// the test's servers and idem processes may still hold some).
-pub struct TestDatabase {
-    maintenance: PgConnectOptions,
-    name: String,
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let maintenance = self.maintenance.clone();
-        let sql = format!("drop database if exists {} with (force)", self.name);
-        // Drop is sync and runs on the test's runtime, which cannot block on
-        // a future: a thread of its own runs the statement on a runtime of its own.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            runtime
-                .block_on(async {
-                    let mut admin = PgConnection::connect_with(&maintenance).await?;
-                    sqlx::query(&sql).execute(&mut admin).await?;
-                    admin.close().await
-                })
-                .map_err(|e| e.to_string())
-        })
-        .join()
-        .unwrap_or_else(|_| Err("the thread dropping it panicked".to_string()));
-        if let Err(e) = dropped {
-            let message = format!("could not drop the test database {}: {e}", self.name);
-            // A second panic while the test unwinds would abort the whole run.
-            if std::thread::panicking() {
-                eprintln!("{message}");
-            } else {
-                panic!("{message}");
-            }
-        }
-    }
-}
-
-/// The bootstrap admin token every test server starts with.
-pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef-0123456789";
-
-/// A client that sends `token` with every request.
-pub fn client_with_token(token: &str) -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    let bearer = format!("Bearer {token}").parse().expect("a header value");
-    headers.insert(reqwest::header::AUTHORIZATION, bearer);
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .expect("an HTTP client")
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -178,10 +84,6 @@ async fn spawn_app_listening(
         _database: None,
     }
 }
-
-pub const ORDERS: &str = r#"{"columns": {"order_id": "bigint", "ds": "date", "customer_id": "bigint",
-  "status": "text", "amount": "numeric", "updated_at": "timestamptz", "note": "text"},
-  "partition_by": "ds", "primary_key": ["order_id"], "cursor": "updated_at"}"#;
 
 impl TestApp {
     pub fn url(&self, path: &str) -> String {
@@ -277,42 +179,31 @@ impl TestApp {
     }
 }
 
-pub fn ndjson(rows: &[Value]) -> String {
-    rows.iter().map(|r| format!("{r}\n")).collect()
-}
-
-pub fn order(id: i64, status: &str, updated_at: &str) -> Value {
-    json!({"order_id": id, "ds": "2026-10-12", "customer_id": 7, "status": status,
-           "amount": "10.50", "updated_at": updated_at, "note": null})
-}
-
-pub fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(data).unwrap();
-    enc.finish().unwrap()
-}
-
-/// Every item of a list, from `first` on, following its `Link` headers;
-/// each page holds at most `page_size` items.
-pub async fn all_pages(app: &TestApp, first: &str, page_size: usize) -> Vec<Value> {
+/// Every page of a list, from `first` on, following its `Link: <…>;
+/// rel="next"` headers to the end.
+pub async fn list_pages(app: &TestApp, first: &str) -> Vec<Vec<Value>> {
+    let mut pages = Vec::new();
     let mut next = Some(first.to_string());
-    let mut all = Vec::new();
     while let Some(path) = next.take() {
         let r = app.get(&path).await;
         assert_eq!(r.status(), 200, "{path}");
-        next = r
-            .headers()
-            .get("link")
-            .map(|l| l.to_str().unwrap().to_string())
-            .map(|l| l[1..l.find('>').unwrap()].to_string());
-        let page: Vec<Value> = serde_json::from_value(json_body(r).await).unwrap();
-        assert!(page.len() <= page_size, "{path}");
-        all.extend(page);
+        next = r.headers().get("link").map(|link| {
+            let link = link.to_str().unwrap();
+            assert!(link.ends_with("; rel=\"next\""), "{link}");
+            link[1..link.find('>').unwrap()].to_string()
+        });
+        pages.push(serde_json::from_value(json_body(r).await).unwrap());
+        assert!(pages.len() < 1000, "paging ends");
     }
-    all
+    pages
 }
 
-pub async fn json_body(r: Response) -> Value {
-    let text = r.text().await.unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+/// Every item of a list, from `first` on; each page holds at most
+/// `page_size` items.
+pub async fn all_pages(app: &TestApp, first: &str, page_size: usize) -> Vec<Value> {
+    let pages = list_pages(app, first).await;
+    for (n, page) in pages.iter().enumerate() {
+        assert!(page.len() <= page_size, "page {n} of {first}");
+    }
+    pages.into_iter().flatten().collect()
 }

@@ -5,6 +5,7 @@ use chrono::{DateTime, FixedOffset};
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 fn time(entry: &Value, field: &str) -> DateTime<FixedOffset> {
     let text = entry[field]

@@ -7,6 +7,7 @@ use idem::config::Settings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const DAY: &str = "/partitions/orders/2026-10-12";
 
@@ -174,26 +175,6 @@ async fn a_gzip_body_that_unpacks_past_its_ratio_is_refused() {
     assert_eq!(app.get(DAY).await.status(), 404);
 }
 
-/// Follows `Link: <…>; rel="next"` from `path` to the end; returns every
-/// page's items.
-async fn all_pages(app: &TestApp, path: &str) -> Vec<Vec<serde_json::Value>> {
-    let mut pages = Vec::new();
-    let mut next = Some(path.to_string());
-    while let Some(path) = next.take() {
-        let r = app.get(&path).await;
-        assert_eq!(r.status(), 200, "{path}");
-        next = r.headers().get("link").map(|link| {
-            let link = link.to_str().unwrap();
-            assert!(link.ends_with("; rel=\"next\""), "{link}");
-            link[1..link.find('>').unwrap()].to_string()
-        });
-        let items: Vec<serde_json::Value> = serde_json::from_value(json_body(r).await).unwrap();
-        pages.push(items);
-        assert!(pages.len() < 20, "paging ends");
-    }
-    pages
-}
-
 #[tokio::test]
 async fn lists_come_in_pages_linked_by_a_cursor() {
     let app = spawn_app().await;
@@ -205,14 +186,14 @@ async fn lists_come_in_pages_linked_by_a_cursor() {
             .await;
         assert_eq!(r.status(), 200);
     }
-    let pages = all_pages(&app, "/partitions/orders?limit=2").await;
+    let pages = list_pages(&app, "/partitions/orders?limit=2").await;
     let days: Vec<Vec<&str>> = pages
         .iter()
         .map(|p| p.iter().map(|i| i["ds"].as_str().unwrap()).collect())
         .collect();
     assert_eq!(days, [vec!["2026-10-11", "2026-10-12"], vec!["2026-10-13"]]);
 
-    let pages = all_pages(&app, "/loads?table=orders&limit=2").await;
+    let pages = list_pages(&app, "/loads?table=orders&limit=2").await;
     let loads: Vec<&str> = pages
         .iter()
         .flatten()
@@ -225,7 +206,7 @@ async fn lists_come_in_pages_linked_by_a_cursor() {
     );
 
     app.declare("other", ORDERS).await;
-    let pages = all_pages(&app, "/tables?limit=1").await;
+    let pages = list_pages(&app, "/tables?limit=1").await;
     assert_eq!(pages.iter().flatten().count(), 2);
     for limit in ["0", "-1", "1001", "100000"] {
         let r = app.get(&format!("/loads?limit={limit}")).await;

@@ -15,6 +15,7 @@ mod exact_values;
 mod examples;
 mod grains;
 mod helpers;
+mod layout;
 mod ledger;
 mod limits;
 mod numeric_limits;
@@ -32,6 +33,8 @@ mod reserved_names;
 mod reverts;
 mod round_trip;
 mod rows;
+#[path = "../support/mod.rs"]
+mod support;
 mod tables;
 mod wide_tables;
 mod wire;

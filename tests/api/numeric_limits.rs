@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use serde_json::value::RawValue;
 
 use crate::helpers::*;
+use crate::support::*;
 
 const DAY: &str = "/partitions/orders/2026-10-12";
 

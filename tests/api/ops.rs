@@ -7,6 +7,7 @@ use reqwest::Response;
 use serde_json::json;
 
 use crate::helpers::*;
+use crate::support::*;
 
 /// `/metrics` open to the test's own (loopback) peer, as a scraper beside
 /// idem would see it once it needs a token elsewhere.

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const DAY: &str = "/partitions/orders/2026-10-12";
 

@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const DAY: &str = "/partitions/orders/2026-10-12";
 

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 fn with_schema(policy: &str) -> String {
     ORDERS.replace(

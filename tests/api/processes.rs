@@ -1,56 +1,22 @@
 //! Several real idem processes on one database.
 
-use std::process::Stdio;
-
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStderr, Command};
+use tokio::io::{BufReader, Lines};
+use tokio::process::ChildStderr;
 
-use crate::helpers::*;
+use crate::support::*;
 
-/// `idem serve` as a child process on a free port; killed when dropped.
-struct IdemProcess {
-    base: String,
-    child: Child,
-}
-
-async fn start_idem(database_url: &str) -> IdemProcess {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_idem"));
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--pool-size", "8"])
-        .stderr(Stdio::null());
-    serving(command, database_url).await
-}
-
-/// Starts `command` on `database_url` and waits for its `idem serving on` line.
-async fn serving(mut command: Command, database_url: &str) -> IdemProcess {
-    let mut child = command
-        .env("DATABASE_URL", database_url)
-        .env("IDEM_ADMIN_TOKEN", ADMIN_TOKEN)
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start idem");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    while let Some(line) = lines.next_line().await.unwrap() {
-        if let Some(base) = line.strip_prefix("idem serving on ") {
-            return IdemProcess {
-                base: base.to_string(),
-                child,
-            };
-        }
-    }
-    panic!("idem exited before serving");
-}
+/// A larger pool than the default, so that three processes race for real.
+const POOL_OF_8: &[(&str, &str)] = &[("IDEM_POOL_SIZE", "8")];
 
 #[tokio::test]
 async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
     // Declared before the processes, so dropped after them: they are killed first.
     let (options, url, _database) = fresh_database_url().await;
     let processes = [
-        start_idem(&url).await,
-        start_idem(&url).await,
-        start_idem(&url).await,
+        Idem::start(&url, "processes-race-1", POOL_OF_8).await,
+        Idem::start(&url, "processes-race-2", POOL_OF_8).await,
+        Idem::start(&url, "processes-race-3", POOL_OF_8).await,
     ];
     let client = client_with_token(ADMIN_TOKEN);
     let declared = client
@@ -114,23 +80,6 @@ async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
     assert_eq!(rows, 300);
 }
 
-/// `idem serve` with its log (stderr) piped, in `format`.
-async fn start_idem_logging(
-    database_url: &str,
-    format: &str,
-) -> (IdemProcess, Lines<BufReader<ChildStderr>>) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_idem"));
-    command
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("IDEM_LOG_FORMAT", format)
-        .env("IDEM_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env_remove("RUST_LOG")
-        .stderr(Stdio::piped());
-    let mut idem = serving(command, database_url).await;
-    let log = BufReader::new(idem.child.stderr.take().unwrap()).lines();
-    (idem, log)
-}
-
 /// Log lines up to the first that holds `needle`, which comes last.
 async fn lines_until(log: &mut Lines<BufReader<ChildStderr>>, needle: &str) -> Vec<String> {
     let mut seen = Vec::new();
@@ -151,7 +100,7 @@ async fn lines_until(log: &mut Lines<BufReader<ChildStderr>>, needle: &str) -> V
 #[tokio::test]
 async fn a_request_is_logged_once_as_a_json_line_with_its_id_route_table_ds_and_load() {
     let (_options, url, _database) = fresh_database_url().await;
-    let (idem, mut log) = start_idem_logging(&url, "json").await;
+    let (idem, mut log) = Idem::start_piped(&url, "processes-json-log", "json", &[]).await;
     let client = client_with_token(ADMIN_TOKEN);
     let answer = client
         .put(format!("{}/partitions/logged/2026-10-12", idem.base))
@@ -186,7 +135,7 @@ async fn a_request_is_logged_once_as_a_json_line_with_its_id_route_table_ds_and_
 #[tokio::test]
 async fn a_text_log_to_a_pipe_has_no_colour_codes() {
     let (_options, url, _database) = fresh_database_url().await;
-    let (idem, mut log) = start_idem_logging(&url, "text").await;
+    let (idem, mut log) = Idem::start_piped(&url, "processes-text-log", "text", &[]).await;
     let r = client_with_token(ADMIN_TOKEN)
         .get(format!("{}/tables", idem.base))
         .header("x-request-id", "text-log-1")
@@ -206,16 +155,11 @@ async fn a_text_log_to_a_pipe_has_no_colour_codes() {
 #[tokio::test]
 async fn a_write_refused_as_busy_is_logged_as_a_warning_not_an_error() {
     let (_options, url, _database) = fresh_database_url().await;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_idem"));
-    command
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("IDEM_LOG_FORMAT", "text")
-        .env("IDEM_MAX_CONCURRENT_LOADS", "1")
-        .env("IDEM_LOAD_WAIT_MS", "200")
-        .env_remove("RUST_LOG")
-        .stderr(Stdio::piped());
-    let mut idem = serving(command, &url).await;
-    let mut log = BufReader::new(idem.child.stderr.take().unwrap()).lines();
+    let busy = [
+        ("IDEM_MAX_CONCURRENT_LOADS", "1"),
+        ("IDEM_LOAD_WAIT_MS", "200"),
+    ];
+    let (idem, mut log) = Idem::start_piped(&url, "processes-busy", "text", &busy).await;
     let client = client_with_token(ADMIN_TOKEN);
     let declared = client
         .put(format!("{}/tables/orders", idem.base))

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::helpers::*;
+use crate::support::*;
 
 /// Ten bad NDJSON lines, each wrong in its own way, and the column each
 /// names (`None`: the line itself is broken).

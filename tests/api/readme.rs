@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use crate::helpers::*;
+use crate::support::*;
 
 /// The sections run, in this order; each runs to the next `## ` heading.
 const SECTIONS: [&str; 2] = ["## Quick start", "## A tour with curl"];

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::helpers::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_refused_first_write_to_an_undeclared_table_leaves_no_table() {

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
   "primary_key": ["id"], "bad_rows": "quarantine"}"#;

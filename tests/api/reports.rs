@@ -5,6 +5,7 @@ use idem::config::Settings;
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const DAY: &str = "/partitions/orders/2026-10-12";
 

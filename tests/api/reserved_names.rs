@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const SYSTEM_COLUMNS: [&str; 6] = ["xmin", "xmax", "cmin", "cmax", "ctid", "tableoid"];
 

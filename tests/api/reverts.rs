@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{file_with, idem_json, results};
 use crate::helpers::*;
+use crate::support::*;
 
 const DAY: &str = "2026-10-12";
 

@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const EVERY_TYPE: &str = r#"{"columns": {"id": "integer", "ds": "date", "txt": "text", "big": "bigint",
     "i": "integer", "f": "double precision", "n": "numeric", "b": "boolean", "d": "date",

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 impl TestApp {
     pub async fn post_rows(

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use crate::helpers::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn declaring_the_same_table_twice_is_a_no_op() {

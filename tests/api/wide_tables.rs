@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 /// A keyless table of `n` text columns `c0`, `c1`, … and its `ds`.
 fn text_columns(n: usize) -> String {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const DAY: &str = "/partitions/orders/2026-10-12";
 

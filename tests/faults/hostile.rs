@@ -1,9 +1,9 @@
 //! Hostile bodies, names and dates: each answered 4xx with nothing written,
 //! the server's peak RSS under 200 MB at default settings.
 
-use std::io::Write as _;
 use std::time::Duration;
 
+use crate::scenario::*;
 use crate::support::*;
 
 const DAY: &str = "2026-10-12";
@@ -93,20 +93,14 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    enc.write_all(data).unwrap();
-    enc.finish().unwrap()
-}
-
 /// A gzip body of `head` and then `unit` repeated to about 1 GiB unpacked,
 /// in about 2 MB: gzip members of 1 MiB each, one compressed and sent a
 /// thousand times (a gzip stream may hold several members, and idem reads
 /// them all).
 fn gzip_bomb(head: &str, unit: &str) -> Vec<u8> {
     let block = unit.repeat((1 << 20) / unit.len());
-    let member = gzip(block.as_bytes());
-    let mut body = gzip(head.as_bytes());
+    let member = gzip_at(block.as_bytes(), flate2::Compression::best());
+    let mut body = gzip_at(head.as_bytes(), flate2::Compression::best());
     for _ in 0..1_000 {
         body.extend_from_slice(&member);
     }

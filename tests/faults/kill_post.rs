@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::scenario::*;
 use crate::support::*;
 
 const DAY: &str = "2026-10-12";

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::scenario::*;
 use crate::support::*;
 
 const DAY: &str = "2026-10-12";

@@ -8,7 +8,10 @@
 //! a run (each scenario prints its seed). Every scenario prints what it did
 //! and the invariant it checked, even when it passes.
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod scenario;
 
 mod hostile;
 mod kill_post;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;
 
+use crate::scenario::*;
 use crate::support::*;
 
 const BATCH_ROWS: i64 = 100;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::scenario::*;
 use crate::support::*;
 
 const DAY: &str = "2026-10-12";

@@ -13,7 +13,8 @@ use idem::names::{ColumnName, TableName};
 use idem::schema::{TableDeclaration, TableDef};
 use proptest::prelude::*;
 
-use crate::support::{long, ORDERS};
+use crate::scenario::long;
+use crate::support::ORDERS;
 
 fn config() -> ProptestConfig {
     ProptestConfig {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::scenario::*;
 use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,17 +55,11 @@ async fn connections_that_never_send_a_byte_are_closed_after_the_header_timeout(
     assert_eq!(readyz(&client(), &idem).await, 200);
 }
 
-/// `POST /tokens` as the admin: a token for `read` and `write` on `tables`.
-async fn make_token(client: &reqwest::Client, idem: &Idem, name: &str, tables: &str) -> String {
-    let r = client
-        .post(idem.url("/tokens"))
-        .json(&serde_json::json!({"name": name, "scopes": ["read", "write"], "tables": [tables]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let made: serde_json::Value = r.json().await.unwrap();
-    made["token"].as_str().unwrap().to_string()
+/// A token for `read` and `write` on `tables`, made by the admin.
+async fn scoped_token(client: &reqwest::Client, idem: &Idem, name: &str, tables: &str) -> String {
+    let request =
+        serde_json::json!({"name": name, "scopes": ["read", "write"], "tables": [tables]});
+    make_token(client, &idem.base, &request).await.1
 }
 
 /// A request whose body is sent a byte a second; its status and code, and
@@ -181,8 +176,8 @@ async fn bodies_trickled_by_one_token_leave_the_turns_to_write_to_the_others() {
     )
     .await;
     let admin = client();
-    let slow = make_token(&admin, &idem, "slow", "slow_*").await;
-    let fast = make_token(&admin, &idem, "fast", "fast_*").await;
+    let slow = scoped_token(&admin, &idem, "slow", "slow_*").await;
+    let fast = scoped_token(&admin, &idem, "fast", "fast_*").await;
     declare(&admin, &idem, "fast_orders", ORDERS).await;
 
     // Each slow write goes to a table of its own, not declared.
@@ -297,8 +292,8 @@ async fn a_token_holds_at_most_its_share_of_the_turns_to_write_and_the_others_fi
     )
     .await;
     let admin = client();
-    let heavy = make_token(&admin, &idem, "heavy", "heavy_*").await;
-    let other = make_token(&admin, &idem, "other", "fast_*").await;
+    let heavy = scoped_token(&admin, &idem, "heavy", "heavy_*").await;
+    let other = scoped_token(&admin, &idem, "other", "fast_*").await;
     declare(&admin, &idem, "fast_orders", ORDERS).await;
 
     // The heavy token's loads: half PUTs, half POSTs too large to be batched,

@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::scenario::*;
 use crate::support::*;
 
 const DAY: &str = "2026-10-12";

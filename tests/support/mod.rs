@@ -1,0 +1,16 @@
+//! What both test binaries share (`tests/api` and `tests/faults` include it
+//! with `#[path = "../support/mod.rs"] mod support;`; it is no target of its
+//! own): one Postgres starter, one spawner of `idem` processes, one set of
+//! fixtures and the HTTP helpers. What only one binary needs stays in it.
+//! Each binary uses a part of it, so the rest is dead code there.
+#![allow(dead_code)]
+
+mod fixtures;
+mod http;
+mod postgres;
+mod process;
+
+pub use fixtures::*;
+pub use http::*;
+pub use postgres::*;
+pub use process::*;
