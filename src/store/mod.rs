@@ -1,27 +1,27 @@
-//! Every SQL statement idem runs: the catalog and its DDL, staging with COPY,
-//! the partition swap, the registry, the ledger and the janitor.
+//! Every SQL statement idem runs. `write/` holds the write path, one file
+//! per step (stage → publish for a PUT; incoming → merge → closing for a
+//! POST); beside it, one file per table idem keeps for itself (catalog,
+//! ledger, rejects, tokens, idempotency keys) and the reads of partitions.
+//! This file holds the `Store` handle: connect, pool, acquire, begin,
+//! migrate, ping.
 //!
 //! User identifiers arrive as `names::TableName` / `ColumnName` (validated
 //! where they entered) and are written quoted; values travel as bind
 //! parameters or COPY data.
 
-pub mod arrays;
 pub mod catalog;
-pub mod closing;
 pub mod completed_keys;
-pub mod contents;
 pub mod drop_table;
-pub mod duplicates;
 pub mod error;
 pub mod idempotency;
-pub mod janitor;
 pub mod ledger;
-pub mod merge;
 pub mod partitions;
-pub mod publish;
 pub mod rejects;
-pub mod stage;
 pub mod tokens;
+pub mod write;
+
+// moved: the write path's steps live in `write/`; these keep the old paths.
+pub use write::{arrays, closing, contents, duplicates, janitor, merge, publish, stage};
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -5,7 +5,7 @@
 use sqlx::Row;
 
 use super::stage::{stage_lock_key, staging_table};
-use super::{Store, StoreResult, STAGING_SCHEMA};
+use crate::store::{Store, StoreResult, STAGING_SCHEMA};
 
 impl Store {
     /// Drops every unowned stage; returns how many.

@@ -16,14 +16,14 @@ use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
 use super::duplicates::{self, Resolve};
-use super::{
-    column_ddl, is_unique_violation, key_index_columns, lock_key, StoreError, StoreResult,
-    STAGING_SCHEMA,
-};
-use super::{partition_key, period_literal};
 use crate::names::quote_ident;
 use crate::period::Period;
 use crate::schema::TableDef;
+use crate::store::{
+    column_ddl, is_unique_violation, key_index_columns, lock_key, StoreError, StoreResult,
+    STAGING_SCHEMA,
+};
+use crate::store::{partition_key, period_literal};
 
 pub fn staging_name(load_id: Uuid) -> String {
     format!("s_{}", load_id.simple())
@@ -178,7 +178,7 @@ pub(super) async fn copy_binary(
     extra: &[&str],
     mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
-    let columns: Vec<String> = super::all_columns(def)
+    let columns: Vec<String> = crate::store::all_columns(def)
         .into_iter()
         .chain(extra.iter().map(|c| quote_ident(c)))
         .collect();

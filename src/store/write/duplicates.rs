@@ -18,10 +18,10 @@ use uuid::Uuid;
 
 use super::merge::label_sql;
 use super::stage::row_hash;
-use super::{StoreError, StoreResult};
 use crate::ingest::{BadRow, RowError};
 use crate::names::TableName;
 use crate::schema::{ColumnType, DuplicatePolicy, TableDef};
+use crate::store::{StoreError, StoreResult};
 
 /// The log.
 pub const LOG_TABLE: &str = "idem.duplicates";
@@ -228,7 +228,7 @@ impl LogCursor {
     }
 }
 
-impl super::Store {
+impl crate::store::Store {
     /// A page of the log, oldest load first, then by key and version.
     pub async fn duplicates(
         &self,

@@ -12,17 +12,17 @@
 use sqlx::{Connection, PgConnection};
 
 use super::contents;
-use super::ledger::{self, LoadEntry, LoadStatus};
-use super::rejects::{self, RejectSpool};
 use super::stage::staging_table;
-use super::{
-    catalog, count, lock_partition, lock_table_shared, parent_table, partition_name,
-    partition_table, period_literal, StoreError, StoreResult, PARTS_SCHEMA,
-};
 use crate::ingest::ContentHash;
 use crate::names::{quote_ident, TableName};
 use crate::period::Period;
 use crate::schema::TableDef;
+use crate::store::ledger::{self, LoadEntry, LoadStatus};
+use crate::store::rejects::{self, RejectSpool};
+use crate::store::{
+    catalog, count, lock_partition, lock_table_shared, parent_table, partition_name,
+    partition_table, period_literal, StoreError, StoreResult, PARTS_SCHEMA,
+};
 
 /// The entity tags of an `If-Match` or `If-None-Match` header.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,15 +26,15 @@ use uuid::Uuid;
 use super::arrays::{field_of_each, split_tuples, ElementType, TupleArrays};
 use super::duplicates::{self, Resolve};
 use super::stage::{copy_binary, number_identical_rows, row_hash};
-use super::{
-    all_columns, key_index_column_list, key_index_columns, lock_partition, parent_table,
-    partition_key, partition_lock_key, partition_table, period_literal, StoreError, StoreResult,
-    PREV_HASH_COLUMN,
-};
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
 use crate::schema::ColumnType;
 use crate::schema::TableDef;
+use crate::store::{
+    all_columns, key_index_column_list, key_index_columns, lock_partition, parent_table,
+    partition_key, partition_lock_key, partition_table, period_literal, StoreError, StoreResult,
+    PREV_HASH_COLUMN,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -117,7 +117,7 @@ fn incoming_table(def: &TableDef) -> String {
 fn incoming_ddl(def: &TableDef) -> String {
     format!(
         "{}, \"_deleted\" boolean not null default false, \"_present\" bytea",
-        super::column_ddl(def)
+        crate::store::column_ddl(def)
     )
 }
 
