@@ -16,11 +16,10 @@ use serde::Serialize;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
-use super::merge::label_sql;
-use super::stage::row_hash;
 use crate::ingest::{BadRow, RowError};
 use crate::names::TableName;
-use crate::schema::{ColumnType, DuplicatePolicy, TableDef};
+use crate::schema::{DuplicatePolicy, TableDef};
+use crate::store::sql::{label_sql, logged_row, quote_literal, row_hash, Ident};
 use crate::store::{StoreError, StoreResult};
 
 /// The log.
@@ -49,11 +48,11 @@ const MAX_LISTED_KEYS: usize = 100;
 pub async fn resolve(
     conn: &mut PgConnection,
     def: &TableDef,
-    table: &str,
+    table: &Ident,
     how: Resolve,
 ) -> StoreResult<Vec<[u8; 32]>> {
     let order = match &def.cursor {
-        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", cursor.quoted()),
+        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", Ident::column(cursor)),
         None => "\"_row_hash\"".to_string(),
     };
     let (removed, kept) = match how.policy {
@@ -63,7 +62,7 @@ pub async fn resolve(
     let key = def
         .primary_key
         .iter()
-        .map(|c| format!("'{}', _s.{}", c.as_str(), c.quoted()))
+        .map(|c| format!("{}, _s.{}", quote_literal(c.as_str()), Ident::column(c)))
         .collect::<Vec<_>>()
         .join(", ");
     // language=PostgreSQL
@@ -113,33 +112,6 @@ pub async fn resolve(
         return Err(repeated_keys(def, &rows));
     }
     rows.iter().map(|r| row_hash(r.try_get(0)?)).collect()
-}
-
-/// A version of row `_s` as the log keeps it: `to_jsonb` writes SQL NULL
-/// and a jsonb `null` alike, so a SQL-NULL jsonb column is left out of the
-/// object, as the rows' export leaves it out.
-fn logged_row(def: &TableDef) -> String {
-    let sql_null_jsonb: Vec<String> = def
-        .columns
-        .iter()
-        .filter(|c| c.ty == ColumnType::Jsonb && c.nullable)
-        // Names are `[a-z_][a-z0-9_]*`: nothing to escape in a literal.
-        .map(|c| {
-            format!(
-                "case when _s.{} is null then '{}' end",
-                c.name.quoted(),
-                c.name.as_str()
-            )
-        })
-        .collect();
-    if sql_null_jsonb.is_empty() {
-        return "to_jsonb(_s)".into();
-    }
-    // `jsonb - text[]` skips the array's nulls: the columns that hold a value.
-    format!(
-        "to_jsonb(_s) - array[{}]::text[]",
-        sql_null_jsonb.join(", ")
-    )
 }
 
 /// The refusal of a load whose body repeats keys: each key once, naming

@@ -25,16 +25,17 @@ use uuid::Uuid;
 
 use super::arrays::{field_of_each, split_tuples, ElementType, TupleArrays};
 use super::duplicates::{self, Resolve};
-use super::stage::{copy_binary, number_identical_rows, row_hash};
+use super::stage::{copy_binary, number_identical_rows};
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
-use crate::schema::ColumnType;
 use crate::schema::TableDef;
-use crate::store::{
-    all_columns, key_index_column_list, key_index_columns, lock_partition, parent_table,
-    partition_key, partition_lock_key, partition_table, period_literal, StoreError, StoreResult,
+use crate::store::locks::{lock_partition, partition_lock_key};
+use crate::store::sql::{
+    self, all_columns, column_ddl, key_index_column_list, key_index_columns, label_of, label_sql,
+    parent_table, partition_key, partition_table, period_literal, row_hash, Ident,
     PREV_HASH_COLUMN,
 };
+use crate::store::{StoreError, StoreResult};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -109,15 +110,15 @@ pub struct Merged {
 /// table definition, made on first use and kept (emptied at each commit),
 /// so that a write pays no catalog changes for it, and its statements keep
 /// one text (and their prepared form) from request to request.
-fn incoming_table(def: &TableDef) -> String {
+fn incoming_table(def: &TableDef) -> Ident {
     let digest = Sha256::digest(incoming_ddl(def).as_bytes());
-    format!("idem_incoming_{}", hex::encode(&digest[..8]))
+    Ident::system(&format!("idem_incoming_{}", hex::encode(&digest[..8])))
 }
 
 fn incoming_ddl(def: &TableDef) -> String {
     format!(
         "{}, \"_deleted\" boolean not null default false, \"_present\" bytea",
-        crate::store::column_ddl(def)
+        column_ddl(def)
     )
 }
 
@@ -141,7 +142,7 @@ pub async fn copy_incoming(
 }
 
 /// The session's table of incoming rows, made if this session has none yet.
-async fn session_incoming(conn: &mut PgConnection, def: &TableDef) -> StoreResult<String> {
+async fn session_incoming(conn: &mut PgConnection, def: &TableDef) -> StoreResult<Ident> {
     let incoming = incoming_table(def);
     sqlx::query(&format!(
         "create temp table if not exists {incoming} ({}) on commit delete rows",
@@ -433,7 +434,7 @@ async fn fill_in_patches(
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let c = c.name.quoted();
+            let c = Ident::column(&c.name);
             format!("{c} = case when get_bit(s.\"_present\", {i}) = 1 then s.{c} else t.{c} end")
         })
         .collect::<Vec<_>>()
@@ -441,7 +442,7 @@ async fn fill_in_patches(
     let as_text = def
         .columns
         .iter()
-        .map(|c| format!("s.{}::text", c.name.quoted()))
+        .map(|c| format!("s.{}::text", Ident::column(&c.name)))
         .collect::<Vec<_>>()
         .join(", ");
     let MergeSql {
@@ -511,11 +512,11 @@ async fn collapse_duplicates(
 /// The pieces of SQL a merge is made of, written once per request from the
 /// table's (validated) definition.
 struct MergeSql {
-    parent: String,
+    parent: Ident,
     /// The label of stored row `t`'s partition, as SQL (see `label_sql`).
     label: String,
-    /// The partition key column, quoted.
-    part_key: String,
+    /// The partition key column.
+    part_key: Ident,
     /// The label of the partition `w.part` (an upsert's written rows).
     written_label: String,
     grain: Grain,
@@ -524,7 +525,7 @@ struct MergeSql {
     /// Incoming `s` and stored `t` rows of one key.
     join: String,
     /// The session's table of incoming rows (see `incoming_table`).
-    incoming: String,
+    incoming: Ident,
     /// Where statements read the incoming rows `s` from: that table, or
     /// the arrays of a small body.
     from_incoming: String,
@@ -554,7 +555,7 @@ impl MergeSql {
             .map(|c| format!("{c} = excluded.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let cursor = def.cursor.as_ref().map(|c| c.quoted());
+        let cursor = def.cursor.as_ref().map(Ident::column);
         let incoming = incoming_table(def);
         let (from_incoming, arrays) = match rows {
             IncomingRows::Session => (format!("{incoming} s"), None),
@@ -566,7 +567,7 @@ impl MergeSql {
             part_key: partition_key(def),
             written_label: label_of(def, "w.part"),
             grain: def.grain,
-            all_columns: columns.join(", "),
+            all_columns: sql::join(&columns),
             conflict: key_index_columns(def),
             join,
             incoming,
@@ -602,12 +603,11 @@ fn unnest_arrays(def: &TableDef, arrays: &TupleArrays) -> String {
         .map(|(i, column)| column.cast_param(i + 1))
         .collect::<Vec<_>>()
         .join(", ");
-    let names = all_columns(def)
+    let names: Vec<Ident> = all_columns(def)
         .into_iter()
-        .chain(["\"_deleted\"".to_string()])
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!("unnest({params}) s({names})")
+        .chain([Ident::system("_deleted")])
+        .collect();
+    format!("unnest({params}) s({})", sql::join(&names))
 }
 
 /// Where a merge reads the incoming rows from.
@@ -969,25 +969,6 @@ fn digest_of(row: &PgRow, grain: Grain) -> StoreResult<(Period, [u8; 32])> {
 
 fn period_of(label: &str, grain: Grain) -> StoreResult<Period> {
     Period::parse(label, grain).ok_or(StoreError::Corrupt("a partition key out of its grain"))
-}
-
-/// The label of row `alias`'s partition, as SQL: its partition key printed
-/// in the grain's form (a `_part` of timestamptz is read in UTC).
-pub fn label_sql(def: &TableDef, alias: &str) -> String {
-    label_of(def, &format!("{alias}.{}", partition_key(def)))
-}
-
-/// The label of the partition whose key is `key` (an SQL expression).
-fn label_of(def: &TableDef, key: &str) -> String {
-    let form = match def.grain {
-        Grain::Hour => "YYYY-MM-DD\"T\"HH24",
-        Grain::Day => "YYYY-MM-DD",
-        Grain::Month => "YYYY-MM",
-    };
-    match def.partition_type() {
-        ColumnType::Date => format!("to_char({key}, '{form}')"),
-        _ => format!("to_char({key} at time zone 'UTC', '{form}')"),
-    }
 }
 
 /// Whether partition `ds` is registered (and so exists).
