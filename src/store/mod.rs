@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod completed_keys;
 pub mod drop_table;
+pub mod duplicates_log;
 pub mod error;
 pub mod idempotency;
 pub mod ledger;
