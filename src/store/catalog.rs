@@ -129,6 +129,23 @@ impl Store {
         let mut conn = self.acquire().await?;
         declare(&mut conn, def, origin).await
     }
+
+    /// Table `name`'s schema versions, oldest first (none: no such table).
+    pub async fn history(&self, name: &TableName) -> StoreResult<Vec<SchemaVersion>> {
+        // language=PostgreSQL
+        Ok(sqlx::query_as(
+            "select 1::bigint as version, created_at as at, '[]'::jsonb as changes,
+                    null::uuid as load_id
+               from idem.tables where name = $1
+             union all
+             select 1 + row_number() over (order by id), applied_at, changes, load_id
+               from idem.schema_changes where table_name = $1
+              order by version",
+        )
+        .bind(name.as_str())
+        .fetch_all(&mut *self.acquire().await?)
+        .await?)
+    }
 }
 
 pub async fn table_def(conn: &mut PgConnection, name: &TableName) -> StoreResult<Option<TableDef>> {
@@ -286,25 +303,6 @@ pub async fn evolve_to_fit(
     let new_def = apply_changes(&mut tx, &stored, &changes, cause).await?;
     tx.commit().await?;
     Ok(Some(new_def))
-}
-
-impl Store {
-    /// Table `name`'s schema versions, oldest first (none: no such table).
-    pub async fn history(&self, name: &TableName) -> StoreResult<Vec<SchemaVersion>> {
-        // language=PostgreSQL
-        Ok(sqlx::query_as(
-            "select 1::bigint as version, created_at as at, '[]'::jsonb as changes,
-                    null::uuid as load_id
-               from idem.tables where name = $1
-             union all
-             select 1 + row_number() over (order by id), applied_at, changes, load_id
-               from idem.schema_changes where table_name = $1
-              order by version",
-        )
-        .bind(name.as_str())
-        .fetch_all(&mut *self.acquire().await?)
-        .await?)
-    }
 }
 
 async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {

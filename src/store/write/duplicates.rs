@@ -49,11 +49,37 @@ pub async fn resolve(
     table: &Ident,
     how: Resolve,
 ) -> StoreResult<Vec<[u8; 32]>> {
+    let removal = removal_sql(def, table, how.policy);
+    let log = if how.log { log_sql() } else { String::new() };
+    // The keys are read back only to be named in a refusal.
+    let keys = if how.refuse {
+        "key::text"
+    } else {
+        "null::text"
+    };
+    let rows = sqlx::query(&format!(
+        "with {removal}{log} select \"_row_hash\", {keys} as key from removed"
+    ))
+    .bind(def.name.as_str())
+    .bind(how.load_id)
+    .bind(how.policy.as_str())
+    .fetch_all(conn)
+    .await?;
+    if how.refuse && !rows.is_empty() {
+        return Err(repeated_keys(def, &rows));
+    }
+    rows.iter().map(|r| row_hash(r.try_get(0)?)).collect()
+}
+
+/// The statement's first steps: each key's versions ranked (the cursor's
+/// largest first, then by row hash), and the versions `policy` does not
+/// write deleted from `table`, answered as `removed`.
+fn removal_sql(def: &TableDef, table: &Ident, policy: DuplicatePolicy) -> String {
     let order = match &def.cursor {
         Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", Ident::column(cursor)),
         None => "\"_row_hash\"".to_string(),
     };
-    let (removed, kept) = match how.policy {
+    let (removed, kept) = match policy {
         DuplicatePolicy::KeepOne => ("r.version > 1", "r.winner"),
         DuplicatePolicy::Hold | DuplicatePolicy::Reject => ("r.versions > 1", "null::bytea"),
     };
@@ -64,7 +90,7 @@ pub async fn resolve(
         .collect::<Vec<_>>()
         .join(", ");
     // language=PostgreSQL
-    let resolve = format!(
+    format!(
         "ranked as (
             select ctid as at, \"_row_id\", row_number() over w as version,
                    count(*) over (partition by \"_row_id\") as versions,
@@ -81,35 +107,19 @@ pub async fn resolve(
         // `_s`: no user column is named like it, to be taken for the row.
         ds = label_sql(def, "_s"),
         logged = logged_row(def),
-    );
-    let log = match how.log {
-        true => format!(
-            ", logged as (
+    )
+}
+
+/// The step that logs the removed versions (table `$1`, load `$2`, policy
+/// `$3`).
+fn log_sql() -> String {
+    format!(
+        ", logged as (
                 insert into {LOG_TABLE} (table_name, load_id, ds, row_id, key, version, row, row_hash,
                                    kept_row_hash, policy)
                 select $1, $2, ds, \"_row_id\", key, version, row, \"_row_hash\", kept, $3
                   from removed)"
-        ),
-        false => String::new(),
-    };
-    // The keys are read back only to be named in a refusal.
-    let keys = if how.refuse {
-        "key::text"
-    } else {
-        "null::text"
-    };
-    let rows = sqlx::query(&format!(
-        "with {resolve}{log} select \"_row_hash\", {keys} as key from removed"
-    ))
-    .bind(def.name.as_str())
-    .bind(how.load_id)
-    .bind(how.policy.as_str())
-    .fetch_all(conn)
-    .await?;
-    if how.refuse && !rows.is_empty() {
-        return Err(repeated_keys(def, &rows));
-    }
-    rows.iter().map(|r| row_hash(r.try_get(0)?)).collect()
+    )
 }
 
 /// The refusal of a load whose body repeats keys: each key once, naming
