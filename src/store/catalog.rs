@@ -8,8 +8,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Connection, PgConnection, Row};
 
-use super::{column_ddl, key_index_columns, lock_table, parent_table, Store, StoreResult};
-use crate::names::{quote_ident, TableName};
+use super::locks::lock_table;
+use super::sql::{column_ddl, key_index_columns, parent_table, partition_key, Ident};
+use super::{Store, StoreResult};
+use crate::names::TableName;
 use crate::schema::{
     check_width, plan_changes, ColumnType, SchemaChange, SchemaPolicy, SchemaWants, TableDef,
 };
@@ -126,6 +128,23 @@ impl Store {
     pub async fn declare_table(&self, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
         let mut conn = self.acquire().await?;
         declare(&mut conn, def, origin).await
+    }
+
+    /// Table `name`'s schema versions, oldest first (none: no such table).
+    pub async fn history(&self, name: &TableName) -> StoreResult<Vec<SchemaVersion>> {
+        // language=PostgreSQL
+        Ok(sqlx::query_as(
+            "select 1::bigint as version, created_at as at, '[]'::jsonb as changes,
+                    null::uuid as load_id
+               from idem.tables where name = $1
+             union all
+             select 1 + row_number() over (order by id), applied_at, changes, load_id
+               from idem.schema_changes where table_name = $1
+              order by version",
+        )
+        .bind(name.as_str())
+        .fetch_all(&mut *self.acquire().await?)
+        .await?)
     }
 }
 
@@ -286,31 +305,12 @@ pub async fn evolve_to_fit(
     Ok(Some(new_def))
 }
 
-impl Store {
-    /// Table `name`'s schema versions, oldest first (none: no such table).
-    pub async fn history(&self, name: &TableName) -> StoreResult<Vec<SchemaVersion>> {
-        // language=PostgreSQL
-        Ok(sqlx::query_as(
-            "select 1::bigint as version, created_at as at, '[]'::jsonb as changes,
-                    null::uuid as load_id
-               from idem.tables where name = $1
-             union all
-             select 1 + row_number() over (order by id), applied_at, changes, load_id
-               from idem.schema_changes where table_name = $1
-              order by version",
-        )
-        .bind(name.as_str())
-        .fetch_all(&mut *self.acquire().await?)
-        .await?)
-    }
-}
-
 async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
     let parent = parent_table(&def.name);
     sqlx::query(&format!(
         "create table {parent} ({}) partition by list ({})",
         column_ddl(def),
-        super::partition_key(def)
+        partition_key(def)
     ))
     .execute(&mut *conn)
     .await?;
@@ -318,7 +318,7 @@ async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()
     // adopts it instead of building one under the swap's lock.
     sqlx::query(&format!(
         "create unique index {} on {parent} ({})",
-        quote_ident(&format!("{}__key", def.name)),
+        Ident::system(&format!("{}__key", def.name)),
         key_index_columns(def)
     ))
     .execute(&mut *conn)
@@ -336,7 +336,7 @@ async fn alter_table(
         let sql = match change {
             SchemaChange::AddColumn { column, ty } => format!(
                 "alter table {parent} add column {} {}",
-                column.quoted(),
+                Ident::column(column),
                 ty.sql_name()
             ),
             // A date becomes its midnight in UTC, as idem reads a date sent
@@ -347,11 +347,11 @@ async fn alter_table(
                 to: ColumnType::Timestamptz,
             } => format!(
                 "alter table {parent} alter column {c} type timestamptz using ({c}::timestamp at time zone 'UTC')",
-                c = column.quoted(),
+                c = Ident::column(column),
             ),
             SchemaChange::WidenColumn { column, to, .. } => format!(
                 "alter table {parent} alter column {} type {}",
-                column.quoted(),
+                Ident::column(column),
                 to.sql_name()
             ),
             _ => continue,

@@ -9,7 +9,9 @@ use std::time::Duration;
 use sqlx::{Connection, PgConnection};
 
 use super::ledger::{self, LoadEntry};
-use super::{lock_table, parent_table, Store, StoreResult};
+use super::locks::lock_table;
+use super::sql::parent_table;
+use super::{Store, StoreResult};
 use crate::names::TableName;
 
 impl Store {

@@ -171,7 +171,7 @@ pub(super) fn insert_sql(first: usize) -> String {
         "uuid",
         "text",
     ];
-    let arrays = super::array_params(first, &types);
+    let arrays = super::sql::array_params(first, &types);
     // The finish is the clock at this statement, not now() (the start of
     // the transaction, which may precede the load's own start). The start is
     // idem's clock and the finish the database's: `greatest` keeps a skew

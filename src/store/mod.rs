@@ -1,49 +1,44 @@
-//! Every SQL statement idem runs: the catalog and its DDL, staging with COPY,
-//! the partition swap, the registry, the ledger and the janitor.
+//! Every SQL statement idem runs. `write/` holds the write path, one file
+//! per step (stage → publish for a PUT; incoming → merge → closing for a
+//! POST); beside it, one file per table idem keeps for itself (catalog,
+//! ledger, rejects, tokens, idempotency keys) and the reads of partitions.
+//! This file holds the `Store` handle: connect, pool, acquire, begin,
+//! migrate, ping.
 //!
 //! User identifiers arrive as `names::TableName` / `ColumnName` (validated
 //! where they entered) and are written quoted; values travel as bind
 //! parameters or COPY data.
 
-pub mod arrays;
 pub mod catalog;
-pub mod closing;
 pub mod completed_keys;
-pub mod contents;
 pub mod drop_table;
-pub mod duplicates;
+pub mod duplicates_log;
 pub mod error;
 pub mod idempotency;
-pub mod janitor;
 pub mod ledger;
-pub mod merge;
+pub mod locks;
 pub mod partitions;
-pub mod publish;
 pub mod rejects;
-pub mod stage;
+pub mod sql;
 pub mod tokens;
+pub mod write;
+
+// moved: the write path's steps live in `write/`; these keep the old paths.
+pub use write::{arrays, closing, contents, duplicates, janitor, merge, publish, stage};
+// moved: `idempotency` still reaches the lock key and array parameters here.
+pub use locks::lock_key;
+pub(crate) use sql::array_params;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::PgConnection;
 
 pub use error::{StoreError, StoreResult};
 
-use crate::names::{quote_ident, TableName};
-use crate::period::Period;
-use crate::schema::{ColumnType, TableDef};
-
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
-
-/// Postgres schemas that hold user data (see the first migration).
-pub const DATA_SCHEMA: &str = "idem_data";
-pub const PARTS_SCHEMA: &str = "idem_parts";
-pub const STAGING_SCHEMA: &str = "idem_staging";
 
 #[derive(Clone)]
 pub struct Store {
@@ -267,199 +262,6 @@ impl Store {
             Err(_) => Err(StoreError::Busy(sqlx::Error::PoolTimedOut)),
         }
     }
-}
-
-/// An advisory-lock key: the first 8 bytes of a SHA-256 of the parts. Keys
-/// of different kinds never meet because the kind is hashed in.
-pub fn lock_key(kind: &str, parts: &[&str]) -> i64 {
-    let mut h = Sha256::new();
-    h.update(kind.as_bytes());
-    for p in parts {
-        h.update(b"\0");
-        h.update(p.as_bytes());
-    }
-    i64::from_be_bytes(h.finalize()[..8].try_into().unwrap())
-}
-
-/// `$first::type[], $first+1::type[], …`: a statement's array parameters,
-/// one per type, numbered from `first` (a statement that writes many rows
-/// from one array per column).
-pub(crate) fn array_params(first: usize, types: &[&str]) -> String {
-    types
-        .iter()
-        .enumerate()
-        .map(|(i, ty)| format!("${}::{ty}[]", first + i))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The advisory-lock key of partition `period` of `table`: writers take it
-/// shared, swaps and drops exclusively (see `merge`).
-pub fn partition_lock_key(table: &TableName, period: Period) -> i64 {
-    lock_key("partition", &[table, &period.label()])
-}
-
-/// Every writer takes its locks in one order: the table's (shared; a schema
-/// change takes it exclusively), then each partition's in date order. The
-/// locks last until the transaction ends.
-pub async fn lock_table_shared(conn: &mut PgConnection, table: &TableName) -> StoreResult<()> {
-    sqlx::query("select pg_advisory_xact_lock_shared($1)")
-        .bind(lock_key("table", &[table]))
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// Serializes a table's schema changes (see `lock_table_shared`).
-pub async fn lock_table(conn: &mut PgConnection, table: &TableName) -> StoreResult<()> {
-    sqlx::query("select pg_advisory_xact_lock($1)")
-        .bind(lock_key("table", &[table]))
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// Serializes the writers of one partition (see `lock_table_shared`).
-pub async fn lock_partition(
-    conn: &mut PgConnection,
-    table: &TableName,
-    period: Period,
-) -> StoreResult<()> {
-    sqlx::query("select pg_advisory_xact_lock($1)")
-        .bind(partition_lock_key(table, period))
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// The parent (partitioned) table: `idem_data."orders"`.
-pub fn parent_table(table: &TableName) -> String {
-    format!("{DATA_SCHEMA}.{}", table.quoted())
-}
-
-/// A partition's own table name: `orders__20261012` (`…__2026101213` for an
-/// hour, `…__202610` for a month). The fixed-width suffix keeps names of
-/// different tables apart, and fits in 63 bytes.
-pub fn partition_name(table: &TableName, period: Period) -> String {
-    format!("{table}__{}", period.digits())
-}
-
-pub fn partition_table(table: &TableName, period: Period) -> String {
-    format!(
-        "{PARTS_SCHEMA}.{}",
-        quote_ident(&partition_name(table, period))
-    )
-}
-
-/// The column a table's partitions are keyed on: its partition column, or
-/// `_part` (see `TableDef::keyed_by_part`).
-pub fn partition_key(def: &TableDef) -> String {
-    if def.keyed_by_part() {
-        quote_ident(PART_COLUMN)
-    } else {
-        def.partition_by.quoted()
-    }
-}
-
-/// The system column that holds the start of a row's period.
-pub const PART_COLUMN: &str = "_part";
-
-/// The partition key's value for `period` as a SQL literal, for the
-/// statements that take no parameters (DDL, COPY); it prints only digits,
-/// dashes, colons and spaces.
-pub fn period_literal(def: &TableDef, period: Period) -> String {
-    match def.partition_type() {
-        ColumnType::Date => format!("date '{}'", period.start().format("%Y-%m-%d")),
-        _ => format!(
-            "timestamptz '{}+00'",
-            period.start().format("%Y-%m-%d %H:%M:%S")
-        ),
-    }
-}
-
-/// idem's own columns after the user columns, in the order COPY tuples
-/// carry them: `_part` (for tables keyed by it), `_load_id` (the load that
-/// wrote the row), `_row_id` (the row's deterministic id) and `_row_hash`
-/// (SHA-256 of the row's canonical encoding; a partition's content hash is
-/// built from these).
-/// See `column_ddl`.
-pub const PREV_HASH_COLUMN: &str = "\"_prev_hash\"";
-
-pub fn system_columns(def: &TableDef) -> Vec<(&'static str, &'static str)> {
-    let mut cols = Vec::with_capacity(4);
-    if def.keyed_by_part() {
-        cols.push((PART_COLUMN, def.partition_type().sql_name()));
-    }
-    cols.extend([
-        ("_load_id", "uuid"),
-        ("_row_id", "bytea"),
-        ("_row_hash", "bytea"),
-    ]);
-    cols
-}
-
-/// The column list of a user table, system columns included, as DDL.
-pub fn column_ddl(def: &TableDef) -> String {
-    let user = def.columns.iter().map(|c| {
-        format!(
-            "{} {}{}",
-            c.name.quoted(),
-            c.ty.sql_name(),
-            if c.nullable { "" } else { " not null" }
-        )
-    });
-    let system = system_columns(def)
-        .into_iter()
-        .map(|(name, ty)| format!("{} {ty} not null", quote_ident(name)));
-    // Set only by a merge's update, to the row hash it replaced (see
-    // `merge::upsert_rows`); NULL otherwise.
-    let replaced = std::iter::once(format!("{PREV_HASH_COLUMN} bytea"));
-    user.chain(system)
-        .chain(replaced)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Every column a COPY tuple or a full row write carries: the user columns,
-/// then the system columns, quoted.
-pub fn all_columns(def: &TableDef) -> Vec<String> {
-    def.columns
-        .iter()
-        .map(|c| c.name.quoted())
-        .chain(
-            system_columns(def)
-                .into_iter()
-                .map(|(name, _)| quote_ident(name)),
-        )
-        .collect()
-}
-
-/// The columns of a partition's unique index: the partition key, then
-/// the primary key, or `_row_id` for a table without one. (`_row_id` is a
-/// function of the key, so both say the same; a bigint key sorts far faster
-/// than a 32-byte digest when the index is built.)
-pub fn key_index_columns(def: &TableDef) -> String {
-    key_index_column_list(def).join(", ")
-}
-
-/// The unique index's columns, quoted, one by one.
-pub fn key_index_column_list(def: &TableDef) -> Vec<String> {
-    let mut cols = vec![partition_key(def)];
-    if def.primary_key.is_empty() {
-        cols.push("\"_row_id\"".into());
-    } else {
-        cols.extend(def.primary_key.iter().map(|k| k.quoted()));
-    }
-    cols
-}
-
-/// The user columns, quoted and comma-separated.
-pub fn column_list(def: &TableDef) -> String {
-    def.columns
-        .iter()
-        .map(|c| c.name.quoted())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A count as Postgres's bigint. Counts of rows never come near 2^63, but

@@ -9,10 +9,9 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
-use super::{
-    column_list, lock_partition, parent_table, partition_key, partition_table, period_literal,
-    Store, StoreResult,
-};
+use super::locks::lock_partition;
+use super::sql::{column_list, parent_table, partition_key, partition_table, period_literal};
+use super::{Store, StoreResult};
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::{Column, ColumnType, TableDef};

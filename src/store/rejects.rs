@@ -458,6 +458,17 @@ impl super::Store {
     ) -> StoreResult<Vec<StoredReject>> {
         list(&mut *self.acquire().await?, filter, after, limit).await
     }
+
+    /// Deletes the table's rejects in `status`; returns how many.
+    pub async fn delete_rejects(&self, table: &TableName, status: &str) -> StoreResult<u64> {
+        // language=PostgreSQL
+        let done = sqlx::query("delete from idem.rejects where table_name = $1 and status = $2")
+            .bind(table.as_str())
+            .bind(status)
+            .execute(&mut *self.acquire().await?)
+            .await?;
+        Ok(done.rows_affected())
+    }
 }
 
 /// Makes the table's pending rejects received longer than `window` ago
@@ -599,17 +610,4 @@ pub async fn mark_tried(
     .execute(conn)
     .await?;
     Ok(())
-}
-
-impl super::Store {
-    /// Deletes the table's rejects in `status`; returns how many.
-    pub async fn delete_rejects(&self, table: &TableName, status: &str) -> StoreResult<u64> {
-        // language=PostgreSQL
-        let done = sqlx::query("delete from idem.rejects where table_name = $1 and status = $2")
-            .bind(table.as_str())
-            .bind(status)
-            .execute(&mut *self.acquire().await?)
-            .await?;
-        Ok(done.rows_affected())
-    }
 }

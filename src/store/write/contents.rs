@@ -16,11 +16,11 @@ use sqlx::query::Query;
 use sqlx::{Connection, PgConnection, Postgres, Row};
 use uuid::Uuid;
 
-use super::stage::row_hash;
-use super::{count, stored_count, Store, StoreError, StoreResult};
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::names::TableName;
 use crate::period::Period;
+use crate::store::sql::row_hash;
+use crate::store::{count, stored_count, Store, StoreError, StoreResult};
 
 /// The registry row of partitions and, aggregated, their deltas. Callers add
 /// a `where` on `p` and end with `LIVE_GROUP`.

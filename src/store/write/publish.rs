@@ -12,17 +12,18 @@
 use sqlx::{Connection, PgConnection};
 
 use super::contents;
-use super::ledger::{self, LoadEntry, LoadStatus};
-use super::rejects::{self, RejectSpool};
-use super::stage::staging_table;
-use super::{
-    catalog, count, lock_partition, lock_table_shared, parent_table, partition_name,
-    partition_table, period_literal, StoreError, StoreResult, PARTS_SCHEMA,
-};
 use crate::ingest::ContentHash;
-use crate::names::{quote_ident, TableName};
+use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::TableDef;
+use crate::store::ledger::{self, LoadEntry, LoadStatus};
+use crate::store::locks::{lock_partition, lock_table_shared};
+use crate::store::rejects::{self, RejectSpool};
+use crate::store::sql::{
+    parent_table, partition_name, partition_table, period_literal, staging_table, Ident,
+    PARTS_SCHEMA,
+};
+use crate::store::{catalog, count, StoreError, StoreResult};
 use crate::versions::Expected;
 
 /// The live partition's registry entry.
@@ -178,8 +179,8 @@ async fn swap_in(
     ));
     statements.push(format!(
         "alter table {PARTS_SCHEMA}.{} rename to {}",
-        quote_ident(stage_name),
-        quote_ident(&partition_name(&def.name, ds))
+        Ident::system(stage_name),
+        Ident::system(&partition_name(&def.name, ds))
     ));
     statements.push(format!(
         "alter table {parent} attach partition {partition} for values in ({})",

@@ -10,6 +10,11 @@
 //! alone), tombstones delete and one upsert writes the rows. What each load
 //! changed in each partition's row count and content hash comes back as a
 //! delta, which the caller records before it commits (`store::closing`).
+//!
+//! This file runs the statements and tallies what each load did; the
+//! statements' SQL is built in `merge_sql`, the incoming rows' table in
+//! `incoming`, and the touched partitions are locked (and made) by
+//! `touched`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -17,25 +22,25 @@ use std::io;
 use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
-use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::query::Query;
-use sqlx::{Connection, PgConnection, Postgres, Row};
+use sqlx::postgres::PgRow;
+use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
 use super::arrays::{field_of_each, split_tuples, ElementType, TupleArrays};
 use super::duplicates::{self, Resolve};
-use super::stage::{copy_binary, number_identical_rows, row_hash};
-use super::{
-    all_columns, key_index_column_list, key_index_columns, lock_partition, parent_table,
-    partition_key, partition_lock_key, partition_table, period_literal, StoreError, StoreResult,
-    PREV_HASH_COLUMN,
-};
+// moved: pipeline reaches these here.
+use super::incoming::session_incoming;
+pub use super::incoming::{clear_incoming, Incoming, IncomingRows};
+pub use super::merge_sql::Rehash;
+use super::merge_sql::{fill_in_patches, partition_gone_is_busy, period_of, MergeSql};
+use super::stage::{copy_binary, number_identical_rows};
+use super::touched::lock_touched_partitions;
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
-use crate::schema::ColumnType;
 use crate::schema::MergeMode;
 use crate::schema::TableDef;
+use crate::store::sql::{row_hash, PREV_HASH_COLUMN};
+use crate::store::{StoreError, StoreResult};
 
 /// A partition a merge wrote to, and how its row count moved. (Its count
 /// and ETag after the write are not in the answer: other writers of the
@@ -63,22 +68,6 @@ pub struct Merged {
     pub deltas: Vec<(Period, ContentDelta)>,
 }
 
-/// The temporary table a POST's rows land in first: one per session and
-/// table definition, made on first use and kept (emptied at each commit),
-/// so that a write pays no catalog changes for it, and its statements keep
-/// one text (and their prepared form) from request to request.
-fn incoming_table(def: &TableDef) -> String {
-    let digest = Sha256::digest(incoming_ddl(def).as_bytes());
-    format!("idem_incoming_{}", hex::encode(&digest[..8]))
-}
-
-fn incoming_ddl(def: &TableDef) -> String {
-    format!(
-        "{}, \"_deleted\" boolean not null default false, \"_present\" bytea",
-        super::column_ddl(def)
-    )
-}
-
 /// COPYs the body's rows into the session's temporary table.
 #[tracing::instrument(level = "debug", skip_all, fields(table = %def.name, mode = mode.as_str()))]
 pub async fn copy_incoming(
@@ -96,46 +85,6 @@ pub async fn copy_incoming(
         MergeMode::Append | MergeMode::InsertMissing => &[],
     };
     copy_binary(conn, &incoming, def, extra, rows).await
-}
-
-/// The session's table of incoming rows, made if this session has none yet.
-async fn session_incoming(conn: &mut PgConnection, def: &TableDef) -> StoreResult<String> {
-    let incoming = incoming_table(def);
-    sqlx::query(&format!(
-        "create temp table if not exists {incoming} ({}) on commit delete rows",
-        incoming_ddl(def)
-    ))
-    .execute(conn)
-    .await?;
-    Ok(incoming)
-}
-
-/// Empties the session's table of incoming rows, for another write in the
-/// same transaction (its rows are otherwise emptied only at commit).
-pub async fn clear_incoming(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
-    let incoming = session_incoming(&mut *conn, def).await?;
-    sqlx::query(&format!("delete from {incoming}"))
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// What the decoder learnt of the incoming rows.
-#[derive(Clone, Debug)]
-pub struct Incoming {
-    pub rows: u64,
-    /// The content hash of all incoming rows, as the decoder took it.
-    pub content: ContentHash,
-    pub tombstones: u64,
-    /// Two rows may share a row id: duplicates must be resolved.
-    pub maybe_repeated: bool,
-    /// A repeated key refuses the load (`Resolve::refuse`).
-    pub refuse_repeats: bool,
-    /// The partitions the rows belong to (the decoder saw each row's).
-    pub periods: BTreeSet<Period>,
-    /// What the rows other than tombstones add to each partition if every
-    /// one of them is written.
-    pub additions: BTreeMap<Period, ContentDelta>,
 }
 
 /// What this write changes in each partition it touches.
@@ -372,73 +321,6 @@ impl Tally {
     }
 }
 
-/// The row hash of a row given as its columns' text (NULL as `None`), in
-/// the table's column order; `None` when a value does not read back.
-pub type Rehash<'a> = &'a (dyn Fn(&[Option<String>]) -> Option<[u8; 32]> + Sync);
-
-/// A patch's rows whose key is stored take the stored value of every column
-/// they did not give, and then the row hash of the whole row (which only the
-/// caller's canonical encoding can tell, through `rehash`). Under the
-/// partitions' locks, so the stored rows cannot change meanwhile.
-async fn fill_in_patches(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    sql: &MergeSql,
-    rehash: Rehash<'_>,
-) -> StoreResult<()> {
-    let fill = def
-        .columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let c = c.name.quoted();
-            format!("{c} = case when get_bit(s.\"_present\", {i}) = 1 then s.{c} else t.{c} end")
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    let as_text = def
-        .columns
-        .iter()
-        .map(|c| format!("s.{}::text", c.name.quoted()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let MergeSql {
-        parent,
-        join,
-        incoming,
-        ..
-    } = sql;
-    // language=PostgreSQL
-    let filled = format!(
-        "update {incoming} s set {fill}
-           from {parent} t where {join} and not s.\"_deleted\"
-      returning s.\"_row_id\", {as_text}"
-    );
-    let rows = sqlx::query(&filled).fetch_all(&mut *conn).await?;
-    let mut row_ids = Vec::with_capacity(rows.len());
-    let mut hashes = Vec::with_capacity(rows.len());
-    for row in rows {
-        let values = (1..=def.columns.len())
-            .map(|i| row.try_get::<Option<String>, _>(i))
-            .collect::<Result<Vec<_>, _>>()?;
-        let hash =
-            rehash(&values).ok_or(StoreError::Corrupt("a stored value does not read back"))?;
-        row_ids.push(row.try_get::<Vec<u8>, _>(0)?);
-        hashes.push(hash.to_vec());
-    }
-    // language=PostgreSQL
-    sqlx::query(&format!(
-        "update {incoming} s set \"_row_hash\" = v.hash
-           from unnest($1::bytea[], $2::bytea[]) v(row_id, hash)
-          where s.\"_row_id\" = v.row_id"
-    ))
-    .bind(&row_ids)
-    .bind(&hashes)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
 /// Versions of one key in the body collapse to one (by the rule a PUT's
 /// stage uses); identical rows of a keyless table are numbered apart.
 /// Returns how many versions were dropped.
@@ -464,127 +346,6 @@ async fn collapse_duplicates(
     };
     let dropped = duplicates::resolve(conn, def, &sql.incoming, how).await?;
     Ok(count_of(&dropped))
-}
-
-/// The pieces of SQL a merge is made of, written once per request from the
-/// table's (validated) definition.
-struct MergeSql {
-    parent: String,
-    /// The label of stored row `t`'s partition, as SQL (see `label_sql`).
-    label: String,
-    /// The partition key column, quoted.
-    part_key: String,
-    /// The label of the partition `w.part` (an upsert's written rows).
-    written_label: String,
-    grain: Grain,
-    all_columns: String,
-    conflict: String,
-    /// Incoming `s` and stored `t` rows of one key.
-    join: String,
-    /// The session's table of incoming rows (see `incoming_table`).
-    incoming: String,
-    /// Where statements read the incoming rows `s` from: that table, or
-    /// the arrays of a small body.
-    from_incoming: String,
-    /// The arrays `from_incoming` reads, bound to every statement.
-    arrays: Option<TupleArrays>,
-    /// `col = excluded.col` for every column (an upsert's update).
-    excluded: String,
-    /// Whether the incoming version (`excluded`, in an upsert) may replace
-    /// the stored one `t`. NULL is the smallest cursor: it never replaces a
-    /// stored one.
-    newer: String,
-    /// Whether a tombstone `s` may delete the stored `t`; without a cursor it
-    /// deletes whatever is stored.
-    tombstone_newer: String,
-}
-
-impl MergeSql {
-    fn new(def: &TableDef, rows: IncomingRows) -> Self {
-        let join = key_index_column_list(def)
-            .into_iter()
-            .map(|c| format!("t.{c} = s.{c}"))
-            .collect::<Vec<_>>()
-            .join(" and ");
-        let columns = all_columns(def);
-        let excluded = columns
-            .iter()
-            .map(|c| format!("{c} = excluded.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let cursor = def.cursor.as_ref().map(|c| c.quoted());
-        let incoming = incoming_table(def);
-        let (from_incoming, arrays) = match rows {
-            IncomingRows::Session => (format!("{incoming} s"), None),
-            IncomingRows::Arrays(arrays) => (unnest_arrays(def, &arrays), Some(arrays)),
-        };
-        MergeSql {
-            parent: parent_table(&def.name),
-            label: label_sql(def, "t"),
-            part_key: partition_key(def),
-            written_label: label_of(def, "w.part"),
-            grain: def.grain,
-            all_columns: columns.join(", "),
-            conflict: key_index_columns(def),
-            join,
-            incoming,
-            from_incoming,
-            arrays,
-            excluded,
-            newer: cursor.as_ref().map_or("true".into(), |c| {
-                format!("(t.{c} is null or (excluded.{c} is not null and excluded.{c} >= t.{c}))")
-            }),
-            tombstone_newer: cursor.as_ref().map_or("true".into(), |c| {
-                format!("(s.{c} is null or t.{c} is null or s.{c} >= t.{c})")
-            }),
-        }
-    }
-
-    /// A statement that reads `from_incoming`, with its arrays bound.
-    fn query<'q>(&'q self, sql: &'q str) -> Query<'q, Postgres, PgArguments> {
-        let mut query = sqlx::query(sql);
-        for column in self.arrays.iter().flat_map(|a| &a.columns) {
-            query = query.bind(column);
-        }
-        query
-    }
-}
-
-/// `unnest($1, $2, …) s(…)`: the arrays as rows `s`, with the columns a COPY
-/// into the session's table would fill (see `small_body`).
-fn unnest_arrays(def: &TableDef, arrays: &TupleArrays) -> String {
-    let params = arrays
-        .columns
-        .iter()
-        .enumerate()
-        .map(|(i, column)| column.cast_param(i + 1))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let names = all_columns(def)
-        .into_iter()
-        .chain(["\"_deleted\"".to_string()])
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!("unnest({params}) s({names})")
-}
-
-/// Where a merge reads the incoming rows from.
-pub enum IncomingRows {
-    /// The session's table, filled by `copy_incoming`.
-    Session,
-    /// A small body's arrays (see `small_body`).
-    Arrays(TupleArrays),
-}
-
-impl IncomingRows {
-    /// How many rows the arrays hold (0 for the session's table, whose
-    /// COPY counts them).
-    pub fn rows(&self) -> u64 {
-        match self {
-            IncomingRows::Session => 0,
-            IncomingRows::Arrays(arrays) => u64::try_from(arrays.rows).unwrap_or(0),
-        }
-    }
 }
 
 /// The first 16 bytes of each row's `_row_id` in a body's COPY data (see
@@ -638,54 +399,6 @@ fn tuple_types(def: &TableDef, mode: MergeMode) -> Vec<ElementType> {
         types.push(ElementType::BOOLEAN);
     }
     types
-}
-
-/// Locks every partition the rows touch, in date order (two writers
-/// touching the same days cannot deadlock on them): shared, so that writers
-/// run side by side while a swap (which takes them exclusively) waits; or
-/// exclusively for a writer that must be alone. A partition that does not
-/// exist yet is created under the exclusive lock.
-async fn lock_touched_partitions(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    periods: &BTreeSet<Period>,
-    load_id: Uuid,
-    alone: bool,
-) -> StoreResult<()> {
-    for &ds in periods {
-        // The first writers of a new day go straight for the exclusive
-        // lock, instead of two sharers both upgrading (a deadlock).
-        if !alone && lock_existing_shared(conn, def, ds).await? {
-            continue;
-        }
-        lock_partition(&mut *conn, &def.name, ds).await?;
-        if !partition_exists(conn, def, ds).await? {
-            create_partition(conn, def, ds, load_id).await?;
-        }
-    }
-    Ok(())
-}
-
-/// Takes partition `ds`'s lock shared if the partition exists; returns
-/// whether it did. (Existence is read as the statement began: a drop of the
-/// day that commits while this waits for the lock leaves no partition for
-/// the rows, and the upsert then fails as `busy`, to be retried.)
-async fn lock_existing_shared(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    ds: Period,
-) -> StoreResult<bool> {
-    // language=PostgreSQL
-    let locked = sqlx::query(
-        "select pg_advisory_xact_lock_shared($3)
-           from idem.partitions where table_name = $1 and ds = $2",
-    )
-    .bind(def.name.as_str())
-    .bind(ds.label())
-    .bind(partition_lock_key(&def.name, ds))
-    .fetch_optional(conn)
-    .await?;
-    Ok(locked.is_some())
 }
 
 async fn delete_tombstoned(
@@ -907,15 +620,6 @@ async fn add_written_hashes(
     Ok(())
 }
 
-/// "No partition of the table for a row": its day was dropped while this
-/// write waited for its lock (see `lock_existing_shared`); a retry makes it.
-fn partition_gone_is_busy(err: sqlx::Error) -> StoreError {
-    match &err {
-        sqlx::Error::Database(db) if db.code().as_deref() == Some("23514") => StoreError::Busy(err),
-        _ => err.into(),
-    }
-}
-
 fn count_of<T>(items: &[T]) -> u64 {
     u64::try_from(items.len()).expect("a count fits u64")
 }
@@ -923,75 +627,4 @@ fn count_of<T>(items: &[T]) -> u64 {
 fn digest_of(row: &PgRow, grain: Grain) -> StoreResult<(Period, [u8; 32])> {
     let label: String = row.try_get(0)?;
     Ok((period_of(&label, grain)?, row_hash(row.try_get(1)?)?))
-}
-
-fn period_of(label: &str, grain: Grain) -> StoreResult<Period> {
-    Period::parse(label, grain).ok_or(StoreError::Corrupt("a partition key out of its grain"))
-}
-
-/// The label of row `alias`'s partition, as SQL: its partition key printed
-/// in the grain's form (a `_part` of timestamptz is read in UTC).
-pub fn label_sql(def: &TableDef, alias: &str) -> String {
-    label_of(def, &format!("{alias}.{}", partition_key(def)))
-}
-
-/// The label of the partition whose key is `key` (an SQL expression).
-fn label_of(def: &TableDef, key: &str) -> String {
-    let form = match def.grain {
-        Grain::Hour => "YYYY-MM-DD\"T\"HH24",
-        Grain::Day => "YYYY-MM-DD",
-        Grain::Month => "YYYY-MM",
-    };
-    match def.partition_type() {
-        ColumnType::Date => format!("to_char({key}, '{form}')"),
-        _ => format!("to_char({key} at time zone 'UTC', '{form}')"),
-    }
-}
-
-/// Whether partition `ds` is registered (and so exists).
-async fn partition_exists(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    ds: Period,
-) -> StoreResult<bool> {
-    Ok(sqlx::query_scalar(
-        "select exists (select from idem.partitions where table_name = $1 and ds = $2)",
-    )
-    .bind(def.name.as_str())
-    .bind(ds.label())
-    .fetch_one(conn)
-    .await?)
-}
-
-/// Creates partition `ds`, empty, and registers it. Under the partition's
-/// exclusive lock, after `partition_exists` said it is missing.
-async fn create_partition(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    ds: Period,
-    load_id: Uuid,
-) -> StoreResult<()> {
-    sqlx::query(&format!(
-        "create table {} partition of {} for values in ({})",
-        partition_table(&def.name, ds),
-        parent_table(&def.name),
-        period_literal(def, ds)
-    ))
-    .execute(&mut *conn)
-    .await?;
-    let empty = ContentHash::default();
-    // language=PostgreSQL
-    sqlx::query(
-        "insert into idem.partitions (table_name, ds, row_count, content_sha256, content_sum,
-                                      body_sha256, rows_received, load_id)
-         values ($1, $2, 0, $3, $4, '', 0, $5)",
-    )
-    .bind(def.name.as_str())
-    .bind(ds.label())
-    .bind(empty.hex())
-    .bind(&empty.sum_bytes()[..])
-    .bind(load_id)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
 }

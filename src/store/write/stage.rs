@@ -16,25 +16,18 @@ use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
 use super::duplicates::{self, Resolve};
-use super::{
-    column_ddl, is_unique_violation, key_index_columns, lock_key, StoreError, StoreResult,
-    STAGING_SCHEMA,
-};
-use super::{partition_key, period_literal};
-use crate::names::quote_ident;
 use crate::period::Period;
 use crate::schema::TableDef;
+// moved: tests reach the stage's lock key here.
+pub use crate::store::locks::stage_lock_key;
+use crate::store::sql::{
+    self, all_columns, column_ddl, key_index_columns, partition_key, period_literal, staging_table,
+    Ident, STAGING_SCHEMA,
+};
+use crate::store::{is_unique_violation, StoreError, StoreResult};
 
 pub fn staging_name(load_id: Uuid) -> String {
     format!("s_{}", load_id.simple())
-}
-
-pub fn staging_table(name: &str) -> String {
-    format!("{STAGING_SCHEMA}.{}", quote_ident(name))
-}
-
-pub fn stage_lock_key(name: &str) -> i64 {
-    lock_key("stage", &[name])
 }
 
 /// What staging left: the rows that stay, and the digests of the versions
@@ -135,7 +128,7 @@ pub async fn stage_rows(
 async fn build_unique_index(
     tx: &mut PgConnection,
     def: &TableDef,
-    stage: &str,
+    stage: &Ident,
     repeats: Resolve,
 ) -> StoreResult<Vec<[u8; 32]>> {
     let index_sql = format!(
@@ -173,18 +166,18 @@ async fn build_unique_index(
 /// failing source aborts the COPY; the caller's transaction is then void.
 pub(super) async fn copy_binary(
     conn: &mut PgConnection,
-    table: &str,
+    table: &Ident,
     def: &TableDef,
     extra: &[&str],
     mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
-    let columns: Vec<String> = super::all_columns(def)
+    let columns: Vec<Ident> = all_columns(def)
         .into_iter()
-        .chain(extra.iter().map(|c| quote_ident(c)))
+        .chain(extra.iter().map(|c| Ident::system(c)))
         .collect();
     // FREEZE: a stage is new in this transaction, so its rows can be written
     // frozen and vacuum never has to visit them again.
-    let freeze = if table.starts_with(STAGING_SCHEMA) {
+    let freeze = if table.as_str().starts_with(STAGING_SCHEMA) {
         ", freeze"
     } else {
         ""
@@ -192,7 +185,7 @@ pub(super) async fn copy_binary(
     let mut copy = conn
         .copy_in_raw(&format!(
             "copy {table} ({}) from stdin with (format binary{freeze})",
-            columns.join(", ")
+            sql::join(&columns)
         ))
         .await?;
     while let Some(chunk) = rows.next().await {
@@ -211,7 +204,10 @@ pub(super) async fn copy_binary(
 
 /// Without a key, identical rows stay distinct rows: the n-th copy (n >= 1)
 /// of a row gets `sha256(row id || n)`, so every re-send numbers them alike.
-pub(super) async fn number_identical_rows(conn: &mut PgConnection, stage: &str) -> StoreResult<()> {
+pub(super) async fn number_identical_rows(
+    conn: &mut PgConnection,
+    stage: &Ident,
+) -> StoreResult<()> {
     // language=PostgreSQL
     let sql = format!(
         "update {stage} s
@@ -222,11 +218,4 @@ pub(super) async fn number_identical_rows(conn: &mut PgConnection, stage: &str) 
     );
     sqlx::query(&sql).execute(conn).await?;
     Ok(())
-}
-
-/// A `_row_hash` as read back: 32 bytes, as idem wrote it.
-pub(super) fn row_hash(bytes: Vec<u8>) -> StoreResult<[u8; 32]> {
-    bytes
-        .try_into()
-        .map_err(|_| StoreError::Corrupt("a row hash is not 32 bytes"))
 }

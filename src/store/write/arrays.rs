@@ -14,9 +14,9 @@ use sqlx::postgres::types::Oid;
 use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo};
 use sqlx::{Encode, Postgres, Type};
 
-use super::{StoreError, StoreResult};
 use crate::binary_copy::{self, Malformed};
 use crate::schema::ColumnType;
+use crate::store::{StoreError, StoreResult};
 
 /// The Postgres type of one column of the tuples, as array parameters need
 /// it: the element's type and its array type (built-in, fixed OIDs).

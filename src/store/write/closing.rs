@@ -9,12 +9,12 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::contents::{bind_deltas, deltas_sql, PartitionDelta};
-use super::idempotency::{bind_completions, complete_sql, Completion};
-use super::ledger::{bind_entries, insert_sql, LoadEntry};
-use super::{StoreError, StoreResult};
 use crate::ingest::ContentDelta;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::store::idempotency::{bind_completions, complete_sql, Completion};
+use crate::store::ledger::{bind_entries, insert_sql, LoadEntry};
+use crate::store::{StoreError, StoreResult};
 
 /// What one merge leaves for the end of its transaction.
 pub struct RowsClosing<'a> {

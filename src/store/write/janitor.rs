@@ -4,8 +4,9 @@
 
 use sqlx::Row;
 
-use super::stage::{stage_lock_key, staging_table};
-use super::{Store, StoreResult, STAGING_SCHEMA};
+use crate::store::locks::stage_lock_key;
+use crate::store::sql::{staging_table, STAGING_SCHEMA};
+use crate::store::{Store, StoreResult};
 
 impl Store {
     /// Drops every unowned stage; returns how many.

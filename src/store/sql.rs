@@ -1,0 +1,284 @@
+//! Names to SQL: every helper that turns a table, a column, a partition or
+//! a stage into SQL text lives here, so that quoting has one owner.
+//!
+//! Identifiers are `Ident`s, the quoted form, built only from validated
+//! `TableName`s and `ColumnName`s, the fixed schema names below, or names
+//! idem makes itself (stages, partitions, system columns). The statements
+//! that take a table take an `Ident`, so an unquoted name cannot reach them.
+//! Values travel as bind parameters or COPY data; the few literals written
+//! into SQL text (a period's bound, a column's name in a log) are built by
+//! `period_literal` and `quote_literal`.
+
+use std::fmt;
+
+use crate::names::{ColumnName, TableName};
+use crate::period::{Grain, Period};
+use crate::schema::{ColumnType, TableDef};
+use crate::store::{StoreError, StoreResult};
+
+/// Postgres schemas that hold user data (see the first migration).
+pub const DATA_SCHEMA: &str = "idem_data";
+pub const PARTS_SCHEMA: &str = "idem_parts";
+pub const STAGING_SCHEMA: &str = "idem_staging";
+
+/// A quoted SQL identifier, possibly schema-qualified: `idem_data."orders"`.
+/// `Display` writes it as SQL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ident(String);
+
+impl Ident {
+    /// A user table's name.
+    pub fn table(name: &TableName) -> Ident {
+        Ident(name.quoted())
+    }
+
+    /// A user column's name.
+    pub fn column(name: &ColumnName) -> Ident {
+        Ident(name.quoted())
+    }
+
+    /// A name idem makes itself (a stage, a partition, a system column, a
+    /// session's table), quoted.
+    pub(crate) fn system(name: &str) -> Ident {
+        Ident(format!("\"{}\"", name.replace('"', "\"\"")))
+    }
+
+    /// `name` in one of idem's fixed schemas.
+    fn qualified(schema: &'static str, name: Ident) -> Ident {
+        Ident(format!("{schema}.{}", name.0))
+    }
+
+    /// The SQL text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Ident {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `text` as a SQL string literal, its quotes doubled.
+pub fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Identifiers joined by `, `: a column list.
+pub fn join(idents: &[Ident]) -> String {
+    idents
+        .iter()
+        .map(Ident::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The parent (partitioned) table: `idem_data."orders"`.
+pub fn parent_table(table: &TableName) -> Ident {
+    Ident::qualified(DATA_SCHEMA, Ident::table(table))
+}
+
+/// A partition's own table name: `orders__20261012` (`…__2026101213` for an
+/// hour, `…__202610` for a month). The fixed-width suffix keeps names of
+/// different tables apart, and fits in 63 bytes.
+pub fn partition_name(table: &TableName, period: Period) -> String {
+    format!("{table}__{}", period.digits())
+}
+
+pub fn partition_table(table: &TableName, period: Period) -> Ident {
+    Ident::qualified(PARTS_SCHEMA, Ident::system(&partition_name(table, period)))
+}
+
+/// A stage's table (see `write::stage::staging_name`).
+pub fn staging_table(name: &str) -> Ident {
+    Ident::qualified(STAGING_SCHEMA, Ident::system(name))
+}
+
+/// The column a table's partitions are keyed on: its partition column, or
+/// `_part` (see `TableDef::keyed_by_part`).
+pub fn partition_key(def: &TableDef) -> Ident {
+    if def.keyed_by_part() {
+        Ident::system(PART_COLUMN)
+    } else {
+        Ident::column(&def.partition_by)
+    }
+}
+
+/// The system column that holds the start of a row's period.
+pub const PART_COLUMN: &str = "_part";
+
+/// The partition key's value for `period` as a SQL literal, for the
+/// statements that take no parameters (DDL, COPY); it prints only digits,
+/// dashes, colons and spaces.
+pub fn period_literal(def: &TableDef, period: Period) -> String {
+    match def.partition_type() {
+        ColumnType::Date => format!("date '{}'", period.start().format("%Y-%m-%d")),
+        _ => format!(
+            "timestamptz '{}+00'",
+            period.start().format("%Y-%m-%d %H:%M:%S")
+        ),
+    }
+}
+
+/// Set only by a merge's update, to the row hash it replaced (see
+/// `merge::upsert_rows`); NULL otherwise. See `column_ddl`.
+pub const PREV_HASH_COLUMN: &str = "\"_prev_hash\"";
+
+/// idem's own columns after the user columns, in the order COPY tuples
+/// carry them: `_part` (for tables keyed by it), `_load_id` (the load that
+/// wrote the row), `_row_id` (the row's deterministic id) and `_row_hash`
+/// (SHA-256 of the row's canonical encoding; a partition's content hash is
+/// built from these).
+pub fn system_columns(def: &TableDef) -> Vec<(&'static str, &'static str)> {
+    let mut cols = Vec::with_capacity(4);
+    if def.keyed_by_part() {
+        cols.push((PART_COLUMN, def.partition_type().sql_name()));
+    }
+    cols.extend([
+        ("_load_id", "uuid"),
+        ("_row_id", "bytea"),
+        ("_row_hash", "bytea"),
+    ]);
+    cols
+}
+
+/// The column list of a user table, system columns included, as DDL.
+pub fn column_ddl(def: &TableDef) -> String {
+    let user = def.columns.iter().map(|c| {
+        format!(
+            "{} {}{}",
+            Ident::column(&c.name),
+            c.ty.sql_name(),
+            if c.nullable { "" } else { " not null" }
+        )
+    });
+    let system = system_columns(def)
+        .into_iter()
+        .map(|(name, ty)| format!("{} {ty} not null", Ident::system(name)));
+    let replaced = std::iter::once(format!("{PREV_HASH_COLUMN} bytea"));
+    user.chain(system)
+        .chain(replaced)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Every column a COPY tuple or a full row write carries: the user columns,
+/// then the system columns.
+pub fn all_columns(def: &TableDef) -> Vec<Ident> {
+    def.columns
+        .iter()
+        .map(|c| Ident::column(&c.name))
+        .chain(
+            system_columns(def)
+                .into_iter()
+                .map(|(name, _)| Ident::system(name)),
+        )
+        .collect()
+}
+
+/// The columns of a partition's unique index: the partition key, then
+/// the primary key, or `_row_id` for a table without one. (`_row_id` is a
+/// function of the key, so both say the same; a bigint key sorts far faster
+/// than a 32-byte digest when the index is built.)
+pub fn key_index_columns(def: &TableDef) -> String {
+    join(&key_index_column_list(def))
+}
+
+/// The unique index's columns, one by one.
+pub fn key_index_column_list(def: &TableDef) -> Vec<Ident> {
+    let mut cols = vec![partition_key(def)];
+    if def.primary_key.is_empty() {
+        cols.push(Ident::system("_row_id"));
+    } else {
+        cols.extend(def.primary_key.iter().map(Ident::column));
+    }
+    cols
+}
+
+/// The user columns, quoted and comma-separated.
+pub fn column_list(def: &TableDef) -> String {
+    let columns: Vec<Ident> = def.columns.iter().map(|c| Ident::column(&c.name)).collect();
+    join(&columns)
+}
+
+/// `$first::type[], $first+1::type[], …`: a statement's array parameters,
+/// one per type, numbered from `first` (a statement that writes many rows
+/// from one array per column).
+pub(crate) fn array_params(first: usize, types: &[&str]) -> String {
+    types
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| format!("${}::{ty}[]", first + i))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The label of row `alias`'s partition, as SQL: its partition key printed
+/// in the grain's form (a `_part` of timestamptz is read in UTC).
+pub fn label_sql(def: &TableDef, alias: &str) -> String {
+    label_of(def, &format!("{alias}.{}", partition_key(def)))
+}
+
+/// The label of the partition whose key is `key` (an SQL expression).
+pub fn label_of(def: &TableDef, key: &str) -> String {
+    let form = match def.grain {
+        Grain::Hour => "YYYY-MM-DD\"T\"HH24",
+        Grain::Day => "YYYY-MM-DD",
+        Grain::Month => "YYYY-MM",
+    };
+    match def.partition_type() {
+        ColumnType::Date => format!("to_char({key}, '{form}')"),
+        _ => format!("to_char({key} at time zone 'UTC', '{form}')"),
+    }
+}
+
+/// A version of row `_s` as the duplicates log keeps it: `to_jsonb` writes
+/// SQL NULL and a jsonb `null` alike, so a SQL-NULL jsonb column is left out
+/// of the object, as the rows' export leaves it out.
+pub fn logged_row(def: &TableDef) -> String {
+    let sql_null_jsonb: Vec<String> = def
+        .columns
+        .iter()
+        .filter(|c| c.ty == ColumnType::Jsonb && c.nullable)
+        .map(|c| {
+            format!(
+                "case when _s.{} is null then {} end",
+                Ident::column(&c.name),
+                quote_literal(c.name.as_str())
+            )
+        })
+        .collect();
+    if sql_null_jsonb.is_empty() {
+        return "to_jsonb(_s)".into();
+    }
+    // `jsonb - text[]` skips the array's nulls: the columns that hold a value.
+    format!(
+        "to_jsonb(_s) - array[{}]::text[]",
+        sql_null_jsonb.join(", ")
+    )
+}
+
+/// A `_row_hash` as read back: 32 bytes, as idem wrote it.
+pub fn row_hash(bytes: Vec<u8>) -> StoreResult<[u8; 32]> {
+    bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("a row hash is not 32 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_doubles_quotes() {
+        assert_eq!(quote_literal("it's"), "'it''s'");
+        assert_eq!(quote_literal("plain"), "'plain'");
+    }
+
+    #[test]
+    fn system_names_are_quoted() {
+        assert_eq!(Ident::system("a\"b").to_string(), "\"a\"\"b\"");
+        assert_eq!(staging_table("s_1").to_string(), "idem_staging.\"s_1\"");
+    }
+}

@@ -1,0 +1,153 @@
+//! Versions of one key in one body (`duplicates` policy): collapsed to one
+//! (`keep_one`), or every version set aside (`hold`, `reject`); the versions
+//! not written logged in `idem.duplicates` unless the table says not to.
+//!
+//! A POST resolves them in its transaction. A PUT resolves them in its
+//! stage's transaction, which commits before the swap (and, for a keyed PUT,
+//! before the key's transaction): its log rows are written then, and count
+//! only once the load is in the ledger as published or unchanged, which
+//! the swap's transaction records. A load that failed leaves log rows that
+//! no list shows.
+
+use std::collections::BTreeMap;
+
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use crate::ingest::{BadRow, RowError};
+use crate::schema::{DuplicatePolicy, TableDef};
+use crate::store::duplicates_log::LOG_TABLE;
+use crate::store::sql::{label_sql, logged_row, quote_literal, row_hash, Ident};
+use crate::store::{StoreError, StoreResult};
+
+// moved: the log's reads live in `store::duplicates_log`.
+pub use crate::store::duplicates_log::{LogCursor, LoggedVersion};
+
+/// How a load's repeated keys are resolved.
+#[derive(Clone, Copy, Debug)]
+pub struct Resolve {
+    pub policy: DuplicatePolicy,
+    pub load_id: Uuid,
+    /// Whether versions not written are logged.
+    pub log: bool,
+    /// Whether a repeated key refuses the whole load (`duplicates: reject`
+    /// with bad rows refused); under a quarantine its versions are held
+    /// and logged instead: they are valid rows, which no fix of the table
+    /// makes fit, so there is nothing to replay.
+    pub refuse: bool,
+}
+
+/// Most repeated keys a refusal lists.
+const MAX_LISTED_KEYS: usize = 100;
+
+/// Removes from `table` (a stage, or a POST's incoming rows) the versions
+/// the policy does not write, logging them; returns their row hashes (to
+/// take out of the content hash). Neither rule depends on arrival order.
+pub async fn resolve(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    table: &Ident,
+    how: Resolve,
+) -> StoreResult<Vec<[u8; 32]>> {
+    let removal = removal_sql(def, table, how.policy);
+    let log = if how.log { log_sql() } else { String::new() };
+    // The keys are read back only to be named in a refusal.
+    let keys = if how.refuse {
+        "key::text"
+    } else {
+        "null::text"
+    };
+    let rows = sqlx::query(&format!(
+        "with {removal}{log} select \"_row_hash\", {keys} as key from removed"
+    ))
+    .bind(def.name.as_str())
+    .bind(how.load_id)
+    .bind(how.policy.as_str())
+    .fetch_all(conn)
+    .await?;
+    if how.refuse && !rows.is_empty() {
+        return Err(repeated_keys(def, &rows));
+    }
+    rows.iter().map(|r| row_hash(r.try_get(0)?)).collect()
+}
+
+/// The statement's first steps: each key's versions ranked (the cursor's
+/// largest first, then by row hash), and the versions `policy` does not
+/// write deleted from `table`, answered as `removed`.
+fn removal_sql(def: &TableDef, table: &Ident, policy: DuplicatePolicy) -> String {
+    let order = match &def.cursor {
+        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", Ident::column(cursor)),
+        None => "\"_row_hash\"".to_string(),
+    };
+    let (removed, kept) = match policy {
+        DuplicatePolicy::KeepOne => ("r.version > 1", "r.winner"),
+        DuplicatePolicy::Hold | DuplicatePolicy::Reject => ("r.versions > 1", "null::bytea"),
+    };
+    let key = def
+        .primary_key
+        .iter()
+        .map(|c| format!("{}, _s.{}", quote_literal(c.as_str()), Ident::column(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // language=PostgreSQL
+    format!(
+        "ranked as (
+            select ctid as at, \"_row_id\", row_number() over w as version,
+                   count(*) over (partition by \"_row_id\") as versions,
+                   first_value(\"_row_hash\") over w as winner
+              from {table}
+            window w as (partition by \"_row_id\" order by {order})),
+         removed as (
+            delete from {table} _s using ranked r
+             where _s.ctid = r.at and {removed}
+         returning _s.\"_row_id\", _s.\"_row_hash\", {ds} as ds, jsonb_build_object({key}) as key,
+                   (select jsonb_object_agg(k, v) from jsonb_each({logged}) as e(k, v)
+                     where k not like '\\_%') as row,
+                   r.version, {kept} as kept)",
+        // `_s`: no user column is named like it, to be taken for the row.
+        ds = label_sql(def, "_s"),
+        logged = logged_row(def),
+    )
+}
+
+/// The step that logs the removed versions (table `$1`, load `$2`, policy
+/// `$3`).
+fn log_sql() -> String {
+    format!(
+        ", logged as (
+                insert into {LOG_TABLE} (table_name, load_id, ds, row_id, key, version, row, row_hash,
+                                   kept_row_hash, policy)
+                select $1, $2, ds, \"_row_id\", key, version, row, \"_row_hash\", kept, $3
+                  from removed)"
+    )
+}
+
+/// The refusal of a load whose body repeats keys: each key once, naming
+/// its columns and how often it occurs (where the versions stand in the
+/// body is not known by then, so no line is named: 0).
+fn repeated_keys(def: &TableDef, removed: &[sqlx::postgres::PgRow]) -> StoreError {
+    let mut versions: BTreeMap<String, u64> = BTreeMap::new();
+    for row in removed {
+        let key: String = row.try_get(1).unwrap_or_default();
+        *versions.entry(key).or_default() += 1;
+    }
+    let column = def.primary_key.first().map(|c| c.to_string());
+    let listed = versions
+        .iter()
+        .take(MAX_LISTED_KEYS)
+        .map(|(key, n)| {
+            BadRow::from(RowError {
+                line: 0,
+                record: 0,
+                column: column.clone(),
+                message: format!(
+                    "the key {key} occurs {n} times in this body (duplicates: reject)"
+                ),
+            })
+        })
+        .collect();
+    StoreError::RepeatedKeys {
+        keys: u64::try_from(versions.len()).unwrap_or(u64::MAX),
+        listed,
+    }
+}

@@ -1,0 +1,199 @@
+//! The SQL a merge is made of (see `merge`): the statements' pieces,
+//! written once per request from the table's validated definition, where
+//! the incoming rows are read from (the session's table or a small body's
+//! arrays), and the statement that fills in a patch's missing fields.
+
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{PgConnection, Postgres, Row};
+
+use super::arrays::TupleArrays;
+use super::incoming::{incoming_table, IncomingRows};
+use crate::period::{Grain, Period};
+use crate::schema::TableDef;
+use crate::store::sql::{
+    self, all_columns, key_index_column_list, key_index_columns, label_of, label_sql, parent_table,
+    partition_key, Ident,
+};
+use crate::store::{StoreError, StoreResult};
+
+/// The row hash of a row given as its columns' text (NULL as `None`), in
+/// the table's column order; `None` when a value does not read back.
+pub type Rehash<'a> = &'a (dyn Fn(&[Option<String>]) -> Option<[u8; 32]> + Sync);
+
+/// The pieces of SQL a merge is made of, written once per request from the
+/// table's (validated) definition.
+pub(super) struct MergeSql {
+    pub(super) parent: Ident,
+    /// The label of stored row `t`'s partition, as SQL (see `label_sql`).
+    pub(super) label: String,
+    /// The partition key column.
+    pub(super) part_key: Ident,
+    /// The label of the partition `w.part` (an upsert's written rows).
+    pub(super) written_label: String,
+    pub(super) grain: Grain,
+    pub(super) all_columns: String,
+    pub(super) conflict: String,
+    /// Incoming `s` and stored `t` rows of one key.
+    pub(super) join: String,
+    /// The session's table of incoming rows (see `incoming_table`).
+    pub(super) incoming: Ident,
+    /// Where statements read the incoming rows `s` from: that table, or
+    /// the arrays of a small body.
+    pub(super) from_incoming: String,
+    /// The arrays `from_incoming` reads, bound to every statement.
+    pub(super) arrays: Option<TupleArrays>,
+    /// `col = excluded.col` for every column (an upsert's update).
+    pub(super) excluded: String,
+    /// Whether the incoming version (`excluded`, in an upsert) may replace
+    /// the stored one `t`. NULL is the smallest cursor: it never replaces a
+    /// stored one.
+    pub(super) newer: String,
+    /// Whether a tombstone `s` may delete the stored `t`; without a cursor it
+    /// deletes whatever is stored.
+    pub(super) tombstone_newer: String,
+}
+
+impl MergeSql {
+    pub(super) fn new(def: &TableDef, rows: IncomingRows) -> Self {
+        let join = key_index_column_list(def)
+            .into_iter()
+            .map(|c| format!("t.{c} = s.{c}"))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let columns = all_columns(def);
+        let excluded = columns
+            .iter()
+            .map(|c| format!("{c} = excluded.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let cursor = def.cursor.as_ref().map(Ident::column);
+        let incoming = incoming_table(def);
+        let (from_incoming, arrays) = match rows {
+            IncomingRows::Session => (format!("{incoming} s"), None),
+            IncomingRows::Arrays(arrays) => (unnest_arrays(def, &arrays), Some(arrays)),
+        };
+        MergeSql {
+            parent: parent_table(&def.name),
+            label: label_sql(def, "t"),
+            part_key: partition_key(def),
+            written_label: label_of(def, "w.part"),
+            grain: def.grain,
+            all_columns: sql::join(&columns),
+            conflict: key_index_columns(def),
+            join,
+            incoming,
+            from_incoming,
+            arrays,
+            excluded,
+            newer: cursor.as_ref().map_or("true".into(), |c| {
+                format!("(t.{c} is null or (excluded.{c} is not null and excluded.{c} >= t.{c}))")
+            }),
+            tombstone_newer: cursor.as_ref().map_or("true".into(), |c| {
+                format!("(s.{c} is null or t.{c} is null or s.{c} >= t.{c})")
+            }),
+        }
+    }
+
+    /// A statement that reads `from_incoming`, with its arrays bound.
+    pub(super) fn query<'q>(&'q self, sql: &'q str) -> Query<'q, Postgres, PgArguments> {
+        let mut query = sqlx::query(sql);
+        for column in self.arrays.iter().flat_map(|a| &a.columns) {
+            query = query.bind(column);
+        }
+        query
+    }
+}
+
+/// `unnest($1, $2, …) s(…)`: the arrays as rows `s`, with the columns a COPY
+/// into the session's table would fill (see `small_body`).
+fn unnest_arrays(def: &TableDef, arrays: &TupleArrays) -> String {
+    let params = arrays
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, column)| column.cast_param(i + 1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let names: Vec<Ident> = all_columns(def)
+        .into_iter()
+        .chain([Ident::system("_deleted")])
+        .collect();
+    format!("unnest({params}) s({})", sql::join(&names))
+}
+
+/// A patch's rows whose key is stored take the stored value of every column
+/// they did not give, and then the row hash of the whole row (which only the
+/// caller's canonical encoding can tell, through `rehash`). Under the
+/// partitions' locks, so the stored rows cannot change meanwhile.
+pub(super) async fn fill_in_patches(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    sql: &MergeSql,
+    rehash: Rehash<'_>,
+) -> StoreResult<()> {
+    let fill = def
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let c = Ident::column(&c.name);
+            format!("{c} = case when get_bit(s.\"_present\", {i}) = 1 then s.{c} else t.{c} end")
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let as_text = def
+        .columns
+        .iter()
+        .map(|c| format!("s.{}::text", Ident::column(&c.name)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let MergeSql {
+        parent,
+        join,
+        incoming,
+        ..
+    } = sql;
+    // language=PostgreSQL
+    let filled = format!(
+        "update {incoming} s set {fill}
+           from {parent} t where {join} and not s.\"_deleted\"
+      returning s.\"_row_id\", {as_text}"
+    );
+    let rows = sqlx::query(&filled).fetch_all(&mut *conn).await?;
+    let mut row_ids = Vec::with_capacity(rows.len());
+    let mut hashes = Vec::with_capacity(rows.len());
+    for row in rows {
+        let values = (1..=def.columns.len())
+            .map(|i| row.try_get::<Option<String>, _>(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let hash =
+            rehash(&values).ok_or(StoreError::Corrupt("a stored value does not read back"))?;
+        row_ids.push(row.try_get::<Vec<u8>, _>(0)?);
+        hashes.push(hash.to_vec());
+    }
+    // language=PostgreSQL
+    sqlx::query(&format!(
+        "update {incoming} s set \"_row_hash\" = v.hash
+           from unnest($1::bytea[], $2::bytea[]) v(row_id, hash)
+          where s.\"_row_id\" = v.row_id"
+    ))
+    .bind(&row_ids)
+    .bind(&hashes)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// "No partition of the table for a row": its day was dropped while this
+/// write waited for its lock (see `lock_existing_shared`); a retry makes it.
+pub(super) fn partition_gone_is_busy(err: sqlx::Error) -> StoreError {
+    match &err {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("23514") => StoreError::Busy(err),
+        _ => err.into(),
+    }
+}
+
+pub(super) fn period_of(label: &str, grain: Grain) -> StoreResult<Period> {
+    Period::parse(label, grain).ok_or(StoreError::Corrupt("a partition key out of its grain"))
+}

@@ -1,0 +1,34 @@
+//! The write path: the steps a write takes, one file each, in the order a
+//! request meets them. The tables idem keeps for itself (catalog, ledger,
+//! rejects, tokens, idempotency keys) live beside this folder, in `store/`.
+//!
+//! A `PUT` of a partition:
+//! 1. `stage`: the body's rows COPYed into a table of their own, versions of
+//!    one key resolved (`duplicates`), the unique index built;
+//! 2. `publish`: the staged table swapped in for the live partition, its
+//!    content hash (`contents`) and ledger row written in the same short
+//!    transaction.
+//!
+//! A `POST` of rows, inside the transaction that also records its key:
+//! 1. the rows arrive as arrays (`arrays`, small bodies) or are COPYed into
+//!    an incoming table (large ones), versions of one key resolved
+//!    (`duplicates`);
+//! 2. `merge`: under each touched partition's lock, tombstones delete and
+//!    one upsert writes the rows, each partition's delta counted
+//!    (`contents`);
+//! 3. `closing`: deltas, ledger row and key completion in one statement,
+//!    just before the commit.
+//!
+//! `janitor` removes stages a crashed process left behind.
+
+pub mod arrays;
+pub mod closing;
+pub mod contents;
+pub mod duplicates;
+pub mod incoming;
+pub mod janitor;
+pub mod merge;
+pub mod merge_sql;
+pub mod publish;
+pub mod stage;
+pub mod touched;

@@ -1,0 +1,111 @@
+//! The partitions a merge touches: each locked in date order, shared by
+//! writers (exclusive for one that must be alone), and a partition that does
+//! not exist yet created and registered under its exclusive lock.
+
+use std::collections::BTreeSet;
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::ingest::ContentHash;
+use crate::period::Period;
+use crate::schema::TableDef;
+use crate::store::locks::{lock_partition, partition_lock_key};
+use crate::store::sql::{parent_table, partition_table, period_literal};
+use crate::store::StoreResult;
+
+/// Locks every partition the rows touch, in date order (two writers
+/// touching the same days cannot deadlock on them): shared, so that writers
+/// run side by side while a swap (which takes them exclusively) waits; or
+/// exclusively for a writer that must be alone. A partition that does not
+/// exist yet is created under the exclusive lock.
+pub(super) async fn lock_touched_partitions(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    periods: &BTreeSet<Period>,
+    load_id: Uuid,
+    alone: bool,
+) -> StoreResult<()> {
+    for &ds in periods {
+        // The first writers of a new day go straight for the exclusive
+        // lock, instead of two sharers both upgrading (a deadlock).
+        if !alone && lock_existing_shared(conn, def, ds).await? {
+            continue;
+        }
+        lock_partition(&mut *conn, &def.name, ds).await?;
+        if !partition_exists(conn, def, ds).await? {
+            create_partition(conn, def, ds, load_id).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Takes partition `ds`'s lock shared if the partition exists; returns
+/// whether it did. (Existence is read as the statement began: a drop of the
+/// day that commits while this waits for the lock leaves no partition for
+/// the rows, and the upsert then fails as `busy`, to be retried.)
+async fn lock_existing_shared(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    ds: Period,
+) -> StoreResult<bool> {
+    // language=PostgreSQL
+    let locked = sqlx::query(
+        "select pg_advisory_xact_lock_shared($3)
+           from idem.partitions where table_name = $1 and ds = $2",
+    )
+    .bind(def.name.as_str())
+    .bind(ds.label())
+    .bind(partition_lock_key(&def.name, ds))
+    .fetch_optional(conn)
+    .await?;
+    Ok(locked.is_some())
+}
+
+/// Whether partition `ds` is registered (and so exists).
+async fn partition_exists(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    ds: Period,
+) -> StoreResult<bool> {
+    Ok(sqlx::query_scalar(
+        "select exists (select from idem.partitions where table_name = $1 and ds = $2)",
+    )
+    .bind(def.name.as_str())
+    .bind(ds.label())
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Creates partition `ds`, empty, and registers it. Under the partition's
+/// exclusive lock, after `partition_exists` said it is missing.
+async fn create_partition(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    ds: Period,
+    load_id: Uuid,
+) -> StoreResult<()> {
+    sqlx::query(&format!(
+        "create table {} partition of {} for values in ({})",
+        partition_table(&def.name, ds),
+        parent_table(&def.name),
+        period_literal(def, ds)
+    ))
+    .execute(&mut *conn)
+    .await?;
+    let empty = ContentHash::default();
+    // language=PostgreSQL
+    sqlx::query(
+        "insert into idem.partitions (table_name, ds, row_count, content_sha256, content_sum,
+                                      body_sha256, rows_received, load_id)
+         values ($1, $2, 0, $3, $4, '', 0, $5)",
+    )
+    .bind(def.name.as_str())
+    .bind(ds.label())
+    .bind(empty.hex())
+    .bind(&empty.sum_bytes()[..])
+    .bind(load_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
