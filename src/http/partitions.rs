@@ -19,9 +19,10 @@ use super::{
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
+use crate::idempotency::KeyedRequest;
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
-use crate::pipeline::keyed::{KeyedRequest, Write};
+use crate::pipeline::keyed::Write;
 use crate::pipeline::partition::PutPartition;
 use crate::pipeline::WriteError;
 use crate::schema::TableDef;

@@ -27,11 +27,12 @@ use uuid::Uuid;
 
 use super::body::BodyDigest;
 use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
-use super::keyed::{fingerprint, KeyedAnswer, KeyedRequest, COMPLETED_STATUS};
+use super::keyed::KeyedAnswer;
 use super::rows::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
 };
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::schema::TableDef;
 use crate::store::arrays::TupleArrays;
@@ -62,7 +63,7 @@ pub struct BatchItem {
 /// What a batch needs of a POST.
 struct BatchData {
     principal: String,
-    key: String,
+    key: IdempotencyKey,
     /// Its Idempotency-Key's fingerprint.
     fingerprint: String,
     /// Its body decoded, the COPY data of its rows included.
@@ -125,7 +126,7 @@ impl BatchItem {
 }
 
 impl BatchData {
-    fn key(&self) -> (&str, &str) {
+    fn key(&self) -> (&str, &IdempotencyKey) {
         (&self.principal, &self.key)
     }
 
@@ -232,7 +233,7 @@ impl Pipeline {
         if !fits_arrays(pre.mode, pre.decoded.maybe_repeated) {
             return Ok(Batched::Alone(with_predecoded(rows, pre)));
         }
-        let item = match BatchItem::new(rows, pre, fingerprint(req, &digest.hex())) {
+        let item = match BatchItem::new(rows, pre, req.fingerprint(&digest.hex())) {
             Ok(item) => item,
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
@@ -273,7 +274,7 @@ impl Pipeline {
                 return Ok(Predecoding::Alone(rows));
             }
         };
-        let options = encode_options(&def, mode, &rows.principal, &rows.idempotency_key);
+        let options = encode_options(&def, mode, &rows.principal, rows.idempotency_key.as_str());
         let format = rows.body.format;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, &ticket, format);
         let job = DecodeJob {
@@ -407,7 +408,7 @@ impl Pipeline {
             .store
             .begin_bounded(self.settings.idempotency_wait())
             .await?;
-        let keys: Vec<(&str, &str)> = items.iter().map(|item| item.key()).collect();
+        let keys: Vec<(&str, &IdempotencyKey)> = items.iter().map(|item| item.key()).collect();
         let retention = self.settings.idempotency_retention();
         let (claimed, now_def) = claim_keys(&mut tx, &keys, retention, &def.name).await?;
         if now_def.as_ref() != Some(def) {
@@ -480,7 +481,7 @@ impl Pipeline {
                         key: &item.key,
                         fingerprint: &item.fingerprint,
                         load_id: Some(load_id),
-                        status: super::keyed::COMPLETED_STATUS,
+                        status: COMPLETED_STATUS,
                         body: &bodies[&load_id],
                         etag: None,
                         retention: self.settings.idempotency_retention(),

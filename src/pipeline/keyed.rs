@@ -18,7 +18,6 @@
 //! again, under its key's lock, and its key then records this newest run.
 
 use chrono::Utc;
-use sha2::{Digest, Sha256};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Transaction};
 
@@ -28,6 +27,7 @@ use super::partition::{self, PutConnections, PutPartition};
 use super::replay::{ReplayRejects, ReplayWritten};
 use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
 use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
@@ -39,15 +39,6 @@ use crate::store::idempotency::{
 use crate::store::ledger::LoadEntry;
 use crate::store::publish::current;
 use crate::store::stage::{self, StageFate};
-
-/// What the fingerprint of a keyed request is made of.
-pub struct KeyedRequest {
-    pub principal: String,
-    pub key: String,
-    pub method: &'static str,
-    pub path_and_query: String,
-    pub content_type: String,
-}
 
 pub enum Write {
     Rows(PostRows),
@@ -78,10 +69,6 @@ impl Recorded {
     }
 }
 
-/// The status of every keyed write's answer: only completed writes are
-/// stored, and they all answer 200.
-pub const COMPLETED_STATUS: u16 = 200;
-
 /// A keyed write's answer: status and body, the partition's `ETag` for a
 /// PUT, and whether it was replayed.
 pub struct KeyedAnswer {
@@ -102,28 +89,13 @@ impl Write {
         }
     }
 
-    fn ticket(&self, key: &str) -> LoadTicket {
+    fn ticket(&self, key: &IdempotencyKey) -> LoadTicket {
         match self {
             Write::Rows(rows) => rows.ticket(),
-            Write::Partition(put) => put.ticket(Some(key)),
+            Write::Partition(put) => put.ticket(Some(key.as_str())),
             Write::Replay(replay) => replay.ticket(),
         }
     }
-}
-
-/// SHA-256 of method, path and query, content type and the body's SHA-256.
-pub(super) fn fingerprint(req: &KeyedRequest, body_sha256: &str) -> String {
-    let mut h = Sha256::new();
-    for part in [
-        req.method,
-        &req.path_and_query,
-        &req.content_type,
-        body_sha256,
-    ] {
-        h.update(part.as_bytes());
-        h.update(b"\0");
-    }
-    hex::encode(h.finalize())
 }
 
 impl Pipeline {
@@ -240,7 +212,7 @@ impl Pipeline {
                 return Err(e);
             }
         };
-        let fingerprint = fingerprint(&req, &digest.hex());
+        let fingerprint = req.fingerprint(&digest.hex());
         if rerun.is_some_and(|recorded| recorded != fingerprint) {
             return self.refuse_rerun(tx, stage_conn, &ticket).await;
         }
@@ -463,7 +435,7 @@ async fn replay(
     tokio::io::copy(&mut write.body().reader, &mut tokio::io::sink())
         .await
         .map_err(|e| classify_read_error(&e))?;
-    if fingerprint(req, &digest.hex()) != stored.fingerprint {
+    if req.fingerprint(&digest.hex()) != stored.fingerprint {
         return Err(WriteError::KeyReused);
     }
     let mut body = stored.response_body;

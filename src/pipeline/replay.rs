@@ -25,6 +25,7 @@ use super::evolve::{BodyReading, Rereadable};
 use super::rows::{choose_mode, encode_options};
 use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
+use crate::idempotency::IdempotencyKey;
 use crate::ingest::{BodyFormat, ContentDelta};
 use crate::metrics::RowCounts;
 use crate::names::TableName;
@@ -47,7 +48,7 @@ const REPLAY_BOUNDS: ReplayBounds = ReplayBounds {
 pub struct ReplayRejects {
     pub table: TableName,
     pub principal: String,
-    pub idempotency_key: String,
+    pub idempotency_key: IdempotencyKey,
     pub actor: Actor,
     /// The request's body (none is expected; it is read for the key's
     /// fingerprint).
@@ -60,7 +61,7 @@ impl ReplayRejects {
             &self.table,
             None,
             MODE,
-            Some(&self.idempotency_key),
+            Some(self.idempotency_key.as_str()),
             &self.actor,
         )
     }
