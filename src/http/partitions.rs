@@ -22,7 +22,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::idempotency::KeyedRequest;
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
-use crate::pipeline::keyed::Write;
+use crate::pipeline::keyed::KeyedWrite;
 use crate::pipeline::partition::PutPartition;
 use crate::pipeline::WriteError;
 use crate::schema::TableDef;
@@ -165,7 +165,7 @@ async fn run_put(
     let pipeline = state.pipeline();
     let table = request.table.clone();
     if let Some(keyed) = keyed {
-        let write = Write::Partition(request);
+        let write = KeyedWrite::Partition(request);
         let answer = spawn_write(async move { pipeline.run_keyed(keyed, write).await }).await?;
         return Ok(keyed_response(state, span, &table, answer));
     }

@@ -92,7 +92,7 @@ pub enum Batched {
     Alone(Box<PostRows>),
 }
 
-pub enum Outcome {
+pub enum BatchOutcome {
     Written(RowsReceipt),
     /// Not written; nothing of it was committed.
     Alone(Box<BatchItem>),
@@ -137,7 +137,7 @@ impl BatchData {
 
 struct Waiting {
     item: BatchItem,
-    reply: oneshot::Sender<Outcome>,
+    reply: oneshot::Sender<BatchOutcome>,
 }
 
 /// One table definition's (and mode's) POSTs waiting for a batch.
@@ -238,14 +238,14 @@ impl Pipeline {
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
         Ok(match self.write_in_batch(item).await? {
-            Outcome::Written(receipt) => Batched::Written(KeyedAnswer {
+            BatchOutcome::Written(receipt) => Batched::Written(KeyedAnswer {
                 status: COMPLETED_STATUS,
                 body: serde_json::to_value(&receipt).expect("a receipt serializes"),
                 etag: None,
                 replayed: false,
                 counts: Some(receipt.counts()),
             }),
-            Outcome::Alone(item) => Batched::Alone(item.alone()),
+            BatchOutcome::Alone(item) => Batched::Alone(item.alone()),
         })
     }
 
@@ -322,7 +322,7 @@ impl Pipeline {
 
     /// Writes `item` in a batch of its table's, or hands it back to be
     /// written alone.
-    pub async fn write_in_batch(&self, item: BatchItem) -> WriteResult<Outcome> {
+    pub async fn write_in_batch(&self, item: BatchItem) -> WriteResult<BatchOutcome> {
         let queue = self.queue_for(&item.data.pre);
         let (reply, answer) = oneshot::channel();
         queue.lock().push_back(Waiting { item, reply });
@@ -386,8 +386,8 @@ impl Pipeline {
         };
         for (waiting, receipt) in batch.into_iter().zip(receipts) {
             let outcome = match receipt {
-                Some(receipt) => Outcome::Written(receipt),
-                None => Outcome::Alone(Box::new(waiting.item)),
+                Some(receipt) => BatchOutcome::Written(receipt),
+                None => BatchOutcome::Alone(Box::new(waiting.item)),
             };
             let _ = waiting.reply.send(outcome);
         }
