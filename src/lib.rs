@@ -10,6 +10,7 @@ pub mod app;
 pub mod binary_copy;
 pub mod config;
 pub mod http;
+pub mod idempotency;
 pub mod ingest;
 pub mod log_writer;
 pub mod metrics;

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::{ApiPath, AppState, Caller};
 use crate::http::error::{ApiError, ApiResult};
+use crate::idempotency::IdempotencyKey;
 use crate::store::idempotency::KeyState;
 
 pub fn router() -> Router<AppState> {
@@ -19,7 +20,15 @@ async fn get_key(
     ApiPath(key): ApiPath<String>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let retention = state.settings.idempotency_retention_secs;
-    match state.store.key_state(&caller.principal, &key).await? {
+    // The path names a key as stored: one a header would have to trim or
+    // unquote, or could not send, names none.
+    let state_of = match IdempotencyKey::parse(&key) {
+        Ok(parsed) if parsed.as_str() == key => {
+            state.store.key_state(&caller.principal, &parsed).await?
+        }
+        _ => KeyState::Absent,
+    };
+    match state_of {
         KeyState::Completed(stored) => Ok(Json(json!({
             "key": stored.key,
             "principal": stored.principal,

@@ -34,11 +34,12 @@ use tracing::Instrument;
 
 use crate::config::Settings;
 use crate::http::error::{ApiError, ApiResult};
+use crate::idempotency::{IdempotencyKey, KeyedRequest};
 use crate::metrics::{Metrics, PoolGauges, RowCounts};
 use crate::names::TableName;
 use crate::period::{Grain, Period};
 use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode, MinRate};
-use crate::pipeline::keyed::{KeyedAnswer, KeyedRequest};
+use crate::pipeline::keyed::KeyedAnswer;
 use crate::pipeline::slots::LoadSlots;
 use crate::pipeline::{Pipeline, WriteError, WriteResult};
 use crate::store::Store;
@@ -344,24 +345,16 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The `Idempotency-Key` header: `None` when absent; 1 to 255 visible ASCII
 /// characters when present (a quoted form, as the draft writes it, is unquoted).
-pub fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+pub fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<IdempotencyKey>> {
     let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
         return Ok(None);
     };
     let text = value.to_str().map_err(|_| {
         ApiError::IdempotencyKeyInvalid("the Idempotency-Key is not visible ASCII".into())
     })?;
-    let key = text.trim();
-    let key = key
-        .strip_prefix('"')
-        .and_then(|k| k.strip_suffix('"'))
-        .unwrap_or(key);
-    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ApiError::IdempotencyKeyInvalid(
-            "the Idempotency-Key must be 1 to 255 visible ASCII characters".into(),
-        ));
-    }
-    Ok(Some(key.to_string()))
+    IdempotencyKey::parse(text)
+        .map(Some)
+        .map_err(|e| ApiError::IdempotencyKeyInvalid(e.to_string()))
 }
 
 fn header_text<'h>(headers: &'h HeaderMap, name: &header::HeaderName) -> Option<&'h str> {
@@ -371,7 +364,7 @@ fn header_text<'h>(headers: &'h HeaderMap, name: &header::HeaderName) -> Option<
 /// What an Idempotency-Key's fingerprint is made of, from the request.
 pub fn keyed_request(
     caller: Caller,
-    key: String,
+    key: IdempotencyKey,
     method: &'static str,
     uri: &axum::http::Uri,
     headers: &HeaderMap,

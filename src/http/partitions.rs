@@ -20,9 +20,10 @@ use super::{
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
+use crate::idempotency::KeyedRequest;
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
-use crate::pipeline::keyed::{KeyedRequest, Write};
+use crate::pipeline::keyed::KeyedWrite;
 use crate::pipeline::partition::PutPartition;
 use crate::pipeline::WriteError;
 use crate::schema::TableDef;
@@ -128,7 +129,7 @@ async fn run_put(
     let pipeline = state.pipeline();
     let table = request.table.clone();
     if let Some(keyed) = keyed {
-        let write = Write::Partition(request);
+        let write = KeyedWrite::Partition(request);
         let answer = spawn_write(async move { pipeline.run_keyed(keyed, write).await }).await?;
         return Ok(keyed_response(state, span, &table, answer));
     }

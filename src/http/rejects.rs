@@ -18,7 +18,7 @@ use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::BodySource;
-use crate::pipeline::keyed::Write;
+use crate::pipeline::keyed::KeyedWrite;
 use crate::pipeline::replay::ReplayRejects;
 use crate::store::rejects::{RejectCursor, RejectFilter, StoredReject};
 
@@ -68,7 +68,7 @@ async fn replay_rejects(
     };
     let request = keyed_request(caller, key, "POST", &uri, &headers);
     let pipeline = state.pipeline();
-    let write = Write::Replay(replay);
+    let write = KeyedWrite::Replay(replay);
     match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {
         Ok(answer) => Ok(keyed_response(&state, &span, &table, answer)),
         Err(e) => {

@@ -18,7 +18,7 @@ use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
-use crate::pipeline::keyed::Write;
+use crate::pipeline::keyed::KeyedWrite;
 use crate::pipeline::rows::PostRows;
 use crate::schema::MergeMode;
 
@@ -71,7 +71,7 @@ async fn post_rows(
     let principal = caller.principal.clone();
     let actor = caller.actor.clone();
     let request = keyed_request(caller, key.clone(), "POST", &uri, &headers);
-    let write = Write::Rows(PostRows {
+    let write = KeyedWrite::Rows(PostRows {
         table: table.clone(),
         mode,
         body,

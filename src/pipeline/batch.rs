@@ -27,11 +27,12 @@ use uuid::Uuid;
 
 use super::body::BodyDigest;
 use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
-use super::keyed::{fingerprint, KeyedAnswer, KeyedRequest, COMPLETED_STATUS};
+use super::keyed::KeyedAnswer;
 use super::rows::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
 };
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::arrays::TupleArrays;
@@ -60,7 +61,7 @@ pub struct BatchItem {
 /// What a batch needs of a POST.
 struct BatchData {
     principal: String,
-    key: String,
+    key: IdempotencyKey,
     /// Its Idempotency-Key's fingerprint.
     fingerprint: String,
     /// Its body decoded, the COPY data of its rows included.
@@ -89,7 +90,7 @@ pub enum Batched {
     Alone(Box<PostRows>),
 }
 
-pub enum Outcome {
+pub enum BatchOutcome {
     Written(RowsReceipt),
     /// Not written; nothing of it was committed.
     Alone(Box<BatchItem>),
@@ -123,7 +124,7 @@ impl BatchItem {
 }
 
 impl BatchData {
-    fn key(&self) -> (&str, &str) {
+    fn key(&self) -> (&str, &IdempotencyKey) {
         (&self.principal, &self.key)
     }
 
@@ -134,7 +135,7 @@ impl BatchData {
 
 struct Waiting {
     item: BatchItem,
-    reply: oneshot::Sender<Outcome>,
+    reply: oneshot::Sender<BatchOutcome>,
 }
 
 /// One table definition's (and mode's) POSTs waiting for a batch.
@@ -230,19 +231,19 @@ impl Pipeline {
         if !fits_arrays(pre.mode, pre.decoded.maybe_repeated) {
             return Ok(Batched::Alone(with_predecoded(rows, pre)));
         }
-        let item = match BatchItem::new(rows, pre, fingerprint(req, &digest.hex())) {
+        let item = match BatchItem::new(rows, pre, req.fingerprint(&digest.hex())) {
             Ok(item) => item,
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
         Ok(match self.write_in_batch(item).await? {
-            Outcome::Written(receipt) => Batched::Written(KeyedAnswer {
+            BatchOutcome::Written(receipt) => Batched::Written(KeyedAnswer {
                 status: COMPLETED_STATUS,
                 body: serde_json::to_value(&receipt).expect("a receipt serializes"),
                 etag: None,
                 replayed: false,
                 counts: Some(receipt.counts()),
             }),
-            Outcome::Alone(item) => Batched::Alone(item.alone()),
+            BatchOutcome::Alone(item) => Batched::Alone(item.alone()),
         })
     }
 
@@ -271,7 +272,7 @@ impl Pipeline {
                 return Ok(Predecoding::Alone(rows));
             }
         };
-        let options = encode_options(&def, mode, &rows.principal, &rows.idempotency_key);
+        let options = encode_options(&def, mode, &rows.principal, rows.idempotency_key.as_str());
         let format = rows.body.format;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, &ticket, format);
         let job = DecodeJob {
@@ -319,7 +320,7 @@ impl Pipeline {
 
     /// Writes `item` in a batch of its table's, or hands it back to be
     /// written alone.
-    pub async fn write_in_batch(&self, item: BatchItem) -> WriteResult<Outcome> {
+    pub async fn write_in_batch(&self, item: BatchItem) -> WriteResult<BatchOutcome> {
         let queue = self.queue_for(&item.data.pre);
         let (reply, answer) = oneshot::channel();
         queue.lock().push_back(Waiting { item, reply });
@@ -383,8 +384,8 @@ impl Pipeline {
         };
         for (waiting, receipt) in batch.into_iter().zip(receipts) {
             let outcome = match receipt {
-                Some(receipt) => Outcome::Written(receipt),
-                None => Outcome::Alone(Box::new(waiting.item)),
+                Some(receipt) => BatchOutcome::Written(receipt),
+                None => BatchOutcome::Alone(Box::new(waiting.item)),
             };
             let _ = waiting.reply.send(outcome);
         }
@@ -405,7 +406,7 @@ impl Pipeline {
             .store
             .begin_bounded(self.settings.idempotency_wait())
             .await?;
-        let keys: Vec<(&str, &str)> = items.iter().map(|item| item.key()).collect();
+        let keys: Vec<(&str, &IdempotencyKey)> = items.iter().map(|item| item.key()).collect();
         let retention = self.settings.idempotency_retention();
         let (claimed, now_def) = claim_keys(&mut tx, &keys, retention, &def.name).await?;
         if now_def.as_ref() != Some(def) {
@@ -478,7 +479,7 @@ impl Pipeline {
                         key: &item.key,
                         fingerprint: &item.fingerprint,
                         load_id: Some(load_id),
-                        status: super::keyed::COMPLETED_STATUS,
+                        status: COMPLETED_STATUS,
                         body: &bodies[&load_id],
                         etag: None,
                         retention: self.settings.idempotency_retention(),

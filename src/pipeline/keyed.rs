@@ -18,7 +18,6 @@
 //! again, under its key's lock, and its key then records this newest run.
 
 use chrono::Utc;
-use sha2::{Digest, Sha256};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Transaction};
 
@@ -28,6 +27,7 @@ use super::partition::{self, PutConnections, PutPartition};
 use super::replay::{ReplayRejects, ReplayWritten};
 use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
 use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
@@ -40,16 +40,8 @@ use crate::store::ledger::LoadEntry;
 use crate::store::publish::current;
 use crate::store::stage::{self, StageFate};
 
-/// What the fingerprint of a keyed request is made of.
-pub struct KeyedRequest {
-    pub principal: String,
-    pub key: String,
-    pub method: &'static str,
-    pub path_and_query: String,
-    pub content_type: String,
-}
-
-pub enum Write {
+/// A write that runs under an Idempotency-Key.
+pub enum KeyedWrite {
     Rows(PostRows),
     Partition(PutPartition),
     Replay(ReplayRejects),
@@ -78,10 +70,6 @@ impl Recorded {
     }
 }
 
-/// The status of every keyed write's answer: only completed writes are
-/// stored, and they all answer 200.
-pub const COMPLETED_STATUS: u16 = 200;
-
 /// A keyed write's answer: status and body, the partition's `ETag` for a
 /// PUT, and whether it was replayed.
 pub struct KeyedAnswer {
@@ -93,44 +81,33 @@ pub struct KeyedAnswer {
     pub counts: Option<RowCounts>,
 }
 
-impl Write {
+impl KeyedWrite {
     fn body(&mut self) -> &mut BodySource {
         match self {
-            Write::Rows(r) => &mut r.body,
-            Write::Partition(p) => &mut p.body,
-            Write::Replay(r) => &mut r.body,
+            KeyedWrite::Rows(r) => &mut r.body,
+            KeyedWrite::Partition(p) => &mut p.body,
+            KeyedWrite::Replay(r) => &mut r.body,
         }
     }
 
-    fn ticket(&self, key: &str) -> LoadTicket {
+    fn ticket(&self, key: &IdempotencyKey) -> LoadTicket {
         match self {
-            Write::Rows(rows) => rows.ticket(),
-            Write::Partition(put) => put.ticket(Some(key)),
-            Write::Replay(replay) => replay.ticket(),
+            KeyedWrite::Rows(rows) => rows.ticket(),
+            KeyedWrite::Partition(put) => put.ticket(Some(key.as_str())),
+            KeyedWrite::Replay(replay) => replay.ticket(),
         }
     }
-}
-
-/// SHA-256 of method, path and query, content type and the body's SHA-256.
-pub(super) fn fingerprint(req: &KeyedRequest, body_sha256: &str) -> String {
-    let mut h = Sha256::new();
-    for part in [
-        req.method,
-        &req.path_and_query,
-        &req.content_type,
-        body_sha256,
-    ] {
-        h.update(part.as_bytes());
-        h.update(b"\0");
-    }
-    hex::encode(h.finalize())
 }
 
 impl Pipeline {
     /// Runs `write` under the request's Idempotency-Key (see the module's
     /// doc): a replay when the key is completed, otherwise the write in the
     /// transaction that claims the key.
-    pub async fn run_keyed(&self, req: KeyedRequest, mut write: Write) -> WriteResult<KeyedAnswer> {
+    pub async fn run_keyed(
+        &self,
+        req: KeyedRequest,
+        mut write: KeyedWrite,
+    ) -> WriteResult<KeyedAnswer> {
         let digest = write
             .body()
             .digest
@@ -139,8 +116,8 @@ impl Pipeline {
         // Most repeats find their key completed: answer them without a
         // transaction. A POST's look-up also brings its table's definition.
         let stored = match &mut write {
-            Write::Rows(rows) => self.look_up_rows_key(&req, rows).await?,
-            Write::Partition(_) | Write::Replay(_) => {
+            KeyedWrite::Rows(rows) => self.look_up_rows_key(&req, rows).await?,
+            KeyedWrite::Partition(_) | KeyedWrite::Replay(_) => {
                 self.store.completed_key(&req.principal, &req.key).await?
             }
         };
@@ -153,9 +130,9 @@ impl Pipeline {
             }
         }
         let write = match write {
-            Write::Rows(rows) => match self.try_batch(&req, Box::new(rows), &digest).await? {
+            KeyedWrite::Rows(rows) => match self.try_batch(&req, Box::new(rows), &digest).await? {
                 Batched::Written(answer) => return Ok(answer),
-                Batched::Alone(rows) => Write::Rows(*rows),
+                Batched::Alone(rows) => KeyedWrite::Rows(*rows),
             },
             put => put,
         };
@@ -197,7 +174,7 @@ impl Pipeline {
     async fn write_alone(
         &self,
         req: KeyedRequest,
-        mut write: Write,
+        mut write: KeyedWrite,
         digest: BodyDigest,
     ) -> WriteResult<KeyedAnswer> {
         // No later than the database's clock will start the key's retention.
@@ -216,8 +193,8 @@ impl Pipeline {
         // requests waiting for the key hold connections while they wait, and
         // must not starve the one they wait for.
         let mut stage_conn = match &write {
-            Write::Partition(_) => Some(self.store.acquire().await?),
-            Write::Rows(_) | Write::Replay(_) => None,
+            KeyedWrite::Partition(_) => Some(self.store.acquire().await?),
+            KeyedWrite::Rows(_) | KeyedWrite::Replay(_) => None,
         };
         let (mut tx, rerun) = match self.claim(&req, &mut write).await? {
             Claimed::Write(tx, rerun) => (tx, rerun),
@@ -240,7 +217,7 @@ impl Pipeline {
                 return Err(e);
             }
         };
-        let fingerprint = fingerprint(&req, &digest.hex());
+        let fingerprint = req.fingerprint(&digest.hex());
         if rerun.is_some_and(|recorded| recorded != fingerprint) {
             return self.refuse_rerun(tx, stage_conn, &ticket).await;
         }
@@ -267,13 +244,13 @@ impl Pipeline {
     /// A PUT whose key is completed holds it while it checks that the key's
     /// record stands; if not, it runs again under the key (see the module's
     /// doc), with the fingerprint its body must have.
-    async fn claim(&self, req: &KeyedRequest, write: &mut Write) -> WriteResult<Claimed> {
+    async fn claim(&self, req: &KeyedRequest, write: &mut KeyedWrite) -> WriteResult<Claimed> {
         let wait = self.settings.idempotency_wait();
         let retention = self.settings.idempotency_retention();
         let (table, on_completed) = match &*write {
-            Write::Rows(rows) => (Some(&rows.table), OnCompleted::Release),
-            Write::Partition(_) => (None, OnCompleted::Hold),
-            Write::Replay(_) => (None, OnCompleted::Release),
+            KeyedWrite::Rows(rows) => (Some(&rows.table), OnCompleted::Release),
+            KeyedWrite::Partition(_) => (None, OnCompleted::Hold),
+            KeyedWrite::Replay(_) => (None, OnCompleted::Release),
         };
         let claim = self
             .store
@@ -303,9 +280,9 @@ impl Pipeline {
             }
         };
         match write {
-            Write::Rows(rows) => rows.known_def = def,
-            Write::Partition(_) => unbound_lock_waits(&mut tx).await?,
-            Write::Replay(_) => {}
+            KeyedWrite::Rows(rows) => rows.known_def = def,
+            KeyedWrite::Partition(_) => unbound_lock_waits(&mut tx).await?,
+            KeyedWrite::Replay(_) => {}
         }
         Ok(Claimed::Write(tx, rerun))
     }
@@ -355,28 +332,28 @@ impl Pipeline {
     /// rows also say what is left to record before the commit.
     async fn write_claimed(
         &self,
-        write: Write,
+        write: KeyedWrite,
         ticket: &LoadTicket,
         tx: &mut PgConnection,
         stage_conn: Option<&mut PgConnection>,
     ) -> WriteResult<(KeyedAnswer, Option<Recorded>)> {
         let mut recorded = None;
         let (body, etag, counts) = match write {
-            Write::Rows(rows) => {
+            KeyedWrite::Rows(rows) => {
                 let written = self.write_rows(rows, ticket, tx).await?;
                 let receipt = &written.receipt;
                 let answer = (json(receipt), None, receipt.counts());
                 recorded = Some(Recorded::Rows(written));
                 answer
             }
-            Write::Replay(replay) => {
+            KeyedWrite::Replay(replay) => {
                 let written = self.replay_rejects(replay, ticket, tx).await?;
                 let receipt = &written.receipt;
                 let answer = (json(receipt), None, receipt.counts());
                 recorded = Some(Recorded::Replay(written));
                 answer
             }
-            Write::Partition(put) => {
+            KeyedWrite::Partition(put) => {
                 let conns = PutConnections {
                     stage: stage_conn.expect("a PUT's stage connection is taken first"),
                     key_tx: Some(tx),
@@ -414,8 +391,8 @@ struct PutRecord<'a> {
 }
 
 /// The key's record of a PUT of this request's partition, if it is one.
-fn put_record<'a>(write: &'a Write, stored: &'a StoredKey) -> Option<PutRecord<'a>> {
-    let Write::Partition(put) = write else {
+fn put_record<'a>(write: &'a KeyedWrite, stored: &'a StoredKey) -> Option<PutRecord<'a>> {
+    let KeyedWrite::Partition(put) = write else {
         return None;
     };
     let receipt = &stored.response_body;
@@ -456,14 +433,14 @@ async fn complete(
 /// body must be read to know whether it is.
 async fn replay(
     req: &KeyedRequest,
-    write: &mut Write,
+    write: &mut KeyedWrite,
     digest: &BodyDigest,
     stored: StoredKey,
 ) -> WriteResult<KeyedAnswer> {
     tokio::io::copy(&mut write.body().reader, &mut tokio::io::sink())
         .await
         .map_err(|e| classify_read_error(&e))?;
-    if fingerprint(req, &digest.hex()) != stored.fingerprint {
+    if req.fingerprint(&digest.hex()) != stored.fingerprint {
         return Err(WriteError::KeyReused);
     }
     let mut body = stored.response_body;

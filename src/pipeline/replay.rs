@@ -25,6 +25,7 @@ use super::evolve::{BodyReading, Rereadable};
 use super::rows::{choose_mode, encode_options};
 use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
+use crate::idempotency::IdempotencyKey;
 use crate::ingest::{BodyFormat, ContentDelta};
 use crate::metrics::RowCounts;
 use crate::names::TableName;
@@ -47,7 +48,7 @@ const REPLAY_BOUNDS: ReplayBounds = ReplayBounds {
 pub struct ReplayRejects {
     pub table: TableName,
     pub principal: String,
-    pub idempotency_key: String,
+    pub idempotency_key: IdempotencyKey,
     pub actor: Actor,
     /// The request's body (none is expected; it is read for the key's
     /// fingerprint).
@@ -60,7 +61,7 @@ impl ReplayRejects {
             &self.table,
             None,
             MODE,
-            Some(&self.idempotency_key),
+            Some(self.idempotency_key.as_str()),
             &self.actor,
         )
     }
@@ -135,7 +136,7 @@ struct GroupKey {
 
 /// What the groups' writes add up to.
 #[derive(Default)]
-struct Outcome {
+struct ReplayTally {
     receipt: ReplayReceipt,
     deltas: BTreeMap<Period, ContentDelta>,
     partitions: BTreeMap<Period, i64>,
@@ -164,7 +165,7 @@ impl Pipeline {
         let window = Duration::from_secs(def.reject_retry_window.secs);
         let expired = rejects::expire(&mut *tx, &def.name, window).await?;
         let (pending, more) = rejects::take_pending(&mut *tx, &def.name, REPLAY_BOUNDS).await?;
-        let mut outcome = Outcome::default();
+        let mut outcome = ReplayTally::default();
         let mut def = def;
         for (i, (key, group)) in group_rejects(&pending).into_iter().enumerate() {
             if i > 0 {
@@ -214,7 +215,7 @@ impl Pipeline {
         def: TableDef,
         ticket: &LoadTicket,
         group: Group<'_>,
-        outcome: &mut Outcome,
+        outcome: &mut ReplayTally,
     ) -> WriteResult<TableDef> {
         // Only rejects whose record was kept are taken (`take_pending`).
         let kept = group.rejects;
@@ -364,7 +365,7 @@ fn replay_body(
     body
 }
 
-impl Outcome {
+impl ReplayTally {
     fn tried(&mut self, reject: &PendingReject, problems: Option<Vec<Problem>>) {
         self.receipt.tried += 1;
         match &problems {

@@ -13,6 +13,7 @@ use super::evolve::BodyReading;
 use super::partition::rejects_link;
 use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
+use crate::idempotency::IdempotencyKey;
 use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::ContentDelta;
 use crate::ingest::EncodeOptions;
@@ -67,7 +68,7 @@ pub struct PostRows {
     /// Who sent it and under which key: a keyless table's row ids are scoped
     /// by them (see `EncodeOptions::row_id_scope`).
     pub principal: String,
-    pub idempotency_key: String,
+    pub idempotency_key: IdempotencyKey,
     /// Who sent it, for the ledger.
     pub actor: Actor,
     /// The table's definition, when the key's claim read it already.
@@ -105,7 +106,7 @@ impl PostRows {
             &self.table,
             None,
             mode,
-            Some(&self.idempotency_key),
+            Some(self.idempotency_key.as_str()),
             &self.actor,
         )
     }
@@ -266,7 +267,12 @@ impl Pipeline {
             }
         };
         let mode = choose_mode(target.def(), req.mode)?;
-        let options = encode_options(target.def(), mode, &req.principal, &req.idempotency_key);
+        let options = encode_options(
+            target.def(),
+            mode,
+            &req.principal,
+            req.idempotency_key.as_str(),
+        );
         let reading = BodyReading {
             format,
             options: &options,

@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use chrono::Utc;
 
 use super::idempotency::StoredKey;
+use crate::idempotency::IdempotencyKey;
 
 /// Bytes of keys and answers remembered at most.
 const MAX_BYTES: usize = 16 * 1024 * 1024;
@@ -63,8 +64,8 @@ impl CompletedKeys {
     }
 
     /// The completed key, if remembered and not expired.
-    pub fn get(&self, principal: &str, key: &str) -> Option<StoredKey> {
-        let id = (principal.to_string(), key.to_string());
+    pub fn get(&self, principal: &str, key: &IdempotencyKey) -> Option<StoredKey> {
+        let id = (principal.to_string(), key.as_str().to_string());
         let (mut stored, body) = {
             let inner = self.lock();
             let remembered = inner.keys.get(&id)?;
@@ -119,6 +120,10 @@ impl CompletedKeys {
 mod tests {
     use super::*;
 
+    fn key(text: &str) -> IdempotencyKey {
+        IdempotencyKey::parse(text).unwrap()
+    }
+
     fn stored(key: &str, expires_in_secs: i64) -> StoredKey {
         StoredKey {
             principal: "p".into(),
@@ -138,12 +143,12 @@ mod tests {
         let cache = CompletedKeys::default();
         cache.remember(&stored("live", 60));
         cache.remember(&stored("expired", -1));
-        let live = cache.get("p", "live").unwrap();
+        let live = cache.get("p", &key("live")).unwrap();
         assert_eq!(live.fingerprint, "f");
         assert_eq!(live.response_body, serde_json::json!({"rows_written": 1}));
-        assert!(cache.get("p", "expired").is_none());
+        assert!(cache.get("p", &key("expired")).is_none());
         assert!(
-            cache.get("q", "live").is_none(),
+            cache.get("q", &key("live")).is_none(),
             "keys belong to a principal"
         );
     }
@@ -159,9 +164,9 @@ mod tests {
         for i in 0..fit + 10 {
             cache.remember(&stored(&format!("k-{i}"), 60));
         }
-        assert!(cache.get("p", "k-0").is_none(), "the oldest went");
+        assert!(cache.get("p", &key("k-0")).is_none(), "the oldest went");
         let newest = format!("k-{}", fit + 9);
-        assert!(cache.get("p", &newest).is_some(), "the newest stays");
+        assert!(cache.get("p", &key(&newest)).is_some(), "the newest stays");
         assert!(cache.lock().bytes <= MAX_BYTES);
     }
 }

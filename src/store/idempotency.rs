@@ -16,6 +16,7 @@ use sqlx::{FromRow, PgConnection, Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::{Store, StoreError, StoreResult};
+use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
 use crate::schema::TableDef;
 
@@ -124,13 +125,13 @@ async fn insert_placeholder(
 /// keys must differ (a transaction holds a lock it took twice).
 pub async fn claim_keys(
     conn: &mut PgConnection,
-    keys: &[(&str, &str)],
+    keys: &[(&str, &IdempotencyKey)],
     retention: Duration,
     table: &TableName,
 ) -> StoreResult<(HashSet<(String, String)>, Option<TableDef>)> {
     let principals: Vec<&str> = keys.iter().map(|(p, _)| *p).collect();
-    let names: Vec<&str> = keys.iter().map(|(_, k)| *k).collect();
-    let locks: Vec<i64> = keys.iter().map(|(p, k)| key_lock(p, k)).collect();
+    let names: Vec<&str> = keys.iter().map(|(_, k)| k.as_str()).collect();
+    let locks: Vec<i64> = keys.iter().map(|(p, k)| key_lock(p, k.as_str())).collect();
     // language=PostgreSQL
     type Claimed = (Vec<String>, Vec<String>, Option<Json<TableDef>>);
     let (principals, keys, def): Claimed = sqlx::query_as(
@@ -169,19 +170,19 @@ impl Store {
     pub async fn claim_key(
         &self,
         principal: &str,
-        key: &str,
+        key: &IdempotencyKey,
         wait: Duration,
         table: Option<&TableName>,
         retention: Duration,
         on_completed: OnCompleted,
     ) -> StoreResult<Claim> {
         let mut tx = self.begin_bounded(wait).await?;
-        match insert_placeholder(&mut tx, principal, key, table, retention).await {
+        match insert_placeholder(&mut tx, principal, key.as_str(), table, retention).await {
             Ok((true, def)) => Ok(Claim::Fresh(tx, def)),
             Ok((false, _)) => {
                 let stored: StoredKey = sqlx::query_as(STORED_KEY_SQL)
                     .bind(principal)
-                    .bind(key)
+                    .bind(key.as_str())
                     .fetch_one(&mut *tx)
                     .await?;
                 if on_completed == OnCompleted::Hold {
@@ -218,7 +219,7 @@ impl Store {
     pub async fn completed_key_and_table(
         &self,
         principal: &str,
-        key: &str,
+        key: &IdempotencyKey,
         table: &TableName,
     ) -> StoreResult<(Option<StoredKey>, Option<TableDef>)> {
         if let Some(stored) = self.completed.get(principal, key) {
@@ -230,7 +231,7 @@ impl Store {
                from (select 1) one left join ({STORED_KEY_SQL}) k on true"
         ))
         .bind(principal)
-        .bind(key)
+        .bind(key.as_str())
         .bind(table.as_str())
         .fetch_one(&mut *self.acquire().await?)
         .await?;
@@ -257,21 +258,21 @@ impl Store {
     pub async fn completed_key(
         &self,
         principal: &str,
-        key: &str,
+        key: &IdempotencyKey,
     ) -> StoreResult<Option<StoredKey>> {
         if let Some(stored) = self.completed.get(principal, key) {
             return Ok(Some(stored));
         }
         let stored: Option<StoredKey> = sqlx::query_as(STORED_KEY_SQL)
             .bind(principal)
-            .bind(key)
+            .bind(key.as_str())
             .fetch_optional(&mut *self.acquire().await?)
             .await?;
         Ok(self.live_completed(stored))
     }
 
     /// The key's completed request, if this process remembers it.
-    pub fn remembered_key(&self, principal: &str, key: &str) -> Option<StoredKey> {
+    pub fn remembered_key(&self, principal: &str, key: &IdempotencyKey) -> Option<StoredKey> {
         self.completed.get(principal, key)
     }
 
@@ -280,7 +281,7 @@ impl Store {
         self.completed.remember(stored);
     }
 
-    pub async fn key_state(&self, principal: &str, key: &str) -> StoreResult<KeyState> {
+    pub async fn key_state(&self, principal: &str, key: &IdempotencyKey) -> StoreResult<KeyState> {
         if let Some(stored) = self.completed_key(principal, key).await? {
             return Ok(KeyState::Completed(stored));
         }
@@ -290,7 +291,9 @@ impl Store {
         sqlx::query("set local lock_timeout = 50")
             .execute(&mut *tx)
             .await?;
-        let state = match insert_placeholder(&mut tx, principal, key, None, Duration::ZERO).await {
+        let state = match insert_placeholder(&mut tx, principal, key.as_str(), None, Duration::ZERO)
+            .await
+        {
             Ok(_) => KeyState::Absent,
             Err(e) if is_lock_timeout(&e) => KeyState::InFlight,
             Err(e) => return Err(e.into()),
@@ -325,7 +328,7 @@ impl Store {
 #[derive(Clone, Debug)]
 pub struct Completion<'a> {
     pub principal: &'a str,
-    pub key: &'a str,
+    pub key: &'a IdempotencyKey,
     pub fingerprint: &'a str,
     pub load_id: Option<Uuid>,
     pub status: u16,
@@ -341,7 +344,7 @@ impl Completion<'_> {
     pub fn stored(&self, claimed_at: DateTime<Utc>) -> StoredKey {
         StoredKey {
             principal: self.principal.to_string(),
-            key: self.key.to_string(),
+            key: self.key.as_str().to_string(),
             fingerprint: self.fingerprint.to_string(),
             load_id: self.load_id,
             response_status: i32::from(self.status),
@@ -369,7 +372,7 @@ pub async fn unbound_lock_waits(conn: &mut PgConnection) -> StoreResult<()> {
 pub async fn renew_key(
     conn: &mut PgConnection,
     principal: &str,
-    key: &str,
+    key: &IdempotencyKey,
     retention: Duration,
 ) -> StoreResult<()> {
     // language=PostgreSQL
@@ -379,7 +382,7 @@ pub async fn renew_key(
           where principal = $1 and key = $2",
     )
     .bind(principal)
-    .bind(key)
+    .bind(key.as_str())
     .bind(retention.as_secs_f64())
     .execute(conn)
     .await?;

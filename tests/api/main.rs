@@ -13,6 +13,7 @@ mod encoding;
 mod evolve;
 mod exact_values;
 mod examples;
+mod golden_answers;
 mod grains;
 mod helpers;
 mod layout;

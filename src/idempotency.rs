@@ -1,0 +1,103 @@
+//! The vocabulary of a write under an `Idempotency-Key`: the key (parsed
+//! once, at the edge), the request it is bound to, and the fingerprint that
+//! tells a repeat of that request from a reuse of its key. `http` builds
+//! these, `pipeline::keyed` runs the write and `store::idempotency` keeps
+//! the key's row; all three speak these types.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+/// An `Idempotency-Key`: 1 to 255 visible ASCII characters, without the
+/// surrounding whitespace and double quotes a client may send.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdempotencyKey(String);
+
+/// Why a text is not an `Idempotency-Key`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyError;
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the Idempotency-Key must be 1 to 255 visible ASCII characters")
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+impl IdempotencyKey {
+    /// The key a header's text names: trimmed, unquoted, then checked.
+    pub fn parse(text: &str) -> Result<Self, KeyError> {
+        let key = text.trim();
+        let key = key
+            .strip_prefix('"')
+            .and_then(|k| k.strip_suffix('"'))
+            .unwrap_or(key);
+        if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(KeyError);
+        }
+        Ok(IdempotencyKey(key.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the fingerprint of a keyed request is made of.
+pub struct KeyedRequest {
+    pub principal: String,
+    pub key: IdempotencyKey,
+    pub method: &'static str,
+    pub path_and_query: String,
+    pub content_type: String,
+}
+
+impl KeyedRequest {
+    /// SHA-256 of method, path and query, content type and the body's
+    /// SHA-256 (hex), each followed by a NUL: what a key's row records, so
+    /// that the key answers only the request it was first used for.
+    pub fn fingerprint(&self, body_sha256: &str) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            self.method,
+            &self.path_and_query,
+            &self.content_type,
+            body_sha256,
+        ] {
+            h.update(part.as_bytes());
+            h.update(b"\0");
+        }
+        hex::encode(h.finalize())
+    }
+}
+
+/// The status of every keyed write's answer: only completed writes are
+/// stored, and they all answer 200.
+pub const COMPLETED_STATUS: u16 = 200;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_trimmed_and_unquoted() {
+        let key = IdempotencyKey::parse("  \"abc-1\" ").unwrap();
+        assert_eq!(key.as_str(), "abc-1");
+    }
+
+    #[test]
+    fn a_key_of_invisible_or_too_many_characters_is_refused() {
+        assert_eq!(IdempotencyKey::parse(""), Err(KeyError));
+        assert_eq!(IdempotencyKey::parse("\"\""), Err(KeyError));
+        assert_eq!(IdempotencyKey::parse("a b"), Err(KeyError));
+        assert_eq!(IdempotencyKey::parse(&"k".repeat(256)), Err(KeyError));
+        assert!(IdempotencyKey::parse(&"k".repeat(255)).is_ok());
+    }
+}
