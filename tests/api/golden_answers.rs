@@ -7,6 +7,7 @@ use reqwest::Response;
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::support::*;
 
 const EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
   "primary_key": ["id"], "bad_rows": "quarantine"}"#;
