@@ -8,11 +8,11 @@ use sqlx::{Connection, PgConnection};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
 use super::locks::lock_partition;
 use super::sql::{
     column_list, parent_table, partition_key, partition_table, period_literal, quote_literal, Ident,
 };
+use super::write::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
 use super::{Store, StoreResult};
 use crate::names::TableName;
 use crate::period::Period;

@@ -26,11 +26,7 @@ use uuid::Uuid;
 
 use super::arrays::TupleArrays;
 use super::duplicates::{self, Resolve};
-// moved: pipeline reaches these here.
-pub use super::incoming::{
-    clear_incoming, copy_incoming, fits_arrays, row_id_prefixes, small_bodies, small_body,
-    Incoming, IncomingRows,
-};
+use super::incoming::{fits_arrays, Incoming, IncomingRows};
 pub use super::merge_sql::Rehash;
 use super::merge_sql::{fill_in_patches, partition_gone_is_busy, period_of, MergeSql};
 use super::stage::number_identical_rows;
