@@ -12,7 +12,7 @@ use super::{page, page_limit, page_ndjson, parse_id, wants_ndjson, ApiQuery, App
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
-use crate::store::duplicates::{LogCursor, LoggedVersion};
+use crate::store::duplicates_log::{LogCursor, LoggedVersion};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/duplicates", get(list_duplicates))

@@ -35,10 +35,11 @@ use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::schema::{MergeMode, TableDef};
-use crate::store::arrays::TupleArrays;
-use crate::store::closing::{close_rows_writes, RowsClosing};
 use crate::store::idempotency::{claim_keys, Completion};
-use crate::store::merge::{apply_batch, fits_arrays, row_id_prefixes, small_bodies, LoadRows};
+use crate::store::write::arrays::TupleArrays;
+use crate::store::write::closing::{close_rows_writes, RowsClosing};
+use crate::store::write::incoming::{fits_arrays, row_id_prefixes, small_bodies};
+use crate::store::write::merge::{apply_batch, LoadRows};
 use crate::store::Store;
 
 /// Most POSTs in one batch.

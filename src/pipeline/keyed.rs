@@ -32,13 +32,13 @@ use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::store::closing::{close_rows_writes, RowsClosing};
 use crate::store::idempotency::{
     complete_key, renew_key, unbound_lock_waits, Claim, Completion, OnCompleted, StoredKey,
 };
 use crate::store::ledger::LoadEntry;
-use crate::store::publish::current;
-use crate::store::stage::{self, StageFate};
+use crate::store::write::closing::{close_rows_writes, RowsClosing};
+use crate::store::write::publish::current;
+use crate::store::write::stage::{self, StageFate};
 
 /// A write that runs under an Idempotency-Key.
 pub enum KeyedWrite {

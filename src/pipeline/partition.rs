@@ -28,11 +28,11 @@ use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
 use crate::store::catalog;
-use crate::store::duplicates::Resolve;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
-use crate::store::publish::{current, publish, BodyFacts, Current, Published, Swap};
 use crate::store::rejects::RejectSpool;
-use crate::store::stage::{self, StageFate, Staged};
+use crate::store::write::duplicates::Resolve;
+use crate::store::write::publish::{current, publish, BodyFacts, Current, Published, Swap};
+use crate::store::write::stage::{self, StageFate, Staged};
 use crate::store::StoreError;
 use crate::versions::Expected;
 

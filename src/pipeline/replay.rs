@@ -33,8 +33,9 @@ use crate::period::Period;
 use crate::schema::{MergeMode, SchemaPolicy, TableDef};
 use crate::store::catalog;
 use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::merge::{clear_incoming, PartitionAfter};
 use crate::store::rejects::{self, PendingReject, Problem, ReplayBounds, Tried};
+use crate::store::write::incoming::clear_incoming;
+use crate::store::write::merge::PartitionAfter;
 use crate::store::StoreError;
 
 pub const MODE: &str = "replay";

@@ -22,11 +22,11 @@ use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, MergeMode, TableDef};
 use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::merge::{
-    apply_incoming, copy_incoming, fits_arrays, small_body, Incoming, IncomingRows, Merged,
-    PartitionAfter,
-};
 use crate::store::rejects::{self, RejectSpool};
+use crate::store::write::incoming::{
+    copy_incoming, fits_arrays, small_body, Incoming, IncomingRows,
+};
+use crate::store::write::merge::{apply_incoming, Merged, PartitionAfter};
 
 /// The answer to an accepted POST.
 #[derive(Clone, Debug, Serialize)]

@@ -15,6 +15,8 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, Postgres, Row, Transaction};
 use uuid::Uuid;
 
+use super::locks::lock_key;
+use super::sql::array_params;
 use super::{Store, StoreError, StoreResult};
 use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
@@ -78,7 +80,7 @@ const STORED_KEY_SQL: &str =
 /// key's row: so that no insert of a key row ever waits for another's, and
 /// a batch can skip the keys in flight (`claim_keys`) instead of waiting.
 pub fn key_lock(principal: &str, key: &str) -> i64 {
-    super::lock_key("idempotency-key", &[principal, key])
+    lock_key("idempotency-key", &[principal, key])
 }
 
 /// Takes the key's lock (waiting, within the transaction's `lock_timeout`,
@@ -403,7 +405,7 @@ pub(super) fn complete_sql(first: usize) -> String {
     let types = [
         "text", "text", "text", "uuid", "integer", "jsonb", "text", "float8",
     ];
-    let arrays = super::array_params(first, &types);
+    let arrays = array_params(first, &types);
     // An upsert, not an UPDATE … FROM: each key finds its (placeholder)
     // row by the primary key, however many keys there are, where a join
     // against the arrays may be planned as a scan of every key. The claim

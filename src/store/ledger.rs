@@ -151,7 +151,7 @@ pub async fn insert(conn: &mut PgConnection, entry: &LoadEntry<'_>) -> StoreResu
 
 /// The INSERT of ledger rows (one per element of its array parameters),
 /// its parameters numbered from `first` (so that it can be part of a
-/// larger statement; see `store::closing`).
+/// larger statement; see `write::closing`).
 pub(super) fn insert_sql(first: usize) -> String {
     let types = [
         "uuid",

@@ -23,12 +23,6 @@ pub mod sql;
 pub mod tokens;
 pub mod write;
 
-// moved: the write path's steps live in `write/`; these keep the old paths.
-pub use write::{arrays, closing, contents, duplicates, janitor, merge, publish, stage};
-// moved: `idempotency` still reaches the lock key and array parameters here.
-pub use locks::lock_key;
-pub(crate) use sql::array_params;
-
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -8,9 +8,11 @@ use sqlx::{Connection, PgConnection};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
 use super::locks::lock_partition;
-use super::sql::{column_list, parent_table, partition_key, partition_table, period_literal};
+use super::sql::{
+    column_list, parent_table, partition_key, partition_table, period_literal, quote_literal, Ident,
+};
+use super::write::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
 use super::{Store, StoreResult};
 use crate::names::TableName;
 use crate::period::Period;
@@ -82,12 +84,13 @@ fn json_row(def: &TableDef) -> String {
         .columns
         .iter()
         .map(|c| {
-            // Names are `[a-z_][a-z0-9_]*`: nothing to escape in a literal.
-            let (key, value) = (c.name.as_str(), format!("_row.{}", c.name.quoted()));
+            // Names are `[a-z_][a-z0-9_]*`: nothing to escape in JSON.
+            let key = quote_literal(&format!(",\"{}\":", c.name.as_str()));
+            let value = format!("_row.{}", Ident::column(&c.name));
             if nullable_jsonb(c) {
-                format!("coalesce(',\"{key}\":' || {value}::text, '')")
+                format!("coalesce({key} || {value}::text, '')")
             } else {
-                format!("',\"{key}\":' || coalesce(to_json({value})::text, 'null')")
+                format!("{key} || coalesce(to_json({value})::text, 'null')")
             }
         })
         .collect();

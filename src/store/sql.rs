@@ -6,12 +6,13 @@
 //! idem makes itself (stages, partitions, system columns). The statements
 //! that take a table take an `Ident`, so an unquoted name cannot reach them.
 //! Values travel as bind parameters or COPY data; the few literals written
-//! into SQL text (a period's bound, a column's name in a log) are built by
-//! `period_literal` and `quote_literal`.
+//! into SQL text (a period's bound, a column's name in a log or in a row
+//! read back as JSON) are built by `period_literal` and `quote_literal`.
+//! Every quoted name goes through `names::quote_ident`.
 
 use std::fmt;
 
-use crate::names::{ColumnName, TableName};
+use crate::names::{quote_ident, ColumnName, TableName};
 use crate::period::{Grain, Period};
 use crate::schema::{ColumnType, TableDef};
 use crate::store::{StoreError, StoreResult};
@@ -40,7 +41,7 @@ impl Ident {
     /// A name idem makes itself (a stage, a partition, a system column, a
     /// session's table), quoted.
     pub(crate) fn system(name: &str) -> Ident {
-        Ident(format!("\"{}\"", name.replace('"', "\"\"")))
+        Ident(quote_ident(name))
     }
 
     /// `name` in one of idem's fixed schemas.

@@ -565,7 +565,7 @@ async fn stages_left_by_a_dead_process_are_swept_and_live_ones_are_kept() {
     // A live owner holds its stage's advisory lock on its own session.
     let mut owner = app.db.acquire().await.unwrap();
     sqlx::query("select pg_advisory_lock($1)")
-        .bind(idem::store::stage::stage_lock_key("s_alive"))
+        .bind(idem::store::locks::stage_lock_key("s_alive"))
         .execute(&mut *owner)
         .await
         .unwrap();

@@ -20,9 +20,6 @@ use crate::store::duplicates_log::LOG_TABLE;
 use crate::store::sql::{label_sql, logged_row, quote_literal, row_hash, Ident};
 use crate::store::{StoreError, StoreResult};
 
-// moved: the log's reads live in `store::duplicates_log`.
-pub use crate::store::duplicates_log::{LogCursor, LoggedVersion};
-
 /// How a load's repeated keys are resolved.
 #[derive(Clone, Copy, Debug)]
 pub struct Resolve {

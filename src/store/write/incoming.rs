@@ -1,16 +1,23 @@
 //! Where a POST's rows wait for the merge: the session's temporary table
-//! (one per session and table definition, emptied at each commit), or a
-//! small body's arrays; and what the decoder learnt of them (`Incoming`).
+//! (one per session and table definition, emptied at each commit), filled
+//! by `copy_incoming`, or a small body's arrays (`small_body`, and
+//! `small_bodies` for a batch), read from the encoder's COPY tuples; and
+//! what the decoder learnt of them (`Incoming`). `merge` reads them from
+//! here; it needs nothing of how they got in.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io;
 
+use bytes::Bytes;
+use futures::Stream;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
-use super::arrays::TupleArrays;
+use super::arrays::{field_of_each, split_tuples, ElementType, TupleArrays};
+use super::stage::copy_binary;
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{MergeMode, TableDef};
 use crate::store::sql::{column_ddl, Ident};
 use crate::store::StoreResult;
 
@@ -55,6 +62,25 @@ pub async fn clear_incoming(conn: &mut PgConnection, def: &TableDef) -> StoreRes
     Ok(())
 }
 
+/// COPYs the body's rows into the session's temporary table.
+#[tracing::instrument(level = "debug", skip_all, fields(table = %def.name, mode = mode.as_str()))]
+pub async fn copy_incoming(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    mode: MergeMode,
+    rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
+) -> StoreResult<u64> {
+    let incoming = session_incoming(&mut *conn, def).await?;
+    // Merges read tombstones: their tuples carry `_deleted`; a patch's
+    // also carry `_present`, a bitmap of the columns each row gave.
+    let extra: &[&str] = match mode {
+        MergeMode::Merge => &["_deleted"],
+        MergeMode::Patch => &["_deleted", "_present"],
+        MergeMode::Append | MergeMode::InsertMissing => &[],
+    };
+    copy_binary(conn, &incoming, def, extra, rows).await
+}
+
 /// What the decoder learnt of the incoming rows.
 #[derive(Clone, Debug)]
 pub struct Incoming {
@@ -90,4 +116,57 @@ impl IncomingRows {
             IncomingRows::Arrays(arrays) => u64::try_from(arrays.rows).unwrap_or(0),
         }
     }
+}
+
+/// The first 16 bytes of each row's `_row_id` in a body's COPY data (see
+/// `small_body` for its tuples' fields).
+pub fn row_id_prefixes(def: &TableDef, mode: MergeMode, copy: &[u8]) -> StoreResult<Vec<u128>> {
+    // `_row_id` follows the user columns, `_part` if any, and `_load_id`.
+    let index = def.columns.len() + usize::from(def.keyed_by_part()) + 1;
+    let ids = field_of_each(copy, tuple_types(def, mode).len(), index)?;
+    Ok(ids
+        .into_iter()
+        .map(|id| {
+            id.and_then(|id| id.first_chunk::<16>())
+                .map_or(0, |id| u128::from_be_bytes(*id))
+        })
+        .collect())
+}
+
+/// Whether a body may go as arrays: a merge, append or insert_missing of
+/// rows without repeated ids (a patch, and collapsing duplicates, work on
+/// the session's table).
+pub fn fits_arrays(mode: MergeMode, maybe_repeated: bool) -> bool {
+    mode != MergeMode::Patch && !maybe_repeated
+}
+
+/// A small body's binary COPY data as arrays, one per column of the
+/// session's table that its COPY would fill, plus `_deleted` (all false
+/// when the mode reads no tombstones). See `fits_arrays`.
+pub fn small_body(def: &TableDef, mode: MergeMode, copy: &[u8]) -> StoreResult<IncomingRows> {
+    Ok(IncomingRows::Arrays(small_bodies(def, mode, &[copy])?))
+}
+
+/// Several small bodies' COPY data as one set of arrays (see `small_body`).
+pub fn small_bodies(def: &TableDef, mode: MergeMode, copies: &[&[u8]]) -> StoreResult<TupleArrays> {
+    let mut arrays = split_tuples(copies, &tuple_types(def, mode))?;
+    if !mode.replaces() {
+        arrays.push_repeated(ElementType::BOOLEAN, &[0])?;
+    }
+    Ok(arrays)
+}
+
+/// The types of the fields of the encoder's COPY tuples for `mode`: the
+/// user columns, `_part` if any, `_load_id`, `_row_id`, `_row_hash`, and
+/// `_deleted` when the mode reads tombstones.
+fn tuple_types(def: &TableDef, mode: MergeMode) -> Vec<ElementType> {
+    let mut types: Vec<ElementType> = def.columns.iter().map(|c| ElementType::of(c.ty)).collect();
+    if def.keyed_by_part() {
+        types.push(ElementType::of(def.partition_type()));
+    }
+    types.extend([ElementType::UUID, ElementType::BYTEA, ElementType::BYTEA]);
+    if mode.replaces() {
+        types.push(ElementType::BOOLEAN);
+    }
+    types
 }

@@ -12,34 +12,30 @@
 //! delta, which the caller records before it commits (`store::closing`).
 //!
 //! This file runs the statements and tallies what each load did; the
-//! statements' SQL is built in `merge_sql`, the incoming rows' table in
-//! `incoming`, and the touched partitions are locked (and made) by
-//! `touched`.
+//! statements' SQL is built in `merge_sql`, the incoming rows are COPYed or
+//! turned into arrays in `incoming`, and the touched partitions are locked
+//! (and made) by `touched`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io;
 
-use bytes::Bytes;
-use futures::{Stream, TryStreamExt};
+use futures::TryStreamExt;
 use serde::Serialize;
 use sqlx::postgres::PgRow;
 use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
-use super::arrays::{field_of_each, split_tuples, ElementType, TupleArrays};
+use super::arrays::TupleArrays;
 use super::duplicates::{self, Resolve};
-// moved: pipeline reaches these here.
-use super::incoming::session_incoming;
-pub use super::incoming::{clear_incoming, Incoming, IncomingRows};
+use super::incoming::{fits_arrays, Incoming, IncomingRows};
 pub use super::merge_sql::Rehash;
 use super::merge_sql::{fill_in_patches, partition_gone_is_busy, period_of, MergeSql};
-use super::stage::{copy_binary, number_identical_rows};
+use super::stage::number_identical_rows;
 use super::touched::lock_touched_partitions;
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
 use crate::schema::MergeMode;
 use crate::schema::TableDef;
-use crate::store::sql::{row_hash, PREV_HASH_COLUMN};
+use crate::store::sql::row_hash;
 use crate::store::{StoreError, StoreResult};
 
 /// A partition a merge wrote to, and how its row count moved. (Its count
@@ -66,25 +62,6 @@ pub struct Merged {
     /// caller records them before it commits (`closing::close_rows_write`),
     /// under the partitions' locks, which the transaction holds.
     pub deltas: Vec<(Period, ContentDelta)>,
-}
-
-/// COPYs the body's rows into the session's temporary table.
-#[tracing::instrument(level = "debug", skip_all, fields(table = %def.name, mode = mode.as_str()))]
-pub async fn copy_incoming(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    mode: MergeMode,
-    rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
-) -> StoreResult<u64> {
-    let incoming = session_incoming(&mut *conn, def).await?;
-    // Merges read tombstones: their tuples carry `_deleted`; a patch's
-    // also carry `_present`, a bitmap of the columns each row gave.
-    let extra: &[&str] = match mode {
-        MergeMode::Merge => &["_deleted"],
-        MergeMode::Patch => &["_deleted", "_present"],
-        MergeMode::Append | MergeMode::InsertMissing => &[],
-    };
-    copy_binary(conn, &incoming, def, extra, rows).await
 }
 
 /// What this write changes in each partition it touches.
@@ -348,80 +325,12 @@ async fn collapse_duplicates(
     Ok(count_of(&dropped))
 }
 
-/// The first 16 bytes of each row's `_row_id` in a body's COPY data (see
-/// `small_body` for its tuples' fields).
-pub fn row_id_prefixes(def: &TableDef, mode: MergeMode, copy: &[u8]) -> StoreResult<Vec<u128>> {
-    // `_row_id` follows the user columns, `_part` if any, and `_load_id`.
-    let index = def.columns.len() + usize::from(def.keyed_by_part()) + 1;
-    let ids = field_of_each(copy, tuple_types(def, mode).len(), index)?;
-    Ok(ids
-        .into_iter()
-        .map(|id| {
-            id.and_then(|id| id.first_chunk::<16>())
-                .map_or(0, |id| u128::from_be_bytes(*id))
-        })
-        .collect())
-}
-
-/// Whether a body may go as arrays: a merge, append or insert_missing of
-/// rows without repeated ids (a patch, and collapsing duplicates, work on
-/// the session's table).
-pub fn fits_arrays(mode: MergeMode, maybe_repeated: bool) -> bool {
-    mode != MergeMode::Patch && !maybe_repeated
-}
-
-/// A small body's binary COPY data as arrays, one per column of the
-/// session's table that its COPY would fill, plus `_deleted` (all false
-/// when the mode reads no tombstones). See `fits_arrays`.
-pub fn small_body(def: &TableDef, mode: MergeMode, copy: &[u8]) -> StoreResult<IncomingRows> {
-    Ok(IncomingRows::Arrays(small_bodies(def, mode, &[copy])?))
-}
-
-/// Several small bodies' COPY data as one set of arrays (see `small_body`).
-pub fn small_bodies(def: &TableDef, mode: MergeMode, copies: &[&[u8]]) -> StoreResult<TupleArrays> {
-    let mut arrays = split_tuples(copies, &tuple_types(def, mode))?;
-    if !mode.replaces() {
-        arrays.push_repeated(ElementType::BOOLEAN, &[0])?;
-    }
-    Ok(arrays)
-}
-
-/// The types of the fields of the encoder's COPY tuples for `mode`: the
-/// user columns, `_part` if any, `_load_id`, `_row_id`, `_row_hash`, and
-/// `_deleted` when the mode reads tombstones.
-fn tuple_types(def: &TableDef, mode: MergeMode) -> Vec<ElementType> {
-    let mut types: Vec<ElementType> = def.columns.iter().map(|c| ElementType::of(c.ty)).collect();
-    if def.keyed_by_part() {
-        types.push(ElementType::of(def.partition_type()));
-    }
-    types.extend([ElementType::UUID, ElementType::BYTEA, ElementType::BYTEA]);
-    if mode.replaces() {
-        types.push(ElementType::BOOLEAN);
-    }
-    types
-}
-
 async fn delete_tombstoned(
     conn: &mut PgConnection,
     sql: &MergeSql,
     tallies: &mut Tallies,
 ) -> StoreResult<()> {
-    let MergeSql {
-        parent,
-        label,
-        join,
-        tombstone_newer,
-        from_incoming,
-        ..
-    } = sql;
-    // DELETE answers the version it removed (the latest, locked one) and
-    // the load whose tombstone removed it.
-    // language=PostgreSQL
-    let delete = format!(
-        "delete from {parent} t using {from_incoming}
-          where s.\"_deleted\" and {join} and {tombstone_newer}
-      returning {label}, t.\"_row_hash\", s.\"_load_id\""
-    );
+    let delete = sql.delete_tombstoned();
     let mut gone = sql.query(&delete).fetch(&mut *conn);
     while let Some(row) = gone.try_next().await? {
         let (ds, hash) = digest_of(&row, sql.grain)?;
@@ -512,38 +421,7 @@ async fn upsert(
     sql: &MergeSql,
     mode: MergeMode,
 ) -> StoreResult<Vec<WrittenShare>> {
-    let MergeSql {
-        parent,
-        all_columns,
-        conflict,
-        excluded,
-        newer,
-        from_incoming,
-        part_key,
-        written_label,
-        ..
-    } = sql;
-    let on_conflict = match mode {
-        MergeMode::Append => String::new(),
-        MergeMode::InsertMissing => format!("on conflict ({conflict}) do nothing"),
-        MergeMode::Merge | MergeMode::Patch => format!(
-            "on conflict ({conflict}) do update set {excluded}, {PREV_HASH_COLUMN} = t.\"_row_hash\"
-              where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
-        ),
-    };
-    // One row per partition and load, not a row each: a batch of 10,000
-    // costs one message.
-    // language=PostgreSQL
-    let upsert = format!(
-        "with written as (
-           insert into {parent} as t ({all_columns})
-           select {all_columns} from {from_incoming} where not s.\"_deleted\" order by {conflict}
-           {on_conflict}
-           returning t.{part_key} as part, t.\"_load_id\" as load_id, t.{PREV_HASH_COLUMN} as replaced)
-         select {written_label}, w.load_id, count(*),
-                coalesce(array_agg(w.replaced) filter (where w.replaced is not null), '{{}}')
-           from written w group by w.part, w.load_id"
-    );
+    let upsert = sql.upsert(mode);
     let rows = sql
         .query(&upsert)
         .fetch_all(&mut *conn)
@@ -591,21 +469,7 @@ async fn add_written_hashes(
     loads: &[Uuid],
     tallies: &mut Tallies,
 ) -> StoreResult<()> {
-    let MergeSql {
-        parent,
-        label,
-        join,
-        from_incoming,
-        ..
-    } = sql;
-    let loads_param = sql.arrays.as_ref().map_or(0, |a| a.columns.len()) + 1;
-    // language=PostgreSQL
-    let read = format!(
-        "select {label}, t.\"_load_id\", array_agg(t.\"_row_hash\")
-           from {from_incoming} join {parent} t on {join} and t.\"_load_id\" = s.\"_load_id\"
-          where not s.\"_deleted\" and s.\"_load_id\" = any(${loads_param}::uuid[])
-          group by 1, 2"
-    );
+    let read = sql.written_hashes();
     let rows = sql.query(&read).bind(loads).fetch_all(&mut *conn).await?;
     for row in rows {
         let ds = period_of(&row.try_get::<String, _>(0)?, sql.grain)?;

@@ -1,7 +1,8 @@
 //! The SQL a merge is made of (see `merge`): the statements' pieces,
 //! written once per request from the table's validated definition, where
 //! the incoming rows are read from (the session's table or a small body's
-//! arrays), and the statement that fills in a patch's missing fields.
+//! arrays), the tombstones' delete, the upsert and its read-back, and the
+//! statement that fills in a patch's missing fields.
 
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
@@ -10,10 +11,10 @@ use sqlx::{PgConnection, Postgres, Row};
 use super::arrays::TupleArrays;
 use super::incoming::{incoming_table, IncomingRows};
 use crate::period::{Grain, Period};
-use crate::schema::TableDef;
+use crate::schema::{MergeMode, TableDef};
 use crate::store::sql::{
     self, all_columns, key_index_column_list, key_index_columns, label_of, label_sql, parent_table,
-    partition_key, Ident,
+    partition_key, Ident, PREV_HASH_COLUMN,
 };
 use crate::store::{StoreError, StoreResult};
 
@@ -93,6 +94,82 @@ impl MergeSql {
                 format!("(s.{c} is null or t.{c} is null or s.{c} >= t.{c})")
             }),
         }
+    }
+
+    /// Deletes the stored rows the incoming tombstones remove. It answers
+    /// the version it removed (the latest, locked one) and the load whose
+    /// tombstone removed it.
+    pub(super) fn delete_tombstoned(&self) -> String {
+        let MergeSql {
+            parent,
+            label,
+            join,
+            tombstone_newer,
+            from_incoming,
+            ..
+        } = self;
+        // language=PostgreSQL
+        format!(
+            "delete from {parent} t using {from_incoming}
+          where s.\"_deleted\" and {join} and {tombstone_newer}
+      returning {label}, t.\"_row_hash\", s.\"_load_id\""
+        )
+    }
+
+    /// Writes every incoming row in key order, by `mode`'s rule, and answers
+    /// one row per partition and load (not a row each: a batch of 10,000
+    /// costs one message) with the hashes the rows replaced.
+    pub(super) fn upsert(&self, mode: MergeMode) -> String {
+        let MergeSql {
+            parent,
+            all_columns,
+            conflict,
+            excluded,
+            newer,
+            from_incoming,
+            part_key,
+            written_label,
+            ..
+        } = self;
+        let on_conflict = match mode {
+            MergeMode::Append => String::new(),
+            MergeMode::InsertMissing => format!("on conflict ({conflict}) do nothing"),
+            MergeMode::Merge | MergeMode::Patch => format!(
+                "on conflict ({conflict}) do update set {excluded}, {PREV_HASH_COLUMN} = t.\"_row_hash\"
+              where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
+            ),
+        };
+        // language=PostgreSQL
+        format!(
+            "with written as (
+           insert into {parent} as t ({all_columns})
+           select {all_columns} from {from_incoming} where not s.\"_deleted\" order by {conflict}
+           {on_conflict}
+           returning t.{part_key} as part, t.\"_load_id\" as load_id, t.{PREV_HASH_COLUMN} as replaced)
+         select {written_label}, w.load_id, count(*),
+                coalesce(array_agg(w.replaced) filter (where w.replaced is not null), '{{}}')
+           from written w group by w.part, w.load_id"
+        )
+    }
+
+    /// Reads back the hashes of the rows the upsert wrote for the loads
+    /// bound after the arrays, per partition and load.
+    pub(super) fn written_hashes(&self) -> String {
+        let MergeSql {
+            parent,
+            label,
+            join,
+            from_incoming,
+            ..
+        } = self;
+        let loads_param = self.arrays.as_ref().map_or(0, |a| a.columns.len()) + 1;
+        // language=PostgreSQL
+        format!(
+            "select {label}, t.\"_load_id\", array_agg(t.\"_row_hash\")
+           from {from_incoming} join {parent} t on {join} and t.\"_load_id\" = s.\"_load_id\"
+          where not s.\"_deleted\" and s.\"_load_id\" = any(${loads_param}::uuid[])
+          group by 1, 2"
+        )
     }
 
     /// A statement that reads `from_incoming`, with its arrays bound.

@@ -18,8 +18,7 @@ use uuid::Uuid;
 use super::duplicates::{self, Resolve};
 use crate::period::Period;
 use crate::schema::TableDef;
-// moved: tests reach the stage's lock key here.
-pub use crate::store::locks::stage_lock_key;
+use crate::store::locks::stage_lock_key;
 use crate::store::sql::{
     self, all_columns, column_ddl, key_index_columns, partition_key, period_literal, staging_table,
     Ident, STAGING_SCHEMA,
