@@ -77,49 +77,12 @@ pub async fn serve(
     let router = app(state);
     let connections = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors, say: wait instead of spinning.
-                    tracing::warn!(error = %e, "could not accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
+    while let Some((stream, peer)) = next_connection(&listener, &mut shutdown).await {
         let Some(held) = clients.admit(peer.ip()) else {
             tokio::spawn(refuse_connection(stream));
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        // The peer's address goes with each request (`/metrics` may be
-        // open to local peers).
-        let service = TowerToHyperService::new(router.clone().map_request(
-            move |request: Request<Incoming>| {
-                let mut request = request.map(Body::new);
-                request.extensions_mut().insert(ConnectInfo(peer));
-                request
-            },
-        ));
-        let mut builder = ConnectionBuilder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout);
-        let stream = FirstByte::new(stream, header_timeout);
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = connections.watch(connection);
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-            drop(held);
-        });
+        spawn_connection(&router, &connections, stream, peer, header_timeout, held);
     }
     drop(listener);
     connections.shutdown().await;
@@ -127,6 +90,65 @@ pub async fn serve(
         task.abort();
     }
     Ok(())
+}
+
+/// The next accepted connection, or `None` once `shutdown` has come.
+async fn next_connection(
+    listener: &TcpListener,
+    shutdown: &mut Pin<&mut impl Future<Output = ()>>,
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => return Some(accepted),
+                Err(e) => {
+                    // Out of file descriptors, say: wait instead of spinning.
+                    tracing::warn!(error = %e, "could not accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = &mut *shutdown => return None,
+        }
+    }
+}
+
+/// Serves one admitted connection on its own task, watched by
+/// `connections` for the graceful shutdown; `held` counts it against its
+/// client until it ends.
+fn spawn_connection(
+    router: &Router,
+    connections: &GracefulShutdown,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    header_timeout: Duration,
+    held: HeldConnection,
+) {
+    let _ = stream.set_nodelay(true);
+    // The peer's address goes with each request (`/metrics` may be
+    // open to local peers).
+    let service = TowerToHyperService::new(router.clone().map_request(
+        move |request: Request<Incoming>| {
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(ConnectInfo(peer));
+            request
+        },
+    ));
+    let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let stream = FirstByte::new(stream, header_timeout);
+    let connection = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .into_owned();
+    let connection = connections.watch(connection);
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+        drop(held);
+    });
 }
 
 /// A connection whose first byte must arrive within a timeout. hyper's

@@ -27,29 +27,15 @@ const SWAP_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// The counters and gauges of one server.
+/// The counters and gauges of one server, in families by what they
+/// watch.
 pub struct Metrics {
     registry: Registry,
-    requests: IntCounterVec,
-    request_seconds: HistogramVec,
-    request_body_bytes: IntCounterVec,
-    problems: IntCounterVec,
-    rows_received: IntCounterVec,
-    rows_written: IntCounterVec,
-    rows_duplicates: IntCounterVec,
-    rows_rejected: IntCounterVec,
-    replays: IntCounterVec,
-    swaps: IntCounterVec,
-    batches: IntCounterVec,
-    batched_posts: IntCounterVec,
-    swap_seconds: Histogram,
-    stages_swept: IntCounter,
-    keys_reaped: IntCounter,
-    pool_open: IntGauge,
-    pool_idle: IntGauge,
-    pool_waiting: IntGauge,
-    pool_max: IntGauge,
-    load_slots_free: IntGauge,
+    http: HttpFamilies,
+    rows: RowFamilies,
+    writes: WriteFamilies,
+    janitor: JanitorFamilies,
+    pool: PoolFamilies,
 }
 
 /// The database pool as it is at a scrape.
@@ -101,9 +87,16 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
     registered(registry, IntGauge::new(name, help).expect("a valid metric"))
 }
 
-impl Metrics {
-    pub fn new() -> Metrics {
-        let r = Registry::new();
+/// What the HTTP edge counts: requests, their time, body bytes, problems.
+struct HttpFamilies {
+    requests: IntCounterVec,
+    request_seconds: HistogramVec,
+    request_body_bytes: IntCounterVec,
+    problems: IntCounterVec,
+}
+
+impl HttpFamilies {
+    fn register(r: &Registry) -> Self {
         let request_seconds = HistogramVec::new(
             HistogramOpts::new(
                 "idem_http_request_duration_seconds",
@@ -113,6 +106,66 @@ impl Metrics {
             &["method", "route"],
         )
         .expect("a valid metric");
+        HttpFamilies {
+            requests: counters(
+                r,
+                "idem_http_requests_total",
+                "HTTP requests answered, by method, route and status.",
+                &["method", "route", "status"],
+            ),
+            request_seconds: registered(r, request_seconds),
+            request_body_bytes: counters(
+                r,
+                "idem_http_request_body_bytes_total",
+                "Bytes of request bodies read, as sent (gzip bodies packed), by route.",
+                &["route"],
+            ),
+            problems: counters(
+                r,
+                "idem_http_problems_total",
+                "Problem answers (application/problem+json), by status and code.",
+                &["status", "code"],
+            ),
+        }
+    }
+}
+
+/// What writes did to each table's rows, and the writes answered again.
+struct RowFamilies {
+    received: IntCounterVec,
+    written: IntCounterVec,
+    duplicates: IntCounterVec,
+    rejected: IntCounterVec,
+    replays: IntCounterVec,
+}
+
+impl RowFamilies {
+    fn register(r: &Registry) -> Self {
+        RowFamilies {
+            received: by_table(r, "idem_rows_received_total",
+                "Rows read from write bodies, by table (refused writes included)."),
+            written: by_table(r, "idem_rows_written_total",
+                "Rows written (inserted, updated, deleted or swapped in), by table."),
+            duplicates: by_table(r, "idem_rows_duplicates_total",
+                "Versions of repeated keys not written (dropped or held), by table."),
+            rejected: by_table(r, "idem_rows_rejected_total",
+                "Bad rows, by table: in refused writes, kept under a quarantine, or still bad after a replay."),
+            replays: by_table(r, "idem_idempotent_replays_total",
+                "Writes answered from a completed Idempotency-Key (Idempotent-Replayed: true), by table."),
+        }
+    }
+}
+
+/// How partitions were swapped in and small POSTs written together.
+struct WriteFamilies {
+    swaps: IntCounterVec,
+    swap_seconds: Histogram,
+    batches: IntCounterVec,
+    batched_posts: IntCounterVec,
+}
+
+impl WriteFamilies {
+    fn register(r: &Registry) -> Self {
         let swap_seconds = Histogram::with_opts(
             HistogramOpts::new(
                 "idem_partition_swap_duration_seconds",
@@ -121,48 +174,97 @@ impl Metrics {
             .buckets(SWAP_BUCKETS.to_vec()),
         )
         .expect("a valid metric");
-        Metrics {
-            requests: counters(&r, "idem_http_requests_total",
-                "HTTP requests answered, by method, route and status.",
-                &["method", "route", "status"]),
-            request_seconds: registered(&r, request_seconds),
-            request_body_bytes: counters(&r, "idem_http_request_body_bytes_total",
-                "Bytes of request bodies read, as sent (gzip bodies packed), by route.",
-                &["route"]),
-            problems: counters(&r, "idem_http_problems_total",
-                "Problem answers (application/problem+json), by status and code.",
-                &["status", "code"]),
-            rows_received: by_table(&r, "idem_rows_received_total",
-                "Rows read from write bodies, by table (refused writes included)."),
-            rows_written: by_table(&r, "idem_rows_written_total",
-                "Rows written (inserted, updated, deleted or swapped in), by table."),
-            rows_duplicates: by_table(&r, "idem_rows_duplicates_total",
-                "Versions of repeated keys not written (dropped or held), by table."),
-            rows_rejected: by_table(&r, "idem_rows_rejected_total",
-                "Bad rows, by table: in refused writes, kept under a quarantine, or still bad after a replay."),
-            replays: by_table(&r, "idem_idempotent_replays_total",
-                "Writes answered from a completed Idempotency-Key (Idempotent-Replayed: true), by table."),
-            swaps: by_table(&r, "idem_partition_swaps_total",
+        WriteFamilies {
+            swaps: by_table(r, "idem_partition_swaps_total",
                 "Partitions swapped in by a PUT, by table."),
-            swap_seconds: registered(&r, swap_seconds),
-            batches: by_table(&r, "idem_post_batches_total",
+            swap_seconds: registered(r, swap_seconds),
+            batches: by_table(r, "idem_post_batches_total",
                 "Transactions that wrote small POSTs together, by table."),
-            batched_posts: by_table(&r, "idem_post_batches_posts_total",
+            batched_posts: by_table(r, "idem_post_batches_posts_total",
                 "POSTs written in those transactions, by table (divided by the batches: POSTs per batch)."),
-            stages_swept: counter(&r, "idem_stages_swept_total",
-                "Stages left behind by crashed loads that the janitor dropped."),
-            keys_reaped: counter(&r, "idem_idempotency_keys_reaped_total",
-                "Expired Idempotency-Keys the janitor deleted."),
-            pool_open: gauge(&r, "idem_db_pool_connections",
-                "Connections to Postgres the pool holds open (idle or in use)."),
-            pool_idle: gauge(&r, "idem_db_pool_idle", "Open connections not in use."),
-            pool_waiting: gauge(&r, "idem_db_pool_waiting",
-                "Tasks waiting for a connection of the pool."),
-            pool_max: gauge(&r, "idem_db_pool_max_connections",
-                "The most connections the pool may open (IDEM_POOL_SIZE)."),
-            load_slots_free: gauge(&r, "idem_load_slots_free",
-                "Turns to write not taken (of IDEM_MAX_CONCURRENT_LOADS)."),
-            registry: r,
+        }
+    }
+}
+
+/// The janitor's work: stages dropped and keys deleted.
+struct JanitorFamilies {
+    stages_swept: IntCounter,
+    keys_reaped: IntCounter,
+}
+
+impl JanitorFamilies {
+    fn register(r: &Registry) -> Self {
+        JanitorFamilies {
+            stages_swept: counter(
+                r,
+                "idem_stages_swept_total",
+                "Stages left behind by crashed loads that the janitor dropped.",
+            ),
+            keys_reaped: counter(
+                r,
+                "idem_idempotency_keys_reaped_total",
+                "Expired Idempotency-Keys the janitor deleted.",
+            ),
+        }
+    }
+}
+
+/// The pool's and the write turns' state, set at each scrape.
+struct PoolFamilies {
+    open: IntGauge,
+    idle: IntGauge,
+    waiting: IntGauge,
+    max: IntGauge,
+    load_slots_free: IntGauge,
+}
+
+impl PoolFamilies {
+    fn register(r: &Registry) -> Self {
+        PoolFamilies {
+            open: gauge(
+                r,
+                "idem_db_pool_connections",
+                "Connections to Postgres the pool holds open (idle or in use).",
+            ),
+            idle: gauge(r, "idem_db_pool_idle", "Open connections not in use."),
+            waiting: gauge(
+                r,
+                "idem_db_pool_waiting",
+                "Tasks waiting for a connection of the pool.",
+            ),
+            max: gauge(
+                r,
+                "idem_db_pool_max_connections",
+                "The most connections the pool may open (IDEM_POOL_SIZE).",
+            ),
+            load_slots_free: gauge(
+                r,
+                "idem_load_slots_free",
+                "Turns to write not taken (of IDEM_MAX_CONCURRENT_LOADS).",
+            ),
+        }
+    }
+
+    fn set(&self, pool: PoolGauges) {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.open.set(gauge(pool.open));
+        self.idle.set(gauge(pool.idle));
+        self.waiting.set(gauge(pool.waiting));
+        self.max.set(gauge(pool.max));
+        self.load_slots_free.set(gauge(pool.load_slots_free));
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        Metrics {
+            http: HttpFamilies::register(&registry),
+            rows: RowFamilies::register(&registry),
+            writes: WriteFamilies::register(&registry),
+            janitor: JanitorFamilies::register(&registry),
+            pool: PoolFamilies::register(&registry),
+            registry,
         }
     }
 }
@@ -176,22 +278,25 @@ impl Default for Metrics {
 impl Metrics {
     /// One answered request: `route` is the matched route's template.
     pub fn request(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
-        self.requests
+        self.http
+            .requests
             .with_label_values(&[method, route, itoa::Buffer::new().format(status)])
             .inc();
-        self.request_seconds
+        self.http
+            .request_seconds
             .with_label_values(&[method, route])
             .observe(elapsed.as_secs_f64());
     }
 
     /// The counter a request body's bytes are added to as they arrive.
     pub fn body_bytes(&self, route: &str) -> IntCounter {
-        self.request_body_bytes.with_label_values(&[route])
+        self.http.request_body_bytes.with_label_values(&[route])
     }
 
     /// One problem answer.
     pub fn problem(&self, status: u16, code: &str) {
-        self.problems
+        self.http
+            .problems
             .with_label_values(&[itoa::Buffer::new().format(status), code])
             .inc();
     }
@@ -199,10 +304,10 @@ impl Metrics {
     /// What a write did to `table` (accepted, or refused with bad rows).
     pub fn rows(&self, table: &str, counts: RowCounts) {
         for (family, n) in [
-            (&self.rows_received, counts.received),
-            (&self.rows_written, counts.written),
-            (&self.rows_duplicates, counts.duplicates),
-            (&self.rows_rejected, counts.rejected),
+            (&self.rows.received, counts.received),
+            (&self.rows.written, counts.written),
+            (&self.rows.duplicates, counts.duplicates),
+            (&self.rows.rejected, counts.rejected),
         ] {
             family.with_label_values(&[table]).inc_by(n);
         }
@@ -210,43 +315,40 @@ impl Metrics {
 
     /// A write answered from its completed Idempotency-Key.
     pub fn replay(&self, table: &str) {
-        self.replays.with_label_values(&[table]).inc();
+        self.rows.replays.with_label_values(&[table]).inc();
     }
 
     /// A publish transaction of `table`: timed always, counted when it
     /// swapped a partition in (not when the content was already live).
     pub fn swap(&self, table: &str, swapped: bool, elapsed: Duration) {
-        self.swap_seconds.observe(elapsed.as_secs_f64());
+        self.writes.swap_seconds.observe(elapsed.as_secs_f64());
         if swapped {
-            self.swaps.with_label_values(&[table]).inc();
+            self.writes.swaps.with_label_values(&[table]).inc();
         }
     }
 
     /// A batch that wrote `posts` POSTs together.
     pub fn batch(&self, table: &str, posts: usize) {
-        self.batches.with_label_values(&[table]).inc();
-        self.batched_posts
+        self.writes.batches.with_label_values(&[table]).inc();
+        self.writes
+            .batched_posts
             .with_label_values(&[table])
             .inc_by(u64::try_from(posts).unwrap_or(u64::MAX));
     }
 
     pub fn stages_swept(&self, n: usize) {
-        self.stages_swept
+        self.janitor
+            .stages_swept
             .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
     }
 
     pub fn keys_reaped(&self, n: u64) {
-        self.keys_reaped.inc_by(n);
+        self.janitor.keys_reaped.inc_by(n);
     }
 
     /// The text a scrape answers, with the pool's gauges as they are now.
     pub fn render(&self, pool: PoolGauges) -> String {
-        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        self.pool_open.set(gauge(pool.open));
-        self.pool_idle.set(gauge(pool.idle));
-        self.pool_waiting.set(gauge(pool.waiting));
-        self.pool_max.set(gauge(pool.max));
-        self.load_slots_free.set(gauge(pool.load_slots_free));
+        self.pool.set(pool);
         let mut text = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut text)

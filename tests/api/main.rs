@@ -4,7 +4,9 @@
 
 mod auth;
 mod cli;
+mod cli_backfill_get;
 mod cli_commands;
+mod cli_put_post;
 mod concurrency;
 mod container;
 mod drop_table;

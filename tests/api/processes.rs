@@ -158,6 +158,10 @@ async fn a_write_refused_as_busy_is_logged_as_a_warning_not_an_error() {
     let busy = [
         ("IDEM_MAX_CONCURRENT_LOADS", "1"),
         ("IDEM_LOAD_WAIT_MS", "200"),
+        // The held body stalls on purpose: neither its idle time nor its
+        // rate may end it (and free the turn) while the test runs.
+        ("IDEM_BODY_IDLE_TIMEOUT_SECS", "600"),
+        ("IDEM_BODY_MIN_RATE_BYTES", "0"),
     ];
     let (idem, mut log) = Idem::start_piped(&url, "processes-busy", "text", &busy).await;
     let client = client_with_token(ADMIN_TOKEN);
@@ -172,7 +176,7 @@ async fn a_write_refused_as_busy_is_logged_as_a_warning_not_an_error() {
     // A PUT whose body's start arrives (more than a write reads before its
     // turn) and whose rest does not: it holds the only turn.
     let (body, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(2);
-    let held = tokio::spawn(
+    let mut held = tokio::spawn(
         client
             .put(format!("{}/partitions/orders/2026-10-12", idem.base))
             .header("content-type", "application/x-ndjson")
@@ -185,21 +189,21 @@ async fn a_write_refused_as_busy_is_logged_as_a_warning_not_an_error() {
         .map(|id| order(id, "paid", "2026-10-12T01:00:00Z"))
         .collect();
     body.send(Ok(ndjson(&rows))).await.unwrap();
-    let busy = loop {
-        let second = client
-            .put(format!("{}/partitions/orders/2026-10-13", idem.base))
-            .header("content-type", "application/x-ndjson")
-            .header("x-request-id", "busy-log-1")
-            .body("{\"order_id\": 2}\n")
-            .send()
-            .await
-            .unwrap();
-        if second.status() == 503 {
-            break json_body(second).await;
-        }
-        // The held PUT had not taken its turn yet: this one wrote its day.
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    // Only once the held PUT has the turn may another write be sent: sent
+    // earlier, it could take the turn itself and leave the held one to be
+    // refused as busy instead.
+    the_only_turn_is_taken(&client, &idem.base, &mut held).await;
+    let second = client
+        .put(format!("{}/partitions/orders/2026-10-13", idem.base))
+        .header("content-type", "application/x-ndjson")
+        .header("x-request-id", "busy-log-1")
+        .body("{\"order_id\": 2}\n")
+        .send()
+        .await
+        .unwrap();
+    let status = second.status();
+    let busy = json_body(second).await;
+    assert_eq!(status, 503, "{busy}");
     assert_eq!(busy["code"], "busy");
     drop(body);
     assert_eq!(held.await.unwrap().unwrap().status(), 200);
@@ -213,4 +217,45 @@ async fn a_write_refused_as_busy_is_logged_as_a_warning_not_an_error() {
         assert!(line.contains(" WARN "), "{line}");
     }
     assert!(lines.iter().all(|l| !l.contains(" ERROR ")), "{lines:#?}");
+}
+
+/// How long the held PUT of the busy test may take to reach its turn.
+const TURN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Waits until `/metrics` shows no turn to write free, failing with the
+/// held PUT's answer if it ends first, or after `TURN_DEADLINE`.
+async fn the_only_turn_is_taken(
+    client: &reqwest::Client,
+    base: &str,
+    held: &mut tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>,
+) {
+    let deadline = tokio::time::Instant::now() + TURN_DEADLINE;
+    loop {
+        if held.is_finished() {
+            match held.await.unwrap() {
+                Ok(r) => panic!(
+                    "the held PUT ended before its turn was seen taken: {} {}",
+                    r.status(),
+                    r.text().await.unwrap_or_default()
+                ),
+                Err(e) => panic!("the held PUT failed before its turn was seen taken: {e}"),
+            }
+        }
+        let metrics = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.lines().any(|l| l == "idem_load_slots_free 0") {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the held PUT took no turn within {TURN_DEADLINE:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
