@@ -25,10 +25,9 @@ use chrono::Utc;
 use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
 
-use super::answer::AnswerForm;
+use super::answer::{AnswerForm, KeyedAnswer};
 use super::body::BodyDigest;
 use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
-use super::keyed::KeyedAnswer;
 use super::rows::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
 };

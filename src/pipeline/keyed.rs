@@ -21,7 +21,7 @@ use chrono::Utc;
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Transaction};
 
-use super::answer::AnswerForm;
+use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch::Batched;
 use super::body::{classify_read_error, BodyDigest, BodySource};
 use super::partition::{self, PutConnections, PutPartition};
@@ -30,7 +30,6 @@ use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
 use crate::ingest::ContentDelta;
-use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::store::closing::{close_rows_writes, RowsClosing};
@@ -69,17 +68,6 @@ impl Recorded {
             Recorded::Replay(replay) => &replay.deltas,
         }
     }
-}
-
-/// A keyed write's answer: status and body (in the caller's form), the
-/// partition's `ETag` for a PUT, and whether it is a stored answer replayed.
-pub struct KeyedAnswer {
-    pub status: u16,
-    pub body: serde_json::Value,
-    pub etag: Option<String>,
-    pub replayed: bool,
-    /// What the write did; `None` for a replay, which wrote nothing.
-    pub counts: Option<RowCounts>,
 }
 
 impl KeyedWrite {
