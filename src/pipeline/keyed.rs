@@ -28,14 +28,12 @@ use super::partition::{self, PutConnections, PutPartition};
 use super::replay::{ReplayRejects, ReplayWritten};
 use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
-use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
+use crate::idempotency::{IdempotencyKey, KeyedRequest, OnCompleted, StoredKey, COMPLETED_STATUS};
 use crate::ingest::ContentDelta;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::store::closing::{close_rows_writes, RowsClosing};
-use crate::store::idempotency::{
-    complete_key, renew_key, unbound_lock_waits, Claim, Completion, OnCompleted, StoredKey,
-};
+use crate::store::idempotency::{complete_key, renew_key, unbound_lock_waits, Claim, Completion};
 use crate::store::ledger::LoadEntry;
 use crate::store::publish::current;
 use crate::store::stage::{self, StageFate};
