@@ -1,12 +1,16 @@
 //! The vocabulary of a write under an `Idempotency-Key`: the key (parsed
-//! once, at the edge), the request it is bound to, and the fingerprint that
-//! tells a repeat of that request from a reuse of its key. `http` builds
-//! these, `pipeline::keyed` runs the write and `store::idempotency` keeps
-//! the key's row; all three speak these types.
+//! once, at the edge), the request it is bound to, the fingerprint that
+//! tells a repeat of that request from a reuse of its key, and the answer a
+//! completed key keeps. `http` builds these, `pipeline::keyed` runs the
+//! write and `store::idempotency` keeps the key's row; all three speak
+//! these types.
 
 use std::fmt;
 
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
+use uuid::Uuid;
 
 /// An `Idempotency-Key`: 1 to 255 visible ASCII characters, without the
 /// surrounding whitespace and double quotes a client may send.
@@ -81,6 +85,32 @@ impl KeyedRequest {
 /// The status of every keyed write's answer: only completed writes are
 /// stored, and they all answer 200.
 pub const COMPLETED_STATUS: u16 = 200;
+
+/// A completed key, as stored.
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct StoredKey {
+    pub principal: String,
+    pub key: String,
+    pub fingerprint: String,
+    pub load_id: Option<Uuid>,
+    pub response_status: i32,
+    pub response_body: serde_json::Value,
+    /// The `ETag` the response carried, if any (a keyed PUT's).
+    pub response_etag: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What a claim does with a key it finds completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnCompleted {
+    /// Lets the key go at once: its record is the answer.
+    Release,
+    /// Keeps the key's lock: a PUT's record is the answer only while its
+    /// partition still holds what it recorded, which the claimer checks
+    /// under the lock.
+    Hold,
+}
 
 #[cfg(test)]
 mod tests {

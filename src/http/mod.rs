@@ -10,6 +10,7 @@ pub mod observe;
 pub mod ops;
 pub mod partitions;
 pub mod preconditions;
+pub mod receipts;
 pub mod rejects;
 pub mod rows;
 pub mod tables;
@@ -38,8 +39,8 @@ use crate::idempotency::{IdempotencyKey, KeyedRequest};
 use crate::metrics::{Metrics, PoolGauges, RowCounts};
 use crate::names::TableName;
 use crate::period::{Grain, Period};
+use crate::pipeline::answer::KeyedAnswer;
 use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode, MinRate};
-use crate::pipeline::keyed::KeyedAnswer;
 use crate::pipeline::slots::LoadSlots;
 use crate::pipeline::{Pipeline, WriteError, WriteResult};
 use crate::store::Store;
@@ -455,7 +456,11 @@ pub fn keyed_response(
     state.saw_answer(span, table, &answer);
     let status =
         axum::http::StatusCode::from_u16(answer.status).unwrap_or(axum::http::StatusCode::OK);
-    let mut response = (status, Json(answer.body)).into_response();
+    let mut body = answer.body;
+    if answer.replayed {
+        body["replayed"] = serde_json::Value::Bool(true);
+    }
+    let mut response = (status, Json(body)).into_response();
     let headers = response.headers_mut();
     headers.insert(
         REPLAYED_HEADER,

@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::observe::RequestSpan;
 use super::preconditions;
+use super::receipts::{self, RECEIPTS};
 use super::{
     bad_rows_override, body_limits, body_source, etag, idempotency_key, keyed_request,
     keyed_response, page, page_limit, parse_period, spawn_write, ApiQuery, AppState, BodyKind,
@@ -130,14 +131,15 @@ async fn run_put(
     let table = request.table.clone();
     if let Some(keyed) = keyed {
         let write = KeyedWrite::Partition(request);
-        let answer = spawn_write(async move { pipeline.run_keyed(keyed, write).await }).await?;
+        let answer =
+            spawn_write(async move { pipeline.run_keyed(keyed, write, RECEIPTS).await }).await?;
         return Ok(keyed_response(state, span, &table, answer));
     }
     let receipt = spawn_write(async move { pipeline.put_partition_unkeyed(request).await }).await?;
     span.record("load_id", tracing::field::display(receipt.load_id));
     state.metrics.rows(table.as_str(), receipt.counts());
     let etag = etag(receipt.etag());
-    let mut response = (StatusCode::OK, Json(receipt)).into_response();
+    let mut response = (StatusCode::OK, Json(receipts::put(&receipt))).into_response();
     response.headers_mut().insert(header::ETAG, etag);
     Ok(response)
 }

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::observe::RequestSpan;
+use super::receipts::RECEIPTS;
 use super::{
     idempotency_key, keyed_request, keyed_response, page, page_limit, page_ndjson, parse_id,
     spawn_write, wants_ndjson, ApiQuery, AppState, Caller,
@@ -69,7 +70,7 @@ async fn replay_rejects(
     let request = keyed_request(caller, key, "POST", &uri, &headers);
     let pipeline = state.pipeline();
     let write = KeyedWrite::Replay(replay);
-    match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {
+    match spawn_write(async move { pipeline.run_keyed(request, write, RECEIPTS).await }).await {
         Ok(answer) => Ok(keyed_response(&state, &span, &table, answer)),
         Err(e) => {
             state.saw_refusal(&table, &e);

@@ -10,6 +10,7 @@ use axum::Router;
 use serde::Deserialize;
 
 use super::observe::RequestSpan;
+use super::receipts::RECEIPTS;
 use super::{
     bad_rows_override, body_limits, body_source, idempotency_key, keyed_request, keyed_response,
     spawn_write, ApiQuery, AppState, BodyKind, Caller,
@@ -83,7 +84,7 @@ async fn post_rows(
         bad_rows,
     });
     let pipeline = state.pipeline();
-    match spawn_write(async move { pipeline.run_keyed(request, write).await }).await {
+    match spawn_write(async move { pipeline.run_keyed(request, write, RECEIPTS).await }).await {
         Ok(answer) => Ok(keyed_response(&state, &span, &table, answer)),
         Err(e) => {
             state.saw_refusal(&table, &e);

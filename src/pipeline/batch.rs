@@ -25,9 +25,9 @@ use chrono::Utc;
 use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
 
+use super::answer::{AnswerForm, KeyedAnswer};
 use super::body::BodyDigest;
 use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
-use super::keyed::KeyedAnswer;
 use super::rows::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
 };
@@ -65,6 +65,8 @@ struct BatchData {
     key: IdempotencyKey,
     /// Its Idempotency-Key's fingerprint.
     fingerprint: String,
+    /// The form its key's answer is stored in.
+    form: &'static dyn AnswerForm,
     /// Its body decoded, the COPY data of its rows included.
     pre: Box<Predecoded>,
     /// The first 16 bytes of each row's id (one per row): two POSTs sharing
@@ -104,6 +106,7 @@ impl BatchItem {
         rows: Box<PostRows>,
         pre: Box<Predecoded>,
         fingerprint: String,
+        form: &'static dyn AnswerForm,
     ) -> Result<Self, Box<PostRows>> {
         let Ok(row_ids) = row_id_prefixes(&pre.def, pre.mode, &pre.copy) else {
             return Err(with_predecoded(rows, pre));
@@ -112,6 +115,7 @@ impl BatchItem {
             principal: rows.principal.clone(),
             key: rows.idempotency_key.clone(),
             fingerprint,
+            form,
             pre,
             row_ids,
         };
@@ -218,12 +222,14 @@ impl Pipeline {
     /// Writes a small POST to a declared table in a batch; hands back any
     /// other (and a small one the batch could not take) to be written alone.
     /// A small body is read and decoded here, before any transaction: a
-    /// refusal is answered (and recorded) without one.
+    /// refusal is answered (and recorded) without one. The answer is stored
+    /// and given in `form`.
     pub async fn try_batch(
         &self,
         req: &KeyedRequest,
         rows: Box<PostRows>,
         digest: &BodyDigest,
+        form: &'static dyn AnswerForm,
     ) -> WriteResult<Batched> {
         let (rows, pre) = match self.predecode(rows).await? {
             Predecoding::Ready(rows, pre) => (rows, pre),
@@ -232,14 +238,14 @@ impl Pipeline {
         if !fits_arrays(pre.mode, pre.decoded.maybe_repeated) {
             return Ok(Batched::Alone(with_predecoded(rows, pre)));
         }
-        let item = match BatchItem::new(rows, pre, req.fingerprint(&digest.hex())) {
+        let item = match BatchItem::new(rows, pre, req.fingerprint(&digest.hex()), form) {
             Ok(item) => item,
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
         Ok(match self.write_in_batch(item).await? {
             BatchOutcome::Written(receipt) => Batched::Written(KeyedAnswer {
                 status: COMPLETED_STATUS,
-                body: serde_json::to_value(&receipt).expect("a receipt serializes"),
+                body: form.rows(&receipt),
                 etag: None,
                 replayed: false,
                 counts: Some(receipt.counts()),
@@ -437,11 +443,11 @@ impl Pipeline {
             let receipt = RowsReceipt::new(&pre.ticket, def, mode, &pre.decoded, one);
             written.insert(pre.ticket.load_id, RowsWritten { receipt, deltas });
         }
-        let bodies: HashMap<Uuid, serde_json::Value> = written
+        let bodies: HashMap<Uuid, serde_json::Value> = taken
             .iter()
-            .map(|(id, w)| {
-                let body = serde_json::to_value(&w.receipt).expect("a receipt serializes");
-                (*id, body)
+            .map(|item| {
+                let id = item.pre.ticket.load_id;
+                (id, item.form.rows(&written[&id].receipt))
             })
             .collect();
         let closings = self.closings(&taken, &written, &bodies);

@@ -21,20 +21,18 @@ use chrono::Utc;
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Transaction};
 
+use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch::Batched;
 use super::body::{classify_read_error, BodyDigest, BodySource};
 use super::partition::{self, PutConnections, PutPartition};
 use super::replay::{ReplayRejects, ReplayWritten};
 use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
-use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
+use crate::idempotency::{IdempotencyKey, KeyedRequest, OnCompleted, StoredKey, COMPLETED_STATUS};
 use crate::ingest::ContentDelta;
-use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::store::idempotency::{
-    complete_key, renew_key, unbound_lock_waits, Claim, Completion, OnCompleted, StoredKey,
-};
+use crate::store::idempotency::{complete_key, renew_key, unbound_lock_waits, Claim, Completion};
 use crate::store::ledger::LoadEntry;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
 use crate::store::write::publish::current;
@@ -70,17 +68,6 @@ impl Recorded {
     }
 }
 
-/// A keyed write's answer: status and body, the partition's `ETag` for a
-/// PUT, and whether it was replayed.
-pub struct KeyedAnswer {
-    pub status: u16,
-    pub body: serde_json::Value,
-    pub etag: Option<String>,
-    pub replayed: bool,
-    /// What the write did; `None` for a replay, which wrote nothing.
-    pub counts: Option<RowCounts>,
-}
-
 impl KeyedWrite {
     fn body(&mut self) -> &mut BodySource {
         match self {
@@ -102,11 +89,12 @@ impl KeyedWrite {
 impl Pipeline {
     /// Runs `write` under the request's Idempotency-Key (see the module's
     /// doc): a replay when the key is completed, otherwise the write in the
-    /// transaction that claims the key.
+    /// transaction that claims the key, which stores its answer in `form`.
     pub async fn run_keyed(
         &self,
         req: KeyedRequest,
         mut write: KeyedWrite,
+        form: &'static dyn AnswerForm,
     ) -> WriteResult<KeyedAnswer> {
         let digest = write
             .body()
@@ -130,13 +118,15 @@ impl Pipeline {
             }
         }
         let write = match write {
-            KeyedWrite::Rows(rows) => match self.try_batch(&req, Box::new(rows), &digest).await? {
-                Batched::Written(answer) => return Ok(answer),
-                Batched::Alone(rows) => KeyedWrite::Rows(*rows),
-            },
+            KeyedWrite::Rows(rows) => {
+                match self.try_batch(&req, Box::new(rows), &digest, form).await? {
+                    Batched::Written(answer) => return Ok(answer),
+                    Batched::Alone(rows) => KeyedWrite::Rows(*rows),
+                }
+            }
             put => put,
         };
-        self.write_alone(req, write, digest).await
+        self.write_alone(req, write, digest, form).await
     }
 
     /// A POST's key, completed, if it is; and its table's definition. With
@@ -176,6 +166,7 @@ impl Pipeline {
         req: KeyedRequest,
         mut write: KeyedWrite,
         digest: BodyDigest,
+        form: &'static dyn AnswerForm,
     ) -> WriteResult<KeyedAnswer> {
         // No later than the database's clock will start the key's retention.
         let claimed_at = Utc::now();
@@ -205,7 +196,7 @@ impl Pipeline {
         };
         let ticket = write.ticket(&req.key);
         let written = self
-            .write_claimed(write, &ticket, &mut tx, stage_conn.as_deref_mut())
+            .write_claimed(write, &ticket, &mut tx, stage_conn.as_deref_mut(), form)
             .await;
         let (answer, rows) = match written {
             Ok(written) => written,
@@ -328,28 +319,30 @@ impl Pipeline {
         Err(refused)
     }
 
-    /// The write itself, in the transaction that holds its key; a POST's
-    /// rows also say what is left to record before the commit.
+    /// The write itself, in the transaction that holds its key, its answer
+    /// in `form`; a POST's rows also say what is left to record before the
+    /// commit.
     async fn write_claimed(
         &self,
         write: KeyedWrite,
         ticket: &LoadTicket,
         tx: &mut PgConnection,
         stage_conn: Option<&mut PgConnection>,
+        form: &dyn AnswerForm,
     ) -> WriteResult<(KeyedAnswer, Option<Recorded>)> {
         let mut recorded = None;
         let (body, etag, counts) = match write {
             KeyedWrite::Rows(rows) => {
                 let written = self.write_rows(rows, ticket, tx).await?;
                 let receipt = &written.receipt;
-                let answer = (json(receipt), None, receipt.counts());
+                let answer = (form.rows(receipt), None, receipt.counts());
                 recorded = Some(Recorded::Rows(written));
                 answer
             }
             KeyedWrite::Replay(replay) => {
                 let written = self.replay_rejects(replay, ticket, tx).await?;
                 let receipt = &written.receipt;
-                let answer = (json(receipt), None, receipt.counts());
+                let answer = (form.replay(receipt), None, receipt.counts());
                 recorded = Some(Recorded::Replay(written));
                 answer
             }
@@ -360,7 +353,7 @@ impl Pipeline {
                 };
                 let receipt = self.replace_partition(put, ticket, conns).await?;
                 let etag = Some(receipt.etag().to_string());
-                (json(&receipt), etag, receipt.counts())
+                (form.partition(&receipt), etag, receipt.counts())
             }
         };
         let answer = KeyedAnswer {
@@ -443,17 +436,11 @@ async fn replay(
     if req.fingerprint(&digest.hex()) != stored.fingerprint {
         return Err(WriteError::KeyReused);
     }
-    let mut body = stored.response_body;
-    body["replayed"] = serde_json::Value::Bool(true);
     Ok(KeyedAnswer {
         status: u16::try_from(stored.response_status).unwrap_or(COMPLETED_STATUS),
-        body,
+        body: stored.response_body,
         etag: stored.response_etag,
         replayed: true,
         counts: None,
     })
-}
-
-fn json(value: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(value).expect("a receipt serializes")
 }

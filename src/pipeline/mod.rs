@@ -6,6 +6,7 @@
 //! share. Nothing here knows HTTP: it takes a body stream and the store, and
 //! answers receipts or a `WriteError`.
 
+pub mod answer;
 pub mod batch;
 pub mod body;
 pub mod decode;
@@ -283,9 +284,4 @@ impl LoadTicket {
             tracing::warn!(error = ?e, "could not record a refused load");
         }
     }
-}
-
-/// For receipts' counts shown only when there is something to count.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

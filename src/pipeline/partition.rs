@@ -10,7 +10,6 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
@@ -36,8 +35,8 @@ use crate::store::write::stage::{self, StageFate, Staged};
 use crate::store::StoreError;
 use crate::versions::Expected;
 
-/// The answer to an accepted PUT (the receipt; see the README).
-#[derive(Clone, Debug, Serialize)]
+/// What an accepted PUT did (its HTTP form is `http::receipts`).
+#[derive(Clone, Debug)]
 pub struct Receipt {
     pub load_id: Uuid,
     pub table: TableName,
@@ -48,18 +47,16 @@ pub struct Receipt {
     pub duplicates: u64,
     /// Bad rows kept in the rejects store (`bad_rows: quarantine`).
     pub rejected: u64,
-    /// Where they are listed (absent when none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rejects: Option<String>,
+    /// The load they were kept by: this one, or for the body the day was
+    /// built from, the load that first wrote it.
+    pub rejected_by: Uuid,
     /// Values of fields the table has no column for, dropped under
-    /// `schema: discard_unknown` (absent when none).
-    #[serde(skip_serializing_if = "super::is_zero")]
+    /// `schema: discard_unknown`.
     pub discarded_fields: u64,
     /// Rows in the partition after this write.
     pub row_count: u64,
     pub content_sha256: String,
     pub changed: bool,
-    pub replayed: bool,
 }
 
 impl Receipt {
@@ -433,12 +430,11 @@ impl StagedPut<'_> {
             rows_written: staged.rows,
             duplicates,
             rejected,
-            rejects: rejects_link(&def.name, self.ticket.load_id, rejected),
+            rejected_by: self.ticket.load_id,
             discarded_fields: decoded.discarded_fields,
             row_count: staged.rows,
             content_sha256: content.hex(),
             changed: true,
-            replayed: false,
         };
         let mut entry = receipt.entry(self.ticket, LoadStatus::Published);
         let body = BodyFacts {
@@ -534,19 +530,13 @@ fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
             .saturating_sub(live.rejected)
             .saturating_sub(live.row_count),
         rejected: live.rejected,
-        rejects: rejects_link(&ticket.table, live.load_id, live.rejected),
+        rejected_by: live.load_id,
         // Not decoded again: the first PUT of this body told its count.
         discarded_fields: 0,
         row_count: live.row_count,
         content_sha256: live.content_sha256.clone(),
         changed: false,
-        replayed: false,
     }
-}
-
-/// Where a load's rejects are listed, when it has any.
-pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<String> {
-    (rejected > 0).then(|| format!("/rejects?table={table}&load_id={load_id}"))
 }
 
 /// What tells a body that is the live day's own: the hash the day's body

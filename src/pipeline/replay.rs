@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -68,8 +67,8 @@ impl ReplayRejects {
     }
 }
 
-/// The answer to a replay.
-#[derive(Clone, Debug, Default, Serialize)]
+/// What a replay of rejects did (its HTTP form is `http::receipts`).
+#[derive(Clone, Debug, Default)]
 pub struct ReplayReceipt {
     pub load_id: Uuid,
     pub table: String,
@@ -92,7 +91,6 @@ pub struct ReplayReceipt {
     /// Every partition written, with the rows it gained or lost.
     pub partitions: Vec<PartitionAfter>,
     pub changed: bool,
-    pub replayed: bool,
 }
 
 impl ReplayReceipt {

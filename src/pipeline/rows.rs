@@ -2,7 +2,6 @@
 //! that also records the request's Idempotency-Key.
 
 use bytes::Bytes;
-use serde::Serialize;
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
@@ -10,7 +9,6 @@ use uuid::Uuid;
 use super::body::BodySource;
 use super::decode::{self, Decode, DecodeJob, Decoded, Quarantine, RepeatCheck};
 use super::evolve::BodyReading;
-use super::partition::rejects_link;
 use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::idempotency::IdempotencyKey;
@@ -28,8 +26,8 @@ use crate::store::write::incoming::{
 };
 use crate::store::write::merge::{apply_incoming, Merged, PartitionAfter};
 
-/// The answer to an accepted POST.
-#[derive(Clone, Debug, Serialize)]
+/// What an accepted POST did (its HTTP form is `http::receipts`).
+#[derive(Clone, Debug)]
 pub struct RowsReceipt {
     pub load_id: Uuid,
     pub table: TableName,
@@ -50,15 +48,10 @@ pub struct RowsReceipt {
     pub duplicates: u64,
     /// Bad rows kept in the rejects store (`bad_rows: quarantine`).
     pub rejected: u64,
-    /// Where they are listed (absent when none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rejects: Option<String>,
     /// Values of fields the table has no column for, dropped under
-    /// `schema: discard_unknown` (absent when none).
-    #[serde(skip_serializing_if = "super::is_zero")]
+    /// `schema: discard_unknown`.
     pub discarded_fields: u64,
     pub changed: bool,
-    pub replayed: bool,
 }
 
 pub struct PostRows {
@@ -167,14 +160,12 @@ impl Pipeline {
         tx: &mut PgConnection,
     ) -> WriteResult<RowsWritten> {
         let (target, mode, decoding) = self.decoding(req, ticket, tx).await?;
-        let table = target.def().name.clone();
         let (rejects, mut written) = self
             .merge_decoding(tx, target, mode, ticket, decoding)
             .await?;
         if let Some(rejects) = rejects {
             let receipt = &mut written.receipt;
             receipt.rejected = rejects::keep(tx, rejects).await?;
-            receipt.rejects = rejects_link(&table, ticket.load_id, receipt.rejected);
         }
         Ok(written)
     }
@@ -419,10 +410,8 @@ impl RowsReceipt {
             unchanged: merged.rows_after_dedup - rows_written,
             duplicates: merged.duplicates,
             rejected: 0,
-            rejects: None,
             discarded_fields: decoded.discarded_fields,
             changed: rows_written > 0,
-            replayed: false,
             partitions: merged.partitions,
         }
     }

@@ -19,8 +19,7 @@ use std::sync::Mutex;
 
 use chrono::Utc;
 
-use super::idempotency::StoredKey;
-use crate::idempotency::IdempotencyKey;
+use crate::idempotency::{IdempotencyKey, StoredKey};
 
 /// Bytes of keys and answers remembered at most.
 const MAX_BYTES: usize = 16 * 1024 * 1024;

@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::types::Json;
@@ -18,24 +17,9 @@ use uuid::Uuid;
 use super::locks::lock_key;
 use super::sql::array_params;
 use super::{Store, StoreError, StoreResult};
-use crate::idempotency::IdempotencyKey;
+use crate::idempotency::{IdempotencyKey, OnCompleted, StoredKey};
 use crate::names::TableName;
 use crate::schema::TableDef;
-
-/// A completed key, as stored.
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct StoredKey {
-    pub principal: String,
-    pub key: String,
-    pub fingerprint: String,
-    pub load_id: Option<Uuid>,
-    pub response_status: i32,
-    pub response_body: serde_json::Value,
-    /// The `ETag` the response carried, if any (a keyed PUT's).
-    pub response_etag: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-}
 
 pub enum Claim {
     /// The key is ours: write in this transaction, then `complete` and
@@ -47,17 +31,6 @@ pub enum Claim {
     /// hold it (`OnCompleted::Hold`): its lock is held in this transaction,
     /// where the request may run again (`renew_key`) or be let go.
     Held(Transaction<'static, Postgres>, StoredKey),
-}
-
-/// What a claim does with a key it finds completed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnCompleted {
-    /// Lets the key go at once: its record is the answer.
-    Release,
-    /// Keeps the key's lock: a PUT's record is the answer only while its
-    /// partition still holds what it recorded, which the claimer checks
-    /// under the lock.
-    Hold,
 }
 
 /// What `GET /idempotency-keys/{key}` can find.

@@ -1,0 +1,181 @@
+//! The JSON form of the pipeline's receipts: the fields a client reads, the
+//! link to a load's rejects, and `replayed`. An unkeyed PUT is answered with
+//! these structs as they serialize (their field order on the wire); a keyed
+//! write's answer is stored and sent as a JSON value (`ReceiptForm`, the
+//! form `pipeline::keyed` stores it in).
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::names::TableName;
+use crate::period::Period;
+use crate::pipeline::answer::AnswerForm;
+use crate::pipeline::partition::Receipt;
+use crate::pipeline::replay::ReplayReceipt;
+use crate::pipeline::rows::RowsReceipt;
+use crate::schema::MergeMode;
+use crate::store::write::merge::PartitionAfter;
+
+/// The form keyed writes store their answers in.
+pub static RECEIPTS: &dyn AnswerForm = &ReceiptForm;
+
+/// Each receipt as its JSON answer, with `replayed: false` (a stored answer
+/// sent again says `true`: see `super::keyed_response`).
+pub struct ReceiptForm;
+
+impl AnswerForm for ReceiptForm {
+    fn partition(&self, receipt: &Receipt) -> serde_json::Value {
+        json(&put(receipt))
+    }
+
+    fn rows(&self, receipt: &RowsReceipt) -> serde_json::Value {
+        json(&rows(receipt))
+    }
+
+    fn replay(&self, receipt: &ReplayReceipt) -> serde_json::Value {
+        json(&replay(receipt))
+    }
+}
+
+fn json(value: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(value).expect("a receipt serializes")
+}
+
+/// Where a load's rejects are listed, when it has any.
+pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<String> {
+    (rejected > 0).then(|| format!("/rejects?table={table}&load_id={load_id}"))
+}
+
+/// For counts shown only when there is something to count.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The answer to an accepted PUT (the receipt; see the README).
+#[derive(Serialize)]
+pub struct PutAnswer<'a> {
+    load_id: Uuid,
+    table: &'a TableName,
+    ds: Period,
+    mode: &'static str,
+    rows_received: u64,
+    rows_written: u64,
+    duplicates: u64,
+    rejected: u64,
+    /// Where the rejected rows are listed (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rejects: Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    discarded_fields: u64,
+    row_count: u64,
+    content_sha256: &'a str,
+    changed: bool,
+    replayed: bool,
+}
+
+pub fn put(r: &Receipt) -> PutAnswer<'_> {
+    PutAnswer {
+        load_id: r.load_id,
+        table: &r.table,
+        ds: r.ds,
+        mode: r.mode,
+        rows_received: r.rows_received,
+        rows_written: r.rows_written,
+        duplicates: r.duplicates,
+        rejected: r.rejected,
+        rejects: rejects_link(&r.table, r.rejected_by, r.rejected),
+        discarded_fields: r.discarded_fields,
+        row_count: r.row_count,
+        content_sha256: &r.content_sha256,
+        changed: r.changed,
+        replayed: false,
+    }
+}
+
+/// The answer to an accepted POST.
+#[derive(Serialize)]
+struct RowsAnswer<'a> {
+    load_id: Uuid,
+    table: &'a TableName,
+    mode: MergeMode,
+    ds: Option<Period>,
+    partitions: &'a [PartitionAfter],
+    rows_received: u64,
+    rows_written: u64,
+    inserted: u64,
+    updated: u64,
+    deleted: u64,
+    unchanged: u64,
+    duplicates: u64,
+    rejected: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rejects: Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    discarded_fields: u64,
+    changed: bool,
+    replayed: bool,
+}
+
+fn rows(r: &RowsReceipt) -> RowsAnswer<'_> {
+    RowsAnswer {
+        load_id: r.load_id,
+        table: &r.table,
+        mode: r.mode,
+        ds: r.ds,
+        partitions: &r.partitions,
+        rows_received: r.rows_received,
+        rows_written: r.rows_written,
+        inserted: r.inserted,
+        updated: r.updated,
+        deleted: r.deleted,
+        unchanged: r.unchanged,
+        duplicates: r.duplicates,
+        rejected: r.rejected,
+        rejects: rejects_link(&r.table, r.load_id, r.rejected),
+        discarded_fields: r.discarded_fields,
+        changed: r.changed,
+        replayed: false,
+    }
+}
+
+/// The answer to a replay of rejects.
+#[derive(Serialize)]
+struct ReplayAnswer<'a> {
+    load_id: Uuid,
+    table: &'a str,
+    mode: &'static str,
+    tried: u64,
+    rows_replayed: u64,
+    still_pending: u64,
+    expired: u64,
+    more_pending: bool,
+    rows_written: u64,
+    inserted: u64,
+    updated: u64,
+    unchanged: u64,
+    duplicates: u64,
+    partitions: &'a [PartitionAfter],
+    changed: bool,
+    replayed: bool,
+}
+
+fn replay(r: &ReplayReceipt) -> ReplayAnswer<'_> {
+    ReplayAnswer {
+        load_id: r.load_id,
+        table: &r.table,
+        mode: r.mode,
+        tried: r.tried,
+        rows_replayed: r.rows_replayed,
+        still_pending: r.still_pending,
+        expired: r.expired,
+        more_pending: r.more_pending,
+        rows_written: r.rows_written,
+        inserted: r.inserted,
+        updated: r.updated,
+        unchanged: r.unchanged,
+        duplicates: r.duplicates,
+        partitions: &r.partitions,
+        changed: r.changed,
+        replayed: false,
+    }
+}

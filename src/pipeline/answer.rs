@@ -1,0 +1,31 @@
+//! A keyed write's answer, and the form its stored body takes. `pipeline/`
+//! returns receipts and knows no wire format; the caller (`http/`) supplies
+//! the form, and the keyed write (alone or in a batch) calls it where it
+//! stores the key's answer, in the write's own transaction, so the record
+//! holds what the client was sent.
+
+use super::partition::Receipt;
+use super::replay::ReplayReceipt;
+use super::rows::RowsReceipt;
+use crate::metrics::RowCounts;
+
+/// Renders each receipt as the body a keyed write stores and answers.
+pub trait AnswerForm: Send + Sync {
+    /// A PUT's receipt.
+    fn partition(&self, receipt: &Receipt) -> serde_json::Value;
+    /// A POST's receipt.
+    fn rows(&self, receipt: &RowsReceipt) -> serde_json::Value;
+    /// A replay of rejects' receipt.
+    fn replay(&self, receipt: &ReplayReceipt) -> serde_json::Value;
+}
+
+/// A keyed write's answer: status and body (in the caller's form), the
+/// partition's `ETag` for a PUT, and whether it is a stored answer replayed.
+pub struct KeyedAnswer {
+    pub status: u16,
+    pub body: serde_json::Value,
+    pub etag: Option<String>,
+    pub replayed: bool,
+    /// What the write did; `None` for a replay, which wrote nothing.
+    pub counts: Option<RowCounts>,
+}
