@@ -224,7 +224,7 @@ impl Pipeline {
     /// A small body is read and decoded here, before any transaction: a
     /// refusal is answered (and recorded) without one. The answer is stored
     /// and given in `form`.
-    pub async fn try_batch(
+    pub(super) async fn try_batch(
         &self,
         req: &KeyedRequest,
         rows: Box<PostRows>,
@@ -327,7 +327,7 @@ impl Pipeline {
 
     /// Writes `item` in a batch of its table's, or hands it back to be
     /// written alone.
-    pub async fn write_in_batch(&self, item: BatchItem) -> WriteResult<BatchOutcome> {
+    pub(super) async fn write_in_batch(&self, item: BatchItem) -> WriteResult<BatchOutcome> {
         let queue = self.queue_for(&item.data.pre);
         let (reply, answer) = oneshot::channel();
         queue.lock().push_back(Waiting { item, reply });

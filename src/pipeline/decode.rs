@@ -51,7 +51,7 @@ pub struct Decoded {
     /// The partitions the rows belong to, in order.
     pub periods: BTreeSet<Period>,
     /// What the rows other than tombstones add to each partition if every
-    /// one of them is written (see `store::merge::LoadRows`).
+    /// one of them is written (see `store::write::merge::LoadRows`).
     pub additions: BTreeMap<Period, ContentDelta>,
     /// SHA-256 of `hash_prefix` and the body.
     pub body_sha256: String,

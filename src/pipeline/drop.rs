@@ -12,7 +12,11 @@ impl Pipeline {
     /// Drops `table` with everything idem keeps of it but its ledger; false
     /// when there was no such table (nothing is recorded then).
     #[tracing::instrument(skip(self, actor))]
-    pub async fn drop_table(&self, table: &TableName, actor: &Actor) -> WriteResult<bool> {
+    pub(super) async fn drop_and_record(
+        &self,
+        table: &TableName,
+        actor: &Actor,
+    ) -> WriteResult<bool> {
         let ticket = LoadTicket::new(table, None, MODE, None, actor);
         let entry = LoadEntry {
             status: LoadStatus::Published,

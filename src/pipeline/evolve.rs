@@ -103,7 +103,7 @@ impl Pipeline {
     /// module's doc), and the body to read again; any other table and its
     /// body as they came. `day`: a PUT's day that exists, whose own body
     /// is answered `DaysOwn` when the spool is full.
-    pub async fn fit_table_to_body(
+    pub(super) async fn fit_table_to_body(
         &self,
         conn: &mut PgConnection,
         target: Target,
@@ -123,7 +123,7 @@ impl Pipeline {
 
     /// The table changed to fit `body` (once more: after another writer
     /// changed it, say); a body read once is taken as fitting.
-    pub async fn fit_again(
+    pub(super) async fn fit_again(
         &self,
         conn: &mut PgConnection,
         target: Target,

@@ -90,7 +90,7 @@ impl Pipeline {
     /// Runs `write` under the request's Idempotency-Key (see the module's
     /// doc): a replay when the key is completed, otherwise the write in the
     /// transaction that claims the key, which stores its answer in `form`.
-    pub async fn run_keyed(
+    pub(super) async fn write_keyed(
         &self,
         req: KeyedRequest,
         mut write: KeyedWrite,

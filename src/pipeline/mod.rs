@@ -1,10 +1,23 @@
-//! The way of a write: body → decode → validate → stage → publish.
+//! The way of a write: body → decode → validate → stage → publish (a PUT)
+//! or merge (a POST).
 //!
-//! `partition` replaces a day (`PUT /partitions`), `rows` appends or merges
-//! (`POST /rows`), `keyed` wraps either in an Idempotency-Key; `body` reads a
-//! request body within its limits and `decode` is the blocking half they
-//! share. Nothing here knows HTTP: it takes a body stream and the store, and
-//! answers receipts or a `WriteError`.
+//! `Pipeline`'s whole API is the one `impl Pipeline` in this file: an entry
+//! point per kind of write (`run_keyed`, `put_partition_unkeyed`,
+//! `drop_table`), each delegating to the file that holds its steps, and the
+//! steps the write paths share. The files: `partition` replaces a day (`PUT
+//! /partitions`), `rows` appends or merges (`POST /rows`), `batch` writes
+//! small POSTs to one table together, `keyed` runs any of them under an
+//! Idempotency-Key, `replay` writes a table's rejects again, `evolve` fits
+//! a table to a body under `schema: evolve`, `drop` drops a table; `body`
+//! reads a request body within its limits, `turns` and `slots` hand out
+//! turns to write, `decode` is the blocking half every write shares and
+//! `spool` keeps a body that is read twice; `ticket` is a load as the
+//! ledger knows it.
+//!
+//! Nothing here knows HTTP: it takes a body stream and the store, and
+//! answers domain receipts or a `WriteError`; `http/receipts.rs` gives the
+//! receipts their JSON form (handed in as an `answer::AnswerForm` where a
+//! keyed answer is stored).
 
 pub mod answer;
 pub mod batch;
@@ -19,34 +32,35 @@ pub mod replay;
 pub mod rows;
 pub mod slots;
 pub mod spool;
+pub mod ticket;
 pub mod turns;
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use uuid::Uuid;
 
 pub use error::{WriteError, WriteResult};
+pub use ticket::LoadTicket;
 
 use sha2::Sha256;
 
 use crate::access::Actor;
 use crate::config::Settings;
+use crate::idempotency::KeyedRequest;
 use crate::ingest::infer::infer_table;
 use crate::ingest::BodyFormat;
 use crate::ingest::EncodeOptions;
 use crate::metrics::Metrics;
 use crate::names::{ColumnName, TableName};
-use crate::period::Period;
 use crate::schema::{TableDef, DEFAULT_PARTITION_COLUMN};
 use crate::store::catalog::{self, Origin};
-use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::rejects::RejectSource;
 use crate::store::Store;
+use answer::{AnswerForm, KeyedAnswer};
 use body::classify_read_error;
 use decode::{DecodeJob, RepeatCheck};
+use keyed::KeyedWrite;
+use partition::{PutPartition, Receipt};
 use slots::{LoadSlot, LoadSlots, NoSlot};
 
 /// How much of a body is sampled, at least, to infer an undeclared table's
@@ -68,48 +82,6 @@ pub struct Pipeline {
     pub batches: Arc<batch::Batches>,
     /// Table definitions read (see `batch::Definitions`).
     pub definitions: Arc<batch::Definitions>,
-}
-
-impl Pipeline {
-    /// Waits (bounded) for a turn to write, counted toward `principals`
-    /// (the tokens whose writes it does); past the wait, the write is
-    /// refused as busy, and the client retries later.
-    pub async fn load_slot(&self, principals: &[&str]) -> WriteResult<LoadSlot> {
-        let wait = self.settings.load_wait();
-        self.load_slots
-            .acquire(principals, wait)
-            .await
-            .map_err(|no| match no {
-                NoSlot::ShareTaken => WriteError::ShareTaken,
-                NoSlot::AllTaken => WriteError::Busy,
-            })
-    }
-}
-
-impl Pipeline {
-    /// What a load's body is decoded as, within the settings' bounds.
-    pub fn decode_job(
-        &self,
-        def: TableDef,
-        options: EncodeOptions,
-        repeats: RepeatCheck,
-        ticket: &LoadTicket,
-        format: BodyFormat,
-    ) -> DecodeJob {
-        DecodeJob {
-            def,
-            options,
-            repeats,
-            load_id: ticket.load_id,
-            format,
-            hash_prefix: Sha256::default(),
-            max_listed_errors: self.settings.max_listed_errors,
-            max_record_bytes: self.settings.max_record_bytes(),
-            quarantine: None,
-            spool_dir: self.settings.spool_dir.clone(),
-            collect_wants: false,
-        }
-    }
 }
 
 /// The table a write goes to, as found or as guessed.
@@ -134,11 +106,76 @@ impl Target {
     }
 }
 
+/// The pipeline's whole API: what `http/` calls. Each entry point is a
+/// short delegation to the file that holds its steps; below them, the
+/// steps the write paths share.
 impl Pipeline {
+    /// Runs `write` under the request's Idempotency-Key (`keyed`): a replay
+    /// when the key is completed, otherwise the write in the transaction
+    /// that claims the key, which stores its answer in `form`.
+    pub async fn run_keyed(
+        &self,
+        req: KeyedRequest,
+        write: KeyedWrite,
+        form: &'static dyn AnswerForm,
+    ) -> WriteResult<KeyedAnswer> {
+        self.write_keyed(req, write, form).await
+    }
+
+    /// Replaces a day without an Idempotency-Key (`partition`): its own
+    /// connection, its refusals recorded in the ledger.
+    pub async fn put_partition_unkeyed(&self, req: PutPartition) -> WriteResult<Receipt> {
+        self.write_unkeyed_put(req).await
+    }
+
+    /// Drops `table` with everything idem keeps of it but its ledger
+    /// (`drop`); false when there was no such table.
+    pub async fn drop_table(&self, table: &TableName, actor: &Actor) -> WriteResult<bool> {
+        self.drop_and_record(table, actor).await
+    }
+
+    /// Waits (bounded) for a turn to write, counted toward `principals`
+    /// (the tokens whose writes it does); past the wait, the write is
+    /// refused as busy, and the client retries later.
+    pub(super) async fn load_slot(&self, principals: &[&str]) -> WriteResult<LoadSlot> {
+        let wait = self.settings.load_wait();
+        self.load_slots
+            .acquire(principals, wait)
+            .await
+            .map_err(|no| match no {
+                NoSlot::ShareTaken => WriteError::ShareTaken,
+                NoSlot::AllTaken => WriteError::Busy,
+            })
+    }
+
+    /// What a load's body is decoded as, within the settings' bounds.
+    pub(super) fn decode_job(
+        &self,
+        def: TableDef,
+        options: EncodeOptions,
+        repeats: RepeatCheck,
+        ticket: &LoadTicket,
+        format: BodyFormat,
+    ) -> DecodeJob {
+        DecodeJob {
+            def,
+            options,
+            repeats,
+            load_id: ticket.load_id,
+            format,
+            hash_prefix: Sha256::default(),
+            max_listed_errors: self.settings.max_listed_errors,
+            max_record_bytes: self.settings.max_record_bytes(),
+            quarantine: None,
+            spool_dir: self.settings.spool_dir.clone(),
+            collect_wants: false,
+        }
+    }
+
     /// The table a write goes to. An undeclared one is guessed from the
     /// first records of the body (unless switched off); the sample is put
     /// back in front of the rest of the body.
-    pub async fn resolve_table(
+    pub(super) async fn resolve_table(
         &self,
         conn: &mut PgConnection,
         table: &TableName,
@@ -164,22 +201,9 @@ impl Pipeline {
         Ok((Target::Inferred(def), body))
     }
 
-    /// The table a write in transaction `tx` goes to, created there when it
-    /// is new (it goes with the transaction if the write fails).
-    pub async fn resolve_table_in(
-        &self,
-        tx: &mut PgConnection,
-        table: &TableName,
-        format: BodyFormat,
-        body: BodyReader,
-    ) -> WriteResult<(TableDef, BodyReader)> {
-        let (target, body) = self.resolve_table(&mut *tx, table, format, body).await?;
-        Ok((self.create_if_new(tx, target).await?, body))
-    }
-
     /// The table, created in transaction `tx` when it is new (it goes with
     /// the transaction if the write fails).
-    pub async fn create_if_new(
+    pub(super) async fn create_if_new(
         &self,
         tx: &mut PgConnection,
         target: Target,
@@ -190,98 +214,5 @@ impl Pipeline {
                 .await?
                 .into_def(),
         })
-    }
-}
-
-/// A load as the ledger will know it: its id and start, what it writes to.
-/// Kept outside the write's transaction, so that a refusal or failure can
-/// be recorded after that transaction is gone.
-#[derive(Clone)]
-pub struct LoadTicket {
-    pub load_id: Uuid,
-    pub table: TableName,
-    pub ds: Option<Period>,
-    pub mode: &'static str,
-    pub idempotency_key: Option<String>,
-    pub started_at: DateTime<Utc>,
-    pub actor: Actor,
-}
-
-impl LoadTicket {
-    /// A new load: its id (UUIDv7) and start time.
-    pub fn new(
-        table: &TableName,
-        ds: Option<Period>,
-        mode: &'static str,
-        idempotency_key: Option<&str>,
-        actor: &Actor,
-    ) -> Self {
-        LoadTicket {
-            load_id: Uuid::now_v7(),
-            table: table.clone(),
-            ds,
-            mode,
-            idempotency_key: idempotency_key.map(str::to_string),
-            started_at: Utc::now(),
-            actor: actor.clone(),
-        }
-    }
-
-    /// Where this load's rejects come from (under `bad_rows: quarantine`).
-    pub fn reject_source(
-        &self,
-        origin: &'static str,
-        mode: Option<&'static str>,
-        format: BodyFormat,
-    ) -> RejectSource {
-        RejectSource {
-            table: self.table.clone(),
-            load_id: self.load_id,
-            origin,
-            mode,
-            format: format.name(),
-            ds: self.ds,
-            idempotency_key: self.idempotency_key.clone(),
-            received_at: self.started_at,
-        }
-    }
-
-    /// The ledger entry of this load, with nothing written yet.
-    pub fn entry(&self) -> LoadEntry<'_> {
-        LoadEntry::new(
-            self.load_id,
-            &self.table,
-            self.ds,
-            self.mode,
-            self.idempotency_key.as_deref(),
-            self.started_at,
-            &self.actor,
-        )
-    }
-
-    /// Records the load as refused or failed, with what was wrong and how
-    /// much of the body was read before it was.
-    pub async fn record_refusal(&self, store: &Store, error: &WriteError) {
-        let (status, detail) = match error {
-            WriteError::BadRows { errors, .. } => (
-                LoadStatus::Rejected,
-                serde_json::json!({"code": error.code(), "errors": errors}),
-            ),
-            e if e.is_refusal() => (
-                LoadStatus::Rejected,
-                serde_json::json!({"code": e.code(), "detail": e.to_string()}),
-            ),
-            e => (LoadStatus::Failed, serde_json::json!({"code": e.code()})),
-        };
-        let entry = LoadEntry {
-            status,
-            rows_received: error.rows_received(),
-            rejected: error.rejected(),
-            error: Some(detail),
-            ..self.entry()
-        };
-        if let Err(e) = store.record_load(&entry).await {
-            tracing::warn!(error = ?e, "could not record a refused load");
-        }
     }
 }

@@ -129,7 +129,7 @@ pub struct PutConnections<'c> {
 impl Pipeline {
     /// A PUT without an Idempotency-Key: its own connection, its refusals
     /// recorded in the ledger.
-    pub async fn put_partition_unkeyed(&self, mut req: PutPartition) -> WriteResult<Receipt> {
+    pub(super) async fn write_unkeyed_put(&self, mut req: PutPartition) -> WriteResult<Receipt> {
         let ticket = req.ticket(None);
         let result = async {
             let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
@@ -153,7 +153,7 @@ impl Pipeline {
     /// Replaces partition `ds`: the conditions checked, the table resolved,
     /// a re-sent body recognized, otherwise the rows staged and published.
     #[tracing::instrument(skip_all, fields(table = %req.table, ds = %req.ds, load_id = %ticket.load_id))]
-    pub async fn replace_partition(
+    pub(super) async fn replace_partition(
         &self,
         req: PutPartition,
         ticket: &LoadTicket,

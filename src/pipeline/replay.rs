@@ -146,7 +146,7 @@ struct ReplayTally {
 impl Pipeline {
     /// Replays the table's pending rejects in `tx` (see the module's doc).
     #[tracing::instrument(skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
-    pub async fn replay_rejects(
+    pub(super) async fn replay_rejects(
         &self,
         req: ReplayRejects,
         ticket: &LoadTicket,

@@ -150,10 +150,10 @@ impl Pipeline {
     /// Writes the body's rows in `tx`, and nothing else: every statement of
     /// the write runs in that transaction. The caller records what it
     /// returns (the partitions' deltas and the ledger row; see
-    /// `store::closing`) in it and commits, or records a refusal after
+    /// `store::write::closing`) in it and commits, or records a refusal after
     /// rolling back.
     #[tracing::instrument(level = "debug", skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
-    pub async fn write_rows(
+    pub(super) async fn write_rows(
         &self,
         req: PostRows,
         ticket: &LoadTicket,

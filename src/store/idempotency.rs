@@ -373,7 +373,7 @@ pub async fn complete_key(conn: &mut PgConnection, done: &Completion<'_>) -> Sto
 }
 
 /// The statement completing keys (one per element of its array parameters),
-/// its parameters numbered from `first` (see `store::closing`).
+/// its parameters numbered from `first` (see `store::write::closing`).
 pub(super) fn complete_sql(first: usize) -> String {
     let types = [
         "text", "text", "text", "uuid", "integer", "jsonb", "text", "float8",

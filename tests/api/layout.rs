@@ -22,7 +22,6 @@ struct Source {
 }
 
 #[test]
-#[ignore = "enabled once the restructure lands"]
 fn the_source_tree_keeps_its_layout() {
     let sources = read_sources();
     let modules: BTreeSet<ModPath> = sources.iter().map(|s| s.module.clone()).collect();

@@ -110,7 +110,7 @@ pub async fn live(
 /// The INSERT of what writes changed in each partition they touched (in
 /// their transaction), its parameters numbered from `first`: the table,
 /// then arrays of partition labels, load ids, row deltas and sum deltas
-/// (see `store::closing`).
+/// (see `store::write::closing`).
 pub(super) fn deltas_sql(first: usize) -> String {
     let p = |i: usize| format!("${}", first + i);
     // language=PostgreSQL

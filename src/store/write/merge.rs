@@ -9,7 +9,7 @@
 //! partition's advisory lock (shared by writers; a PUT's swap takes it
 //! alone), tombstones delete and one upsert writes the rows. What each load
 //! changed in each partition's row count and content hash comes back as a
-//! delta, which the caller records before it commits (`store::closing`).
+//! delta, which the caller records before it commits (`store::write::closing`).
 //!
 //! This file runs the statements and tallies what each load did; the
 //! statements' SQL is built in `merge_sql`, the incoming rows are COPYed or
