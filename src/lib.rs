@@ -1,23 +1,53 @@
 //! idem: an HTTP server that lands data in Postgres idempotently.
 //!
-//! HTTP (`http`) → decode and validate (`ingest`) → stage and publish
-//! (`pipeline`, `store`). The client commands that send files to a server
-//! are the binary's (`src/cli.rs`, `src/client/`), not this library's: no
-//! part of the server can reach them.
+//! The layers, each importing only the ones below it (checked by
+//! `tests/api/layout.rs`):
+//!
+//! ```text
+//! app        settings -> Store, Pipeline, AppState -> Router; serve
+//! http       one module per resource: headers in, problem+json out
+//! pipeline   the way of a write: body -> decode -> stage -> publish | merge
+//! store      every SQL statement: idem's own tables, and write/ for a write's steps
+//! ingest     pure: body formats -> checked values -> COPY tuples and hashes
+//! schema     table definitions, policies and safe changes
+//! names, period, access, problem, idempotency, versions, binary_copy
+//!            validated names, grains, grants, error codes, the
+//!            Idempotency-Key, the expected version, COPY framing
+//! ```
+//!
+//! The client commands that send files to a server are the binary's
+//! (`src/cli.rs`, `src/client/`), not this library's: no part of the server
+//! can reach them.
 
+/// Scopes, table patterns, grants; token secrets and their hashes.
 pub mod access;
+/// Wiring and serving: the router, graceful shutdown, background tasks.
 pub mod app;
+/// Postgres's binary COPY framing: header, tuples, trailer.
 pub mod binary_copy;
+/// The server's settings, from flags and environment, validated once.
 pub mod config;
+/// The HTTP edge: one module per resource, errors as problem+json.
 pub mod http;
+/// The Idempotency-Key, the request it binds and the answer it keeps.
 pub mod idempotency;
+/// Bodies to checked values: formats, cells, encodings, hashes, inference.
 pub mod ingest;
+/// Log lines written by a thread of their own.
 pub mod log_writer;
+/// The Prometheus registry http and pipeline count into.
 pub mod metrics;
+/// TableName and ColumnName: validated once, quoted in one place.
 pub mod names;
+/// Grains and the period a partition holds.
 pub mod period;
+/// The way of a write, from body to published partition or merged rows.
 pub mod pipeline;
+/// ProblemCode: every stable error code.
 pub mod problem;
+/// Table definitions, policies and safe schema changes.
 pub mod schema;
+/// Every SQL statement: idem's tables and the write path's steps.
 pub mod store;
+/// What a writer expects of a day's version (If-Match, If-None-Match).
 pub mod versions;

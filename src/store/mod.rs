@@ -6,7 +6,8 @@
 //! migrate, ping.
 //!
 //! User identifiers arrive as `names::TableName` / `ColumnName` (validated
-//! where they entered) and are written quoted; values travel as bind
+//! where they entered) and reach SQL only as `sql::Ident`, which is always
+//! quoted; `locks` owns the advisory lock keys; values travel as bind
 //! parameters or COPY data.
 
 pub mod catalog;
