@@ -350,6 +350,9 @@ async fn maintain(store: Store, metrics: Arc<Metrics>) {
             }
             Err(e) => tracing::warn!(error = %e, "could not sweep stages"),
         }
+        if let Err(e) = store.expire_loads().await {
+            tracing::warn!(error = %e, "could not expire staged loads");
+        }
     }
 }
 

@@ -65,6 +65,9 @@ problem_codes! {
     DatabaseUnavailable => "database_unavailable",
     Busy => "busy",
     SpoolFull => "spool_full",
+    LoadNotOpen => "load_not_open",
+    LoadPublished => "load_published",
+    AuditFailed => "audit_failed",
     Internal => "internal",
 }
 

@@ -92,6 +92,9 @@ struct Problem<'a> {
     code: ProblemCode,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<&'a [BadRow]>,
+    /// A failed audit's report, audit by audit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<&'a crate::schema::audits::AuditReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rejected: Option<u64>,
 }
@@ -154,6 +157,9 @@ impl ApiError {
             // name this server does not answer for (RFC 9110, 15.5.20).
             ProblemCode::HostNotAllowed => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
             ProblemCode::SchemaConflict => (StatusCode::CONFLICT, "Schema conflict"),
+            ProblemCode::LoadNotOpen => (StatusCode::CONFLICT, "Load not open"),
+            ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
+            ProblemCode::AuditFailed => (StatusCode::UNPROCESSABLE_ENTITY, "Audit failed"),
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
             ProblemCode::PreconditionFailed => {
                 (StatusCode::PRECONDITION_FAILED, "Precondition failed")
@@ -270,6 +276,10 @@ impl IntoResponse for ApiError {
             code,
             errors: row_errors.map(|(errors, _)| errors),
             rejected: row_errors.and_then(|(_, count)| count),
+            report: match &self {
+                ApiError::Write(WriteError::AuditFailed(report)) => Some(report),
+                _ => None,
+            },
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();

@@ -6,6 +6,7 @@ pub mod edge;
 pub mod error;
 pub mod idempotency_keys;
 pub mod loads;
+pub mod many;
 pub mod observe;
 pub mod ops;
 pub mod partitions;
@@ -13,6 +14,7 @@ pub mod preconditions;
 pub mod receipts;
 pub mod rejects;
 pub mod rows;
+pub mod staged_loads;
 pub mod tables;
 pub mod token_cache;
 pub mod tokens;
@@ -141,9 +143,11 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .merge(tables::router())
         .merge(partitions::router())
+        .merge(many::router())
         .merge(rows::router())
         .merge(idempotency_keys::router())
         .merge(loads::router())
+        .merge(staged_loads::router())
         .merge(rejects::router())
         .merge(duplicates::router())
         .merge(tokens::router())

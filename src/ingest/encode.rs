@@ -41,6 +41,9 @@ pub struct EncodeOptions {
     /// Read `"_deleted": true` as a tombstone, and append a boolean
     /// `_deleted` field to every tuple.
     pub tombstones: bool,
+    /// The partitions rows may fall in (a load's target); any when `None`.
+    /// A row outside is a bad row.
+    pub allowed: Option<std::sync::Arc<std::collections::BTreeSet<Period>>>,
     /// Append a `_present` field to every tuple: a bitmap of the columns the
     /// record gave (bit `i % 8` of byte `i / 8` for column `i`, as
     /// Postgres's `get_bit` numbers them), for a patch.
@@ -299,6 +302,14 @@ impl<'d> RowEncoder<'d> {
             _ => None,
         };
         self.row_period = period;
+        if let (Some(period), Some(allowed)) = (period, &self.options.allowed) {
+            if !allowed.contains(&period) {
+                let message =
+                    format!("partition value falls in {period}, outside the load's target");
+                errors.push(row_error(record, name, message));
+                return;
+            }
+        }
         if let (Some(period), Some(ds)) = (period, self.options.ds) {
             if period != ds {
                 let message =
@@ -535,6 +546,7 @@ mod tests {
     fn encode(def: &TableDef, line: &str) -> (Option<EncodedRow>, ErrorLog, Vec<u8>) {
         let ds = chrono::NaiveDate::from_ymd_opt(2026, 10, 12).map(Period::day);
         let options = EncodeOptions {
+            allowed: None,
             ds,
             row_id_scope: None,
             tombstones: false,

@@ -10,6 +10,7 @@
 //! - `change`: `SchemaWants`, `SchemaChange`, `plan_changes`;
 //! - `error`: `SchemaError`.
 
+pub mod audits;
 mod change;
 mod declaration;
 mod error;

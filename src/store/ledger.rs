@@ -19,6 +19,8 @@ pub enum LoadStatus {
     Unchanged,
     Rejected,
     Failed,
+    /// A load whose audits failed: nothing was published.
+    AuditFailed,
 }
 
 impl LoadStatus {
@@ -39,6 +41,7 @@ impl LoadStatus {
             LoadStatus::Unchanged => "unchanged",
             LoadStatus::Rejected => "rejected",
             LoadStatus::Failed => "failed",
+            LoadStatus::AuditFailed => "audit_failed",
         }
     }
 }

@@ -107,6 +107,21 @@ pub async fn live(
     row.as_ref().map(Live::from_row).transpose()
 }
 
+/// The periods of `table`'s live partitions, in order.
+pub async fn periods(conn: &mut PgConnection, table: &TableName) -> StoreResult<Vec<Period>> {
+    let labels: Vec<String> =
+        sqlx::query_scalar("select ds from idem.partitions where table_name = $1 order by ds")
+            .bind(table.as_str())
+            .fetch_all(conn)
+            .await?;
+    labels
+        .iter()
+        .map(|label| {
+            Period::parse_any(label).ok_or(StoreError::Corrupt("a partition's label is no period"))
+        })
+        .collect()
+}
+
 /// The INSERT of what writes changed in each partition they touched (in
 /// their transaction), its parameters numbered from `first`: the table,
 /// then arrays of partition labels, load ids, row deltas and sum deltas

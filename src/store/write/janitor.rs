@@ -1,6 +1,7 @@
 //! Removes stages that no live idem process owns: left by a crash or a kill
 //! between staging and publishing. Safe with several processes on one
 //! database, because a stage's owner holds its advisory lock until it is done.
+//! The parts of staged loads (`parts`) are their loads' to drop.
 
 use sqlx::Row;
 
@@ -32,17 +33,37 @@ impl Store {
             if !free {
                 continue; // its owner is alive
             }
-            let result = sqlx::query(&format!("drop table if exists {}", staging_table(&name)))
-                .execute(&mut *conn)
-                .await;
+            // A registered part belongs to its load until the load is done
+            // with it (it may have been registered since the list was read).
+            let result = match is_load_part(&mut conn, &name).await {
+                Ok(true) => Ok(false),
+                Ok(false) => sqlx::query(&format!("drop table if exists {}", staging_table(&name)))
+                    .execute(&mut *conn)
+                    .await
+                    .map(|_| true)
+                    .map_err(Into::into),
+                Err(e) => Err(e),
+            };
             sqlx::query("select pg_advisory_unlock($1)")
                 .bind(key)
                 .execute(&mut *conn)
                 .await?;
-            result?;
+            if !result? {
+                continue;
+            }
             tracing::info!(stage = %name, "dropped a stage left behind");
             dropped += 1;
         }
         Ok(dropped)
     }
+}
+
+/// Whether `name` is a registered part of a staged load.
+async fn is_load_part(conn: &mut sqlx::PgConnection, name: &str) -> StoreResult<bool> {
+    Ok(
+        sqlx::query_scalar("select exists (select 1 from idem.load_parts where stage_name = $1)")
+            .bind(name)
+            .fetch_one(conn)
+            .await?,
+    )
 }
