@@ -396,6 +396,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         state.metrics.stages_swept(swept);
         tracing::info!(swept, "removed stages left behind");
     }
+    state.store.expire_loads().await?;
     let listener = TcpListener::bind(args.listen).await?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, "idem listening");

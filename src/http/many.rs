@@ -111,7 +111,7 @@ async fn put_table_rows(
 
 /// Runs the load and answers its receipt, with the target's new `ETag`.
 #[allow(clippy::too_many_arguments)]
-async fn put_many(
+pub(super) async fn put_many(
     state: AppState,
     span: RequestSpan,
     caller: Caller,

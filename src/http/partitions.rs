@@ -11,6 +11,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::many::{self, ManyQuery};
 use super::observe::RequestSpan;
 use super::preconditions;
 use super::receipts::{self, RECEIPTS};
@@ -25,6 +26,7 @@ use crate::idempotency::KeyedRequest;
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
 use crate::pipeline::keyed::KeyedWrite;
+use crate::pipeline::load::LoadTarget;
 use crate::pipeline::partition::PutPartition;
 use crate::pipeline::WriteError;
 use crate::schema::TableDef;
@@ -100,6 +102,18 @@ async fn put_partition(
         .await?
         .map_or(Grain::Day, |d| d.grain);
     let ds = parse_period(&ds, grain)?;
+    if query.audit.is_some() || query.dry_run == Some(true) {
+        // Audited or tried: a load of one partition, staged then checked.
+        let query = ManyQuery {
+            from: None,
+            to: None,
+            bad_rows: query.bad_rows,
+            audit: query.audit,
+            dry_run: query.dry_run,
+        };
+        let target = LoadTarget::Partitions(vec![ds]);
+        return many::put_many(state, span, caller, table, target, query, headers, body).await;
+    }
     let limits = body_limits(&state.settings, BodyKind::Partition);
     let body = body_source(&headers, body, limits, digest)?;
     let actor = caller.actor.clone();
@@ -147,6 +161,8 @@ async fn run_put(
 #[derive(Deserialize)]
 struct PutQuery {
     bad_rows: Option<String>,
+    audit: Option<String>,
+    dry_run: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -27,6 +27,9 @@ use crate::pipeline::load::{LoadView, OpenLoad};
 use crate::pipeline::load_part::PartUpload;
 use crate::pipeline::staged::RunLoad;
 
+/// The longest a load may stay open: a year.
+const MAX_TTL_SECONDS: u64 = 366 * 24 * 3600;
+
 /// A load's request bodies are small; anything larger is a mistake.
 const MAX_REQUEST_BYTES: usize = 1 << 20;
 
@@ -45,6 +48,9 @@ struct OpenRequest {
     target: serde_json::Value,
     #[serde(default)]
     audits: Option<serde_json::Value>,
+    /// How long it stays open (`IDEM_LOAD_TTL` when absent).
+    #[serde(default)]
+    ttl_seconds: Option<u64>,
 }
 
 /// A small JSON body; `None` when there is none (or only white space).
@@ -75,7 +81,17 @@ async fn open_load(
     let table = TableName::parse(&request.table)?;
     caller.require(Scope::Write, &table)?;
     // The request as it means, not as it is spelled: members in any order.
-    let canonical = json!({"table": table, "target": request.target, "audits": request.audits});
+    let canonical = json!({"table": table, "target": request.target, "audits": request.audits,
+                           "ttl_seconds": request.ttl_seconds});
+    let ttl = match request.ttl_seconds {
+        None => state.settings.load_ttl(),
+        Some(seconds @ 1..=MAX_TTL_SECONDS) => std::time::Duration::from_secs(seconds),
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "ttl_seconds {other} is not 1 to {MAX_TTL_SECONDS}"
+            )))
+        }
+    };
     let fingerprint = hex::encode(Sha256::digest(canonical.to_string()));
     let open = OpenLoad {
         table,
@@ -84,6 +100,7 @@ async fn open_load(
         actor: caller.actor.clone(),
         key,
         fingerprint,
+        ttl,
     };
     let pipeline = state.pipeline();
     let (view, created) = spawn_write(async move { pipeline.open_load(open).await }).await?;

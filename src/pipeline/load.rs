@@ -143,6 +143,8 @@ pub struct OpenLoad {
     pub key: IdempotencyKey,
     /// SHA-256 of the request, so the same key with another is refused.
     pub fingerprint: String,
+    /// How long it stays open for parts and a publish.
+    pub ttl: std::time::Duration,
 }
 
 /// A staged load as `GET /loads/{id}` shows it.
@@ -173,7 +175,7 @@ impl Pipeline {
             idempotency_key: req.key.as_str(),
             fingerprint: &req.fingerprint,
             token_id: req.actor.token_id,
-            expires_at: Utc::now() + self.settings.load_ttl(),
+            expires_at: Utc::now() + req.ttl,
         };
         let (load, created) = staged_loads::open(&mut conn, &new).await?;
         if load.fingerprint != req.fingerprint {
@@ -184,11 +186,18 @@ impl Pipeline {
     }
 
     /// The staged load `load_id`, with its parts.
+    /// (A load open past its time is expired first.)
     pub(super) async fn view(&self, load_id: Uuid) -> WriteResult<Option<LoadView>> {
         let mut conn = self.store.acquire().await?;
-        let Some(load) = staged_loads::get(&mut conn, load_id, false).await? else {
+        let Some(mut load) = staged_loads::get(&mut conn, load_id, false).await? else {
             return Ok(None);
         };
+        if load.status.is_open() && load.expires_at < Utc::now() {
+            self.store.expire_if_due(load_id).await?;
+            load = staged_loads::get(&mut conn, load_id, false)
+                .await?
+                .ok_or(WriteError::LoadNotFound(load_id))?;
+        }
         let parts = staged_loads::parts(&mut conn, load_id).await?;
         Ok(Some(LoadView { load, parts }))
     }

@@ -44,6 +44,9 @@ pub struct LoadReceipt {
     pub table: TableName,
     /// `load` (a staged load), `replace_range`, `replace_table`.
     pub mode: &'static str,
+    /// The one partition of a one-partition load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ds: Option<Period>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<Period>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -283,6 +286,7 @@ fn receipt(
         load_id: load.ticket.load_id,
         table: load.def.name.clone(),
         mode: load.ticket.mode,
+        ds: load.ticket.ds,
         from: load.range.map(|r| r.0),
         to: load.range.map(|r| r.1),
         status: match (load.how, changed) {

@@ -33,8 +33,9 @@ pub struct PutMany {
 
 impl PutMany {
     fn mode(&self) -> &'static str {
-        match self.target {
+        match &self.target {
             LoadTarget::Table => "replace_table",
+            LoadTarget::Partitions(one) if one.len() == 1 => super::partition::MODE,
             _ => "replace_range",
         }
     }
@@ -44,7 +45,11 @@ impl Pipeline {
     /// Replaces a range of partitions, or the whole table; its refusals
     /// recorded in the ledger.
     pub(super) async fn write_many(&self, req: PutMany) -> WriteResult<LoadReceipt> {
-        let ticket = LoadTicket::new(&req.table, None, req.mode(), None, &req.actor);
+        let single = match &req.target {
+            LoadTarget::Partitions(one) if one.len() == 1 => Some(one[0]),
+            _ => None,
+        };
+        let ticket = LoadTicket::new(&req.table, single, req.mode(), None, &req.actor);
         let result = self.write_many_with(req, &ticket).await;
         if let Err(e) = &result {
             if !matches!(e, WriteError::AuditFailed(_)) {
@@ -77,8 +82,13 @@ impl Pipeline {
             .map(|p| std::sync::Arc::new(p.into_iter().collect()));
         let quarantine = req.bad_rows.unwrap_or(def.bad_rows) == BadRowPolicy::Quarantine;
         let body = std::mem::replace(&mut req.body, BodySource::empty());
+        // A row of a one-partition load may omit its partition value.
+        let ds = match &req.target {
+            LoadTarget::Partitions(one) if one.len() == 1 => Some(one[0]),
+            _ => None,
+        };
         let mut staged: StagedBody = self
-            .stage_body(&mut conn, &def, ticket, body, None, allowed, quarantine)
+            .stage_body(&mut conn, &def, ticket, body, ds, allowed, quarantine)
             .await?;
         let parts = vec![PartSource {
             stage_name: staged.stage_name.clone(),

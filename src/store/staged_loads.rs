@@ -328,39 +328,58 @@ impl Store {
     }
 
     /// Marks the open loads past their time as expired and drops their
-    /// parts, one load per transaction (a load being published holds its
-    /// row and is skipped); returns how many.
+    /// parts, one load per transaction; returns how many.
     pub async fn expire_loads(&self) -> StoreResult<usize> {
         let mut conn = self.acquire().await?;
+        let due: Vec<Uuid> = sqlx::query_scalar(
+            "select load_id from idem.staged_loads
+              where status in ('open', 'audit_failed') and expires_at < now()",
+        )
+        .fetch_all(&mut *conn)
+        .await?;
         let mut expired = 0;
-        loop {
-            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-            // language=PostgreSQL
-            let load: Option<Uuid> = sqlx::query_scalar(
-                "select load_id from idem.staged_loads
-                  where status in ('open', 'audit_failed') and expires_at < now()
-                  limit 1 for update skip locked",
-            )
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some(load_id) = load else {
-                return Ok(expired);
-            };
-            // A publish in progress holds the load: it is not expired under it.
-            if !try_lock_load(&mut tx, load_id).await? {
-                return Ok(expired);
+        for load_id in due {
+            if expire_due(&mut conn, load_id).await? {
+                expired += 1;
             }
-            set_status(
-                &mut tx,
-                load_id,
-                StagedStatus::Expired,
-                StatusChange::default(),
-            )
-            .await?;
-            drop_parts(&mut tx, load_id).await?;
-            tx.commit().await?;
-            tracing::info!(%load_id, "a staged load expired");
-            expired += 1;
         }
+        Ok(expired)
     }
+
+    /// Expires load `load_id` if it is open past its time (a load is
+    /// expired when next touched, not only by the sweep).
+    pub async fn expire_if_due(&self, load_id: Uuid) -> StoreResult<()> {
+        expire_due(&mut *self.acquire().await?, load_id).await?;
+        Ok(())
+    }
+}
+
+/// Expires the load if it is open past its time and no publish holds it
+/// (a load being published holds its lock and is not expired under it);
+/// true when it did.
+async fn expire_due(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<bool> {
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    // language=PostgreSQL
+    let due: Option<Uuid> = sqlx::query_scalar(
+        "select load_id from idem.staged_loads
+          where load_id = $1 and status in ('open', 'audit_failed') and expires_at < now()
+          for update skip locked",
+    )
+    .bind(load_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if due.is_none() || !try_lock_load(&mut tx, load_id).await? {
+        return Ok(false);
+    }
+    set_status(
+        &mut tx,
+        load_id,
+        StagedStatus::Expired,
+        StatusChange::default(),
+    )
+    .await?;
+    drop_parts(&mut tx, load_id).await?;
+    tx.commit().await?;
+    tracing::info!(%load_id, "a staged load expired");
+    Ok(true)
 }
