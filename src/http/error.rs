@@ -155,6 +155,8 @@ impl ApiError {
             ProblemCode::HostNotAllowed => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
             ProblemCode::SchemaConflict => (StatusCode::CONFLICT, "Schema conflict"),
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
+            ProblemCode::LoadNotOpen => (StatusCode::CONFLICT, "Load not open"),
+            ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
             ProblemCode::PreconditionFailed => {
                 (StatusCode::PRECONDITION_FAILED, "Precondition failed")
             }
