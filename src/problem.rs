@@ -62,6 +62,10 @@ problem_codes! {
     IdempotencyKeyInvalid => "idempotency_key_invalid",
     IdempotencyKeyReused => "idempotency_key_reused",
     IdempotencyKeyInFlight => "idempotency_key_in_flight",
+    /// A part or publish sent to a load that is published, abandoned or expired.
+    LoadNotOpen => "load_not_open",
+    /// A `DELETE` of a load that is already published.
+    LoadPublished => "load_published",
     DatabaseUnavailable => "database_unavailable",
     Busy => "busy",
     SpoolFull => "spool_full",
