@@ -69,8 +69,7 @@ problem_codes! {
     DatabaseUnavailable => "database_unavailable",
     Busy => "busy",
     SpoolFull => "spool_full",
-    LoadNotOpen => "load_not_open",
-    LoadPublished => "load_published",
+    /// One or more of a load's audits failed; nothing was published.
     AuditFailed => "audit_failed",
     Internal => "internal",
 }

@@ -161,8 +161,6 @@ impl ApiError {
             ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
             ProblemCode::AuditFailed => (StatusCode::UNPROCESSABLE_ENTITY, "Audit failed"),
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
-            ProblemCode::LoadNotOpen => (StatusCode::CONFLICT, "Load not open"),
-            ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
             ProblemCode::PreconditionFailed => {
                 (StatusCode::PRECONDITION_FAILED, "Precondition failed")
             }
