@@ -182,6 +182,9 @@ impl Pipeline {
                 return Err(WriteError::AuditFailed(report.clone()));
             }
         }
+        let failed = report.as_ref().is_some_and(|r| !r.passed);
+        let forced = load.forced.clone().filter(|_| failed);
+        load.forced = forced.clone();
         let content = sum_of(stages.iter().map(|s| &s.content)).hex();
         let swap = ManySwap {
             def,
@@ -201,7 +204,8 @@ impl Pipeline {
             duplicates: dropped_count(made),
             rejected: load.rejects.as_ref().map_or(0, RejectSpool::count),
             content_sha256: Some(&content),
-            error: load.forced.as_ref().map(|forced| {
+            // Published despite failed audits: the ledger says who and why.
+            error: forced.as_ref().map(|forced| {
                 serde_json::json!({"code": "audit_failed", "forced": forced, "report": report})
             }),
             ..load.ticket.entry()
