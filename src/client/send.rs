@@ -14,7 +14,7 @@ use tokio_util::io::ReaderStream;
 
 use super::args::ServerArgs;
 use super::progress::Progress;
-use super::retry::{verdict, Verdict};
+use super::retry::{final_conflict, verdict, Verdict};
 use super::Exit;
 
 /// A file to send as a body: its content type from its name (or
@@ -225,7 +225,7 @@ where
                 status,
                 retry_after,
                 body,
-            } => match verdict(Some(status), retry_after.as_deref(), Utc::now()) {
+            } => match settled_verdict(status, retry_after.as_deref(), &body) {
                 Verdict::Refused => {
                     report_refusal(load, status, &body, progress);
                     if status == 401 {
@@ -257,6 +257,16 @@ where
             wait.as_secs_f64()
         ));
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// The verdict on an answer: a final 409 (see `final_conflict`) is a
+/// refusal, whatever its status alone would say.
+fn settled_verdict(status: u16, retry_after: Option<&str>, body: &str) -> Verdict {
+    let problem: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    match final_conflict(status, problem["code"].as_str().unwrap_or("")) {
+        true => Verdict::Refused,
+        false => verdict(Some(status), retry_after, Utc::now()),
     }
 }
 
@@ -379,6 +389,7 @@ fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
         text("detail"),
         text("code")
     ));
+    report_audits(&problem["report"], progress);
     for row in problem["errors"].as_array().into_iter().flatten().take(5) {
         progress.note(&format!(
             "  line {}, column {}: {}",
@@ -386,6 +397,35 @@ fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
             row["column"].as_str().unwrap_or("-"),
             row["message"].as_str().unwrap_or("")
         ));
+    }
+}
+
+/// The failed audits of an `audit_failed` problem's report, one line
+/// each (expected, found), then its first example row.
+pub(super) fn report_audits(report: &serde_json::Value, progress: &Progress) {
+    let audits = report["audits"].as_array().into_iter().flatten();
+    for audit in audits.filter(|audit| audit["passed"] == false) {
+        let scope = match (&audit["partition"], &audit["columns"]) {
+            (serde_json::Value::String(ds), _) => format!(" {ds}"),
+            (_, serde_json::Value::Array(columns)) => format!(
+                " ({})",
+                columns
+                    .iter()
+                    .map(|c| c.as_str().unwrap_or("?"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => String::new(),
+        };
+        progress.note(&format!(
+            "  audit {}{scope} failed: expected {}, found {}",
+            audit["audit"].as_str().unwrap_or("?"),
+            audit["expected"],
+            audit["found"]
+        ));
+        if let Some(example) = audit["examples"].get(0) {
+            progress.note(&format!("    e.g. {example}"));
+        }
     }
 }
 
