@@ -78,6 +78,11 @@ pub struct PutArgs {
     /// would change; nothing is published. Sent without an Idempotency-Key.
     #[arg(long)]
     pub dry_run: bool,
+    /// Audits for this write only (`?audit=`), a JSON object such as
+    /// '{"max_change_ratio":0.5}'; they override the table's same audits.
+    /// A failed audit exits 1 with its report.
+    #[arg(long, value_name = "JSON", value_parser = audits_json)]
+    pub audit: Option<String>,
     /// The body's format when the file's name does not say it (stdin):
     /// `ndjson`, `json` or `csv`, with `.gz` when gzipped (`csv.gz`).
     #[arg(long)]
@@ -161,6 +166,11 @@ pub struct BackfillArgs {
     /// the range and the files' content: a rerun resumes the same load).
     #[arg(long, requires = "atomic")]
     pub key: Option<String>,
+    /// Audits for each PUT (`?audit=`), or with --atomic for the load, a JSON object such as
+    /// '{"max_change_ratio":0.5}'; they override the table's same audits.
+    /// A failed audit exits 1 with its report.
+    #[arg(long, value_name = "JSON", value_parser = audits_json)]
+    pub audit: Option<String>,
     /// The files' format when their names do not say it.
     #[arg(long)]
     pub format: Option<String>,
@@ -282,6 +292,14 @@ pub struct ReplayArgs {
     pub server: ServerArgs,
 }
 
+/// `--audit`'s value: a JSON object, kept as its compact text.
+fn audits_json(text: &str) -> Result<String, String> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(audits @ serde_json::Value::Object(_)) => Ok(audits.to_string()),
+        _ => Err("not a JSON object, e.g. '{\"min_rows\":1000}'".to_string()),
+    }
+}
+
 /// `idem load STEP`: a load that outlives a request, step by step.
 #[derive(Clone, Debug, Args)]
 pub struct LoadArgs {
@@ -330,7 +348,7 @@ pub struct LoadOpenArgs {
     pub whole: bool,
     /// The load's audits, a JSON object (e.g. '{"min_rows":1000}'); they
     /// override the table's same audits.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", value_parser = audits_json)]
     pub audit: Option<String>,
     /// The Idempotency-Key (by default one made from the arguments).
     #[arg(long)]

@@ -204,6 +204,7 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
             bad_rows: &args.bad_rows,
             if_match: None,
             dry_run: false,
+            audit: args.audit.as_deref(),
         },
     };
     let receipt = match put_file(&args.server, target, &body, day).await {

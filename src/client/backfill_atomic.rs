@@ -17,7 +17,7 @@ use super::load::{self, open_body, Target};
 use super::progress::{watched, Progress, Unit};
 use super::put::file_sha256;
 use super::send::FileBody;
-use super::{backfill_key, say, Exit};
+use super::{backfill_key, say, with_audit, Exit};
 
 /// Parts sent at once unless `--parallel` says otherwise.
 const DEFAULT_PARALLEL: u16 = 4;
@@ -64,15 +64,21 @@ async fn run(args: &BackfillArgs, periods: Vec<String>) -> Result<Value, Exit> {
         .iter()
         .filter_map(|day| Some((day.ds.clone(), day.sha256.clone()?)))
         .collect();
-    let key = args
-        .key
-        .clone()
-        .unwrap_or_else(|| backfill_key(&args.table, &args.from, &args.to, &files));
+    let audit = args.audit.as_deref();
+    let key = args.key.clone().unwrap_or_else(|| {
+        let files = backfill_key(&args.table, &args.from, &args.to, &files);
+        with_audit(files, audit)
+    });
     let target = Target::Range {
         from: &args.from,
         to: &args.to,
     };
-    let view = load::open(&args.server, &open_body(&args.table, target, None), key).await?;
+    let audits = load::audits_of(audit).map_err(|why| {
+        eprintln!("idem backfill: {why}");
+        Exit::Usage
+    })?;
+    let body = open_body(&args.table, target, audits);
+    let view = load::open(&args.server, &body, key).await?;
     let Some(load_id) = view["load_id"].as_str() else {
         eprintln!("idem backfill: the server's answer names no load: {view}");
         return Err(Exit::Refused);

@@ -108,6 +108,19 @@ pub fn post_key(table: &str, file_sha256: &str, batch: u64, bad_rows: Option<&st
     )
 }
 
+/// A key with the `--audit` it was sent under: other audits make another
+/// request (the server would refuse the key as reused).
+fn with_audit(key: String, audit: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    match audit {
+        Some(audit) => {
+            let sha256 = hex::encode(Sha256::digest(audit.as_bytes()));
+            format!("{key}:audit={}", short(&sha256))
+        }
+        None => key,
+    }
+}
+
 /// A key with the `--bad-rows` it was sent under: the same file under
 /// another policy is another request (the server would refuse the key as
 /// reused), so a rerun with `--bad-rows quarantine` after a refusal writes.

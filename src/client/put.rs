@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 use super::args::{BadRowsArg, PutArgs, ServerArgs};
 use super::progress::{watched, Progress, Unit};
 use super::send::{send_until_settled, FileBody, Load, Payload};
-use super::{put_key, say, whole_key, Exit};
+use super::{put_key, say, whole_key, with_audit, Exit};
 
 /// Runs `idem put`: the receipt on stdout.
 pub async fn put(args: PutArgs) -> Exit {
@@ -37,6 +37,7 @@ pub async fn put(args: PutArgs) -> Exit {
             bad_rows: &args.bad_rows,
             if_match: args.if_match.as_deref(),
             dry_run: args.dry_run,
+            audit: args.audit.as_deref(),
         },
     };
     let what = target.what();
@@ -58,6 +59,8 @@ pub(super) struct PutOptions<'a> {
     pub if_match: Option<&'a str>,
     /// `?dry_run=true`: stage and audit, never publish.
     pub dry_run: bool,
+    /// `?audit=`: this write's audits, as JSON.
+    pub audit: Option<&'a str>,
 }
 
 /// What a PUT replaces.
@@ -100,6 +103,9 @@ impl PutTarget<'_> {
         if self.options.dry_run {
             query.push(("dry_run", "true"));
         }
+        if let Some(audit) = self.options.audit {
+            query.push(("audit", audit));
+        }
         query
     }
 
@@ -108,11 +114,12 @@ impl PutTarget<'_> {
     /// never stand in for a real put's under the same key.
     fn key(&self, sha256: &str) -> Option<String> {
         let policy = self.options.bad_rows.bad_rows.as_deref();
-        match (self.options.dry_run, self.scope) {
-            (true, _) => None,
-            (false, Scope::Partition(ds)) => Some(put_key(self.table, ds, sha256, policy)),
-            (false, Scope::Whole) => Some(whole_key(self.table, sha256, policy)),
-        }
+        let key = match (self.options.dry_run, self.scope) {
+            (true, _) => return None,
+            (false, Scope::Partition(ds)) => put_key(self.table, ds, sha256, policy),
+            (false, Scope::Whole) => whole_key(self.table, sha256, policy),
+        };
+        Some(with_audit(key, self.options.audit))
     }
 }
 
@@ -187,6 +194,7 @@ mod tests {
             bad_rows: &bad_rows,
             if_match: None,
             dry_run: false,
+            audit: None,
         };
         let day = PutTarget {
             table: "orders",
@@ -211,5 +219,18 @@ mod tests {
         };
         assert_eq!(dry.key(&sha), None);
         assert_eq!(dry.query(), [("dry_run", "true")]);
+        let audited = PutTarget {
+            options: PutOptions {
+                audit: Some(r#"{"min_rows":1}"#),
+                ..options
+            },
+            ..day
+        };
+        assert_ne!(
+            audited.key(&sha),
+            day.key(&sha),
+            "other audits, another request"
+        );
+        assert_eq!(audited.query(), [("audit", r#"{"min_rows":1}"#)]);
     }
 }

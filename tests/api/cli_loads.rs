@@ -340,3 +340,31 @@ async fn idem_put_dry_run_says_what_would_change_and_changes_nothing() {
     );
     assert_eq!(ids(&app, "2026-11-01").await, vec![100, 101, 102]);
 }
+
+#[tokio::test]
+async fn idem_put_with_a_failing_audit_exits_1_with_its_report_and_the_day_stays() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let full = file_with(".csv", &day_csv(1, 1000));
+    let full_path = full.path().to_str().unwrap();
+    let (code, _, stderr) = idem_json(&app.base, &["put", "orders", "2026-11-01", full_path]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+
+    let few = file_with(".csv", &day_csv(5000, 12));
+    let few_path = few.path().to_str().unwrap();
+    let ratio = r#"{"max_change_ratio":0.5}"#;
+    for dry_run in [&["--dry-run"][..], &[]] {
+        let args = [&["put", "orders", "2026-11-01", few_path, "--audit", ratio], dry_run].concat();
+        let (code, _, stderr) = idem_json(&app.base, &args).await;
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.contains("audit_failed") && stderr.contains("max_change_ratio"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(app.count("orders", "2026-11-01").await, 1000);
+
+    // Not JSON: refused before anything is sent.
+    let (code, _, _) = idem_json(&app.base, &["put", "orders", "2026-11-01", few_path, "--audit", "[1]"]).await;
+    assert_eq!(code, Some(3));
+}
