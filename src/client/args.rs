@@ -406,7 +406,20 @@ pub struct LoadIdArgs {
 mod tests {
     use clap::Parser;
 
-    use crate::cli::{Cli, Command};
+    use super::*;
+
+    /// The commands under test, as `idem` parses them.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[derive(Subcommand)]
+    enum Command {
+        Put(PutArgs),
+        Backfill(BackfillArgs),
+    }
 
     fn parse(args: &[&str]) -> Result<Command, clap::Error> {
         Ok(Cli::try_parse_from([&["idem"], args].concat())?.command)
