@@ -334,8 +334,9 @@ pub enum LoadStep {
 #[command(group(ArgGroup::new("target").required(true).args(["partitions", "from", "whole"])))]
 pub struct LoadOpenArgs {
     pub table: String,
-    /// The partitions the load replaces, comma-separated.
-    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    /// The partitions the load replaces, comma-separated (or the flag
+    /// given again).
+    #[arg(long, value_delimiter = ',')]
     pub partitions: Vec<String>,
     /// The first partition of the range the load replaces.
     #[arg(long, requires = "to")]

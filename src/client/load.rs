@@ -272,6 +272,14 @@ mod tests {
             open_body_of(&days).unwrap(),
             json!({"table": "orders", "target": {"partitions": ["2026-10-01", "2026-10-02"]}})
         );
+        let after = Cli::try_parse_from(["idem", "open", "--partitions", "2026-10-01", "orders"]);
+        let Ok(LoadStep::Open(after)) = after.map(|cli| cli.step) else {
+            panic!("the table after the partitions")
+        };
+        assert_eq!(
+            (after.table.as_str(), after.partitions.len()),
+            ("orders", 1)
+        );
         let week = open_args(&["--from", "2026-10-01", "--to", "2026-10-07"]).unwrap();
         assert_eq!(
             open_body_of(&week).unwrap()["target"],
