@@ -230,3 +230,141 @@ async fn send_day(
     ));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use axum::extract::{Path, Query, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::{post, put};
+    use axum::{Json, Router};
+    use clap::Parser;
+    use serde_json::json;
+
+    use super::*;
+    use crate::client::backfill::partitions_between;
+
+    /// What the stand-in server was sent.
+    #[derive(Default)]
+    struct Seen {
+        keys: Vec<String>,
+        parts: Vec<(u16, String, String)>,
+        publishes: usize,
+        /// Parts are answered 409 `load_not_open`.
+        closed: bool,
+    }
+
+    type Shared = Arc<Mutex<Seen>>;
+
+    async fn open(
+        State(seen): State<Shared>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> (StatusCode, Json<Value>) {
+        let key = headers["idempotency-key"].to_str().unwrap().to_string();
+        seen.lock().unwrap().keys.push(key);
+        let range = json!({"range": {"from": "2026-10-01", "to": "2026-10-03"}});
+        assert_eq!(body["target"], range);
+        let view = json!({"load_id": "L1", "status": "open"});
+        (StatusCode::CREATED, Json(view))
+    }
+
+    async fn part(
+        State(seen): State<Shared>,
+        Path((_, n)): Path<(String, u16)>,
+        Query(query): Query<HashMap<String, String>>,
+        body: String,
+    ) -> (StatusCode, Json<Value>) {
+        let mut seen = seen.lock().unwrap();
+        seen.parts.push((n, query["ds"].clone(), body));
+        match seen.closed {
+            true => (
+                StatusCode::CONFLICT,
+                Json(json!({"title": "Load not open", "code": "load_not_open"})),
+            ),
+            false => (StatusCode::OK, Json(json!({"part": n, "changed": true}))),
+        }
+    }
+
+    async fn publish(State(seen): State<Shared>) -> Json<Value> {
+        seen.lock().unwrap().publishes += 1;
+        Json(json!({"load_id": "L1", "status": "published", "changed": true}))
+    }
+
+    /// The stand-in server's URL.
+    async fn serve(seen: Shared) -> String {
+        let app = Router::new()
+            .route("/loads", post(open))
+            .route("/loads/{id}/parts/{n}", put(part))
+            .route("/loads/{id}/publish", post(publish))
+            .with_state(seen);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BackfillArgs,
+    }
+
+    /// Days 01 and 03 of 2026-10-01..03 have a file; the args and the
+    /// range.
+    fn backfill(dir: &std::path::Path, url: &str) -> (BackfillArgs, Vec<String>) {
+        for ds in ["2026-10-01", "2026-10-03"] {
+            std::fs::write(dir.join(format!("{ds}.csv")), format!("id\n{ds}\n")).unwrap();
+        }
+        let pattern = dir.join("{ds}.csv");
+        let argv = [
+            "idem",
+            "orders",
+            "--from",
+            "2026-10-01",
+            "--to",
+            "2026-10-03",
+        ];
+        let more = ["--atomic", "--quiet", "--max-time", "5", "--url", url];
+        let files = ["--files", pattern.to_str().unwrap()];
+        let args = Cli::parse_from([&argv[..], &files, &more].concat()).args;
+        let periods = partitions_between("2026-10-01", "2026-10-03").unwrap();
+        (args, periods)
+    }
+
+    #[tokio::test]
+    async fn an_atomic_backfill_opens_one_load_sends_a_part_a_day_and_publishes_once() {
+        let seen = Shared::default();
+        let url = serve(Arc::clone(&seen)).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (args, periods) = backfill(dir.path(), &url);
+        assert_eq!(backfill_atomic(&args, periods).await, Exit::Done);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.keys.len(), 1);
+        assert!(seen.keys[0].starts_with("idem-backfill:orders:2026-10-01:2026-10-03:"));
+        let mut parts = seen.parts.clone();
+        parts.sort();
+        let part = |n: u16, ds: &str| (n, ds.to_string(), format!("id\n{ds}\n"));
+        assert_eq!(
+            parts,
+            [part(1, "2026-10-01"), part(3, "2026-10-03")],
+            "numbered by the day's place; the day without a file sends nothing"
+        );
+        assert_eq!(seen.publishes, 1);
+    }
+
+    #[tokio::test]
+    async fn a_closed_load_is_refused_at_once_and_never_published() {
+        let seen = Shared::default();
+        seen.lock().unwrap().closed = true;
+        let url = serve(Arc::clone(&seen)).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (args, periods) = backfill(dir.path(), &url);
+        assert_eq!(backfill_atomic(&args, periods).await, Exit::Refused);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.parts.len(), 2, "each part tried once, not retried");
+        assert_eq!(seen.publishes, 0);
+    }
+}
