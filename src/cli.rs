@@ -41,7 +41,8 @@ pub enum Command {
     /// Client: a load that outlives a request, step by step: open, part,
     /// publish, status, audit, abandon. Exit codes as for `put`.
     Load(args::LoadArgs),
-    /// Client: a partition's rows, to stdout or -o FILE.
+    /// Client: a partition's rows (with --whole, the table's), to stdout or
+    /// -o FILE.
     Get(args::GetArgs),
     /// Client: the tables.
     Tables(args::ListArgs),

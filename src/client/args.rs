@@ -193,11 +193,16 @@ pub enum RowsFormat {
     Csv,
 }
 
-/// `idem get TABLE DS`.
+/// `idem get TABLE DS` or `idem get TABLE --whole`.
 #[derive(Clone, Debug, Args)]
 pub struct GetArgs {
     pub table: String,
-    pub ds: String,
+    #[arg(required_unless_present = "whole", conflicts_with = "whole")]
+    pub ds: Option<String>,
+    /// The whole table (`GET /tables/{table}/rows`): every partition, or a
+    /// table without partitions; what `idem put --whole` takes back.
+    #[arg(long)]
+    pub whole: bool,
     /// Write to this file (whole or not at all) instead of stdout.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
@@ -420,6 +425,7 @@ mod tests {
     enum Command {
         Put(PutArgs),
         Backfill(BackfillArgs),
+        Get(GetArgs),
     }
 
     fn parse(args: &[&str]) -> Result<Command, clap::Error> {
@@ -440,6 +446,11 @@ mod tests {
         assert_eq!(whole.whole.as_deref(), Some(std::path::Path::new("c.csv")));
         assert!(whole.dry_run && whole.ds.is_none());
         assert!(parse(&["put", "orders", "2026-10-12"]).is_err(), "no file");
+        assert!(
+            matches!(parse(&["get", "customers", "--whole"]), Ok(Command::Get(get)) if get.whole)
+        );
+        assert!(parse(&["get", "orders", "2026-10-12", "--whole"]).is_err());
+        assert!(parse(&["get", "orders"]).is_err(), "a day or --whole");
         assert!(parse(&["put", "orders", "2026-10-12", "d.csv", "--whole", "c.csv"]).is_err());
     }
 

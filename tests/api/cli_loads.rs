@@ -22,6 +22,13 @@ async fn idem_text(app: &TestApp, args: &[&str]) -> (Option<i32>, String, String
     )
 }
 
+/// A path `name` in a new directory (kept while the first is).
+fn dir_file(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
 /// The `order_id`s of a partition, sorted.
 async fn ids(app: &TestApp, ds: &str) -> Vec<i64> {
     let mut ids: Vec<i64> = app
@@ -282,12 +289,16 @@ async fn idem_put_whole_refreshes_a_plain_table_and_the_same_rows_again_change_n
     // The same file: the same key, answered from its record.
     let (code, receipt, _) = run(put(&two)).await;
     assert_eq!((code, &receipt["replayed"]), (Some(0), &json!(true)));
-    // The same rows in another file: written as new, and nothing changes.
-    let same = file_with(
-        ".ndjson",
-        "{\"customer_id\":3,\"name\":\"Edsger\"}\n{\"customer_id\":1,\"name\":\"Ada\"}\n",
-    );
-    let (code, receipt, stderr) = run(put(&same)).await;
+    // The same rows in another file (the table as `idem get --whole`
+    // gives it): written as new, and nothing changes.
+    let out = dir_file("customers.ndjson");
+    let get = ["get", "customers", "--whole", "-o", out.1.to_str().unwrap()];
+    let (code, _, stderr) = idem_json(&app.base, &get).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let text = std::fs::read_to_string(&out.1).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    let put_back = ["put", "customers", "--whole", out.1.to_str().unwrap()];
+    let (code, receipt, stderr) = idem_json(&app.base, &put_back).await;
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(receipt["changed"], false, "{receipt}");
 }
