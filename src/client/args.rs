@@ -89,8 +89,8 @@ pub struct PutArgs {
     pub format: Option<String>,
     #[command(flatten)]
     pub bad_rows: BadRowsArg,
-    /// Replace the partition only while its ETag is this one (`If-Match`;
-    /// the server answers 412 otherwise, exit 1).
+    /// Replace the partition (or the table) only while its ETag is this
+    /// one (`If-Match`; the server answers 412 otherwise, exit 1).
     #[arg(long, value_name = "ETAG")]
     pub if_match: Option<String>,
     #[command(flatten)]
