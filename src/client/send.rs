@@ -400,9 +400,17 @@ fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
     }
 }
 
-/// The failed audits of an `audit_failed` problem's report, one line
+/// The failed audits of an `audit_failed` problem's report, said one line
 /// each (expected, found), then its first example row.
 pub(super) fn report_audits(report: &serde_json::Value, progress: &Progress) {
+    for line in audit_lines(report) {
+        progress.note(&line);
+    }
+}
+
+/// The lines `report_audits` says.
+fn audit_lines(report: &serde_json::Value) -> Vec<String> {
+    let mut lines = Vec::new();
     let audits = report["audits"].as_array().into_iter().flatten();
     for audit in audits.filter(|audit| audit["passed"] == false) {
         let scope = match (&audit["partition"], &audit["columns"]) {
@@ -417,21 +425,42 @@ pub(super) fn report_audits(report: &serde_json::Value, progress: &Progress) {
             ),
             _ => String::new(),
         };
-        progress.note(&format!(
+        lines.push(format!(
             "  audit {}{scope} failed: expected {}, found {}",
             audit["audit"].as_str().unwrap_or("?"),
             audit["expected"],
             audit["found"]
         ));
         if let Some(example) = audit["examples"].get(0) {
-            progress.note(&format!("    e.g. {example}"));
+            lines.push(format!("    e.g. {example}"));
         }
     }
+    lines
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_audit_is_said_with_its_partition_or_columns_and_an_example() {
+        let report = serde_json::json!({"passed": false, "audits": [
+            {"audit": "min_rows", "partition": "2026-10-04", "columns": null, "passed": false,
+             "expected": 5, "found": 2, "examples": []},
+            {"audit": "not_null", "partition": null, "columns": ["status"], "passed": false,
+             "expected": 0, "found": 1, "examples": [{"order_id": 7, "status": null}]},
+            {"audit": "max_rows", "partition": "2026-10-04", "columns": null, "passed": true,
+             "expected": 9, "found": 2, "examples": []}
+        ]});
+        assert_eq!(
+            audit_lines(&report),
+            [
+                "  audit min_rows 2026-10-04 failed: expected 5, found 2",
+                "  audit not_null (status) failed: expected 0, found 1",
+                r#"    e.g. {"order_id":7,"status":null}"#,
+            ]
+        );
+    }
 
     #[test]
     fn a_file_name_says_its_format() {
