@@ -47,6 +47,8 @@ problem_codes! {
     HostNotAllowed => "host_not_allowed",
     MalformedBody => "malformed_body",
     BadRows => "bad_rows",
+    /// Staged rows failed an audit; nothing was published.
+    AuditFailed => "audit_failed",
     LimitExceeded => "limit_exceeded",
     TableNotFound => "table_not_found",
     NotFound => "not_found",

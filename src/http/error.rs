@@ -13,7 +13,7 @@ use crate::names::NameError;
 use crate::pipeline::body::BodyError;
 use crate::pipeline::WriteError;
 use crate::problem::ProblemCode;
-use crate::schema::SchemaError;
+use crate::schema::{AuditReport, SchemaError};
 use crate::store::StoreError;
 
 /// Everything a request can fail with. Each has a stable `code` that
@@ -72,6 +72,13 @@ pub enum ApiError {
     Write(#[from] WriteError),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
+    /// Staged rows failed an audit: the problem carries the report.
+    #[error("the staged rows failed {} audit(s); nothing was published", failed_audits(.0))]
+    AuditFailed(Box<AuditReport>),
+}
+
+fn failed_audits(report: &AuditReport) -> usize {
+    report.audits.iter().filter(|a| !a.passed).count()
 }
 
 /// A database that is away usually takes seconds to come back (a restart,
@@ -94,6 +101,8 @@ struct Problem<'a> {
     errors: Option<&'a [BadRow]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rejected: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<&'a AuditReport>,
 }
 
 impl ApiError {
@@ -121,6 +130,7 @@ impl ApiError {
             Store(e) => e.code(),
             Write(e) => e.code(),
             Internal(_) => ProblemCode::Internal,
+            AuditFailed(_) => ProblemCode::AuditFailed,
         }
     }
 
@@ -171,6 +181,7 @@ impl ApiError {
             ),
             ProblemCode::MalformedBody => (StatusCode::UNPROCESSABLE_ENTITY, "Malformed body"),
             ProblemCode::BadRows => (StatusCode::UNPROCESSABLE_ENTITY, "Bad rows"),
+            ProblemCode::AuditFailed => (StatusCode::UNPROCESSABLE_ENTITY, "Audit failed"),
             ProblemCode::IdempotencyKeyReused => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "Idempotency-Key reused")
             }
@@ -203,6 +214,14 @@ impl ApiError {
             ApiError::Write(WriteError::Store(StoreError::RepeatedKeys { keys, listed })) => {
                 Some((listed, Some(*keys)))
             }
+            _ => None,
+        }
+    }
+
+    /// The audit report a refused publish carries.
+    fn report(&self) -> Option<&AuditReport> {
+        match self {
+            ApiError::AuditFailed(report) => Some(report),
             _ => None,
         }
     }
@@ -270,6 +289,7 @@ impl IntoResponse for ApiError {
             code,
             errors: row_errors.map(|(errors, _)| errors),
             rejected: row_errors.and_then(|(_, count)| count),
+            report: self.report(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();
@@ -337,6 +357,13 @@ mod tests {
             (StoreError::TableChanged(orders()).into(), 409),
             (ApiError::HostNotAllowed("x".into()), 421),
             (ApiError::ConfirmRequired("x".into()), 400),
+            (
+                ApiError::AuditFailed(Box::new(AuditReport {
+                    passed: false,
+                    audits: vec![],
+                })),
+                422,
+            ),
             (StoreError::PreconditionFailed(Unmet::Exists).into(), 412),
             (
                 WriteError::Store(StoreError::KeyInFlight {

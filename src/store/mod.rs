@@ -10,6 +10,7 @@
 //! quoted; `locks` owns the advisory lock keys; values travel as bind
 //! parameters or COPY data.
 
+pub mod audits;
 pub mod catalog;
 pub mod completed_keys;
 pub mod drop_table;
