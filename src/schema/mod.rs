@@ -9,8 +9,10 @@
 //! - `declaration`: `TableDeclaration` → `TableDef`;
 //! - `change`: `SchemaWants`, `SchemaChange`, `plan_changes`;
 //! - `error`: `SchemaError`;
-//! - `audits`: `Audits` a load's staged rows must pass, and `AuditReport`.
+//! - `audits`: `Audits` a load's staged rows must pass, and `AuditReport`;
+//! - `audit_checks`: `Audits::parse`, audits checked against a table.
 
+mod audit_checks;
 mod audits;
 mod change;
 mod declaration;
