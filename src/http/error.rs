@@ -382,6 +382,31 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_failed_audit_is_a_422_that_carries_its_report() {
+        let report = AuditReport {
+            passed: false,
+            audits: vec![crate::schema::AuditResult {
+                audit: "min_rows".into(),
+                partition: Some("2026-10-12".into()),
+                columns: None,
+                passed: false,
+                expected: serde_json::json!(1000),
+                found: serde_json::json!(12),
+                examples: vec![],
+            }],
+        };
+        let response = ApiError::AuditFailed(Box::new(report.clone())).into_response();
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["code"], "audit_failed");
+        assert_eq!(problem["report"], serde_json::to_value(&report).unwrap());
+        assert!(problem["detail"].as_str().unwrap().contains("1 audit"));
+    }
+
     #[test]
     fn a_full_spool_is_a_503_that_says_when_to_retry() {
         let full = std::io::Error::from(std::io::ErrorKind::StorageFull);

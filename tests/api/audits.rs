@@ -48,6 +48,8 @@ async fn a_table_declares_its_audits_shows_them_and_drops_them_when_declared_wit
     );
     let table = json_body(app.get("/tables/orders").await).await;
     assert!(table.get("audits").is_none(), "no audits, no key: {table}");
+    let history = json_body(app.get("/tables/orders/history").await).await;
+    assert_eq!(history[1]["changes"], answer["changes"], "{history}");
 }
 
 #[tokio::test]
@@ -156,11 +158,12 @@ async fn audit_days(
     run_audits(&mut conn, def, &audits, &staged).await
 }
 
+/// The keys (`order_id`, or `id`) of a result's examples, sorted.
 fn ids(result: &AuditResult) -> Vec<i64> {
     let mut ids: Vec<i64> = result
         .examples
         .iter()
-        .map(|e| e["order_id"].as_i64().unwrap())
+        .map(|e| e.get("order_id").unwrap_or(&e["id"]).as_i64().unwrap())
         .collect();
     ids.sort();
     ids
@@ -296,4 +299,49 @@ async fn a_value_postgres_cannot_read_as_its_column_is_the_callers_to_fix() {
         "a refusal, not a failure: {err:?}"
     );
     assert_eq!(err.code().as_str(), "invalid_declaration");
+}
+
+#[tokio::test]
+async fn audits_read_their_values_as_the_columns_type() {
+    let app = spawn_app().await;
+    let declaration = r#"{"columns": {"id": "bigint", "flag": "boolean", "tag": "uuid",
+        "doc": "jsonb", "at": "timestamptz", "n": "integer", "x": "double precision",
+        "ds": "date"}, "primary_key": ["id"]}"#;
+    let r = app.declare("things", declaration).await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let u1 = "6f1c2a3e-0000-4000-8000-000000000001";
+    let u2 = "6f1c2a3e-0000-4000-8000-000000000002";
+    let rows = [
+        json!({"id": 1, "flag": true, "tag": u1, "doc": {"a": 1}, "at": "2026-10-12T10:00:00Z",
+               "n": 5, "x": 1.5, "ds": "2026-10-12"}),
+        json!({"id": 2, "flag": false, "tag": u2, "doc": {"a": 2}, "at": "2026-10-11T23:00:00Z",
+               "n": 6, "x": 2.5, "ds": "2026-10-12"}),
+    ];
+    let r = app.put_ndjson("/partitions/things/2026-10-12", &rows).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let def: sqlx::types::Json<TableDef> =
+        sqlx::query_scalar("select definition from idem.tables where name = 'things'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let def = def.0;
+    let audits = json!({
+        "accepted_values": {"flag": [true], "tag": [u1], "doc": [{"a": 1}], "x": [1.5]},
+        "range": {"at": {"min": "2026-10-12T00:00:00Z"}, "n": {"max": "5"}}});
+    let audits = Audits::parse(&audits, &def).unwrap();
+    let stage = partition_table(&def.name, day("2026-10-12"));
+    let staged = [StagedPartition {
+        period: day("2026-10-12"),
+        stage: &stage,
+        rows: 2,
+        live_rows: None,
+    }];
+    let mut conn = app.db.acquire().await.unwrap();
+    let report = run_audits(&mut conn, &def, &audits, &staged).await.unwrap();
+    assert_eq!(report.audits.len(), 6, "{report:#?}");
+    for result in &report.audits {
+        assert_eq!(result.found, json!(1), "{result:#?}");
+        assert_eq!(ids(result), [2], "{result:#?}");
+    }
+    assert_eq!(report.audits[0].examples[0]["doc"], json!({"a": 2}));
 }
