@@ -37,12 +37,14 @@ pub async fn run_audits(
     staged: &[StagedPartition<'_>],
 ) -> StoreResult<AuditReport> {
     let mut results = Vec::new();
-    for p in staged {
+    let mut partitions: Vec<&StagedPartition<'_>> = staged.iter().collect();
+    partitions.sort_by_key(|p| p.period);
+    for p in &partitions {
         if let Some(min) = audits.min_rows {
             results.push(count_result("min_rows", p, min, p.rows >= min));
         }
     }
-    for p in staged {
+    for p in &partitions {
         if let Some(max) = audits.max_rows {
             results.push(count_result("max_rows", p, max, p.rows <= max));
         }
@@ -75,7 +77,7 @@ pub async fn run_audits(
         results.push(run_check(conn, def, &source, "range", &[column], check, expected).await?);
     }
     if let Some(ratio) = audits.max_change_ratio {
-        for p in staged {
+        for p in &partitions {
             results.push(change_ratio(conn, p, ratio.get()).await?);
         }
     }
@@ -234,7 +236,9 @@ async fn run_check(
 ) -> StoreResult<AuditResult> {
     let (found, examples) = match &source.0 {
         None => (0, Vec::new()),
-        Some(rows) => failing_rows(conn, def, rows, &check).await?,
+        Some(rows) => failing_rows(conn, def, rows, &check)
+            .await
+            .map_err(|e| bad_value(e, audit, columns))?,
     };
     Ok(AuditResult {
         audit: audit.into(),
@@ -276,7 +280,7 @@ async fn failing_rows(
             Bind::Texts(texts) => query.bind(texts),
         };
     }
-    let row = query.fetch_one(&mut *conn).await.map_err(bad_value)?;
+    let row = query.fetch_one(&mut *conn).await?;
     let found = u64::try_from(row.try_get::<i64, _>("found")?)
         .map_err(|_| StoreError::Corrupt("a negative count"))?;
     let examples: sqlx::types::Json<Vec<Value>> = row.try_get("examples")?;
@@ -284,17 +288,21 @@ async fn failing_rows(
 }
 
 /// A value of an audit that Postgres cannot read as its column's type is
-/// the caller's to fix.
-fn bad_value(err: sqlx::Error) -> StoreError {
-    let state = match &err {
+/// the caller's to fix (the check's statement reads no other values).
+fn bad_value(err: StoreError, audit: &str, columns: &[&ColumnName]) -> StoreError {
+    let source = match &err {
+        StoreError::Database(e) | StoreError::Limit { source: e, .. } => e,
+        _ => return err,
+    };
+    let state = match source {
         sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
         _ => None,
     };
     match state.as_deref() {
         Some("22P02" | "22007" | "22008" | "22003") => StoreError::Schema(SchemaError::Invalid(
-            "audits: a value is not a valid value of its column".into(),
+            format!("audits: {audit} of {columns:?}: a value is not one its column can hold"),
         )),
-        _ => StoreError::from(err),
+        _ => err,
     }
 }
 

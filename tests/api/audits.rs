@@ -299,6 +299,7 @@ async fn a_value_postgres_cannot_read_as_its_column_is_the_callers_to_fix() {
         "a refusal, not a failure: {err:?}"
     );
     assert_eq!(err.code().as_str(), "invalid_declaration");
+    assert!(err.to_string().contains("updated_at"), "{err}");
 }
 
 #[tokio::test]
