@@ -47,6 +47,8 @@ problem_codes! {
     HostNotAllowed => "host_not_allowed",
     MalformedBody => "malformed_body",
     BadRows => "bad_rows",
+    /// Staged rows failed an audit; nothing was published.
+    AuditFailed => "audit_failed",
     LimitExceeded => "limit_exceeded",
     TableNotFound => "table_not_found",
     NotFound => "not_found",
@@ -69,8 +71,6 @@ problem_codes! {
     DatabaseUnavailable => "database_unavailable",
     Busy => "busy",
     SpoolFull => "spool_full",
-    /// One or more of a load's audits failed; nothing was published.
-    AuditFailed => "audit_failed",
     Internal => "internal",
 }
 

@@ -13,7 +13,7 @@ use crate::names::NameError;
 use crate::pipeline::body::BodyError;
 use crate::pipeline::WriteError;
 use crate::problem::ProblemCode;
-use crate::schema::SchemaError;
+use crate::schema::{AuditReport, SchemaError};
 use crate::store::StoreError;
 
 /// Everything a request can fail with. Each has a stable `code` that
@@ -72,6 +72,13 @@ pub enum ApiError {
     Write(#[from] WriteError),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
+    /// Staged rows failed an audit: the problem carries the report.
+    #[error("the staged rows failed {} audit(s); nothing was published", failed_audits(.0))]
+    AuditFailed(Box<AuditReport>),
+}
+
+fn failed_audits(report: &AuditReport) -> usize {
+    report.audits.iter().filter(|a| !a.passed).count()
 }
 
 /// A database that is away usually takes seconds to come back (a restart,
@@ -92,11 +99,10 @@ struct Problem<'a> {
     code: ProblemCode,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<&'a [BadRow]>,
-    /// A failed audit's report, audit by audit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    report: Option<&'a crate::schema::audits::AuditReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rejected: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<&'a AuditReport>,
 }
 
 impl ApiError {
@@ -124,6 +130,7 @@ impl ApiError {
             Store(e) => e.code(),
             Write(e) => e.code(),
             Internal(_) => ProblemCode::Internal,
+            AuditFailed(_) => ProblemCode::AuditFailed,
         }
     }
 
@@ -213,6 +220,15 @@ impl ApiError {
         }
     }
 
+    /// The audit report a refused publish carries.
+    fn report(&self) -> Option<&AuditReport> {
+        match self {
+            ApiError::AuditFailed(report) => Some(report),
+            ApiError::Write(WriteError::AuditFailed(report)) => Some(report),
+            _ => None,
+        }
+    }
+
     /// How long a client should wait before it retries, when it should.
     fn retry_after(&self) -> Option<Duration> {
         let store = match self {
@@ -276,10 +292,7 @@ impl IntoResponse for ApiError {
             code,
             errors: row_errors.map(|(errors, _)| errors),
             rejected: row_errors.and_then(|(_, count)| count),
-            report: match &self {
-                ApiError::Write(WriteError::AuditFailed(report)) => Some(report),
-                _ => None,
-            },
+            report: self.report(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();
@@ -347,6 +360,13 @@ mod tests {
             (StoreError::TableChanged(orders()).into(), 409),
             (ApiError::HostNotAllowed("x".into()), 421),
             (ApiError::ConfirmRequired("x".into()), 400),
+            (
+                ApiError::AuditFailed(Box::new(AuditReport {
+                    passed: false,
+                    audits: vec![],
+                })),
+                422,
+            ),
             (StoreError::PreconditionFailed(Unmet::Exists).into(), 412),
             (
                 WriteError::Store(StoreError::KeyInFlight {
@@ -363,6 +383,31 @@ mod tests {
         for (error, status) in refusals {
             assert_eq!(error.status().as_u16(), status, "{error:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_failed_audit_is_a_422_that_carries_its_report() {
+        let report = AuditReport {
+            passed: false,
+            audits: vec![crate::schema::AuditResult {
+                audit: "min_rows".into(),
+                partition: Some("2026-10-12".into()),
+                columns: None,
+                passed: false,
+                expected: serde_json::json!(1000),
+                found: serde_json::json!(12),
+                examples: vec![],
+            }],
+        };
+        let response = ApiError::AuditFailed(Box::new(report.clone())).into_response();
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["code"], "audit_failed");
+        assert_eq!(problem["report"], serde_json::to_value(&report).unwrap());
+        assert!(problem["detail"].as_str().unwrap().contains("1 audit"));
     }
 
     #[test]

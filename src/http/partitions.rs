@@ -96,13 +96,11 @@ async fn put_partition(
     };
     // An undeclared table is created daily; the pipeline checks the grain
     // again against the table it resolves.
-    let grain = state
-        .store
-        .table(&table)
-        .await?
-        .map_or(Grain::Day, |d| d.grain);
+    let stored = state.store.table(&table).await?;
+    let grain = stored.as_ref().map_or(Grain::Day, |d| d.grain);
+    let audited = stored.as_ref().is_some_and(|d| !d.audits.is_empty());
     let ds = parse_period(&ds, grain)?;
-    if query.audit.is_some() || query.dry_run == Some(true) {
+    if audited || query.audit.is_some() || query.dry_run == Some(true) {
         // Audited or tried: a load of one partition, staged then checked.
         let query = ManyQuery {
             from: None,

@@ -159,6 +159,7 @@ pub fn infer_table(
         reject_retry_window: Default::default(),
         duplicates: Default::default(),
         duplicate_log: true,
+        audits: Default::default(),
     })
 }
 

@@ -6,7 +6,7 @@ use super::body::BodyError;
 use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::problem::ProblemCode;
-use crate::schema::audits::AuditReport;
+use crate::schema::AuditReport;
 use crate::schema::SchemaError;
 use crate::store::StoreError;
 use crate::versions::Unmet;

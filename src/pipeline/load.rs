@@ -12,7 +12,7 @@ use crate::access::Actor;
 use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::audits::Audits;
+use crate::schema::Audits;
 use crate::schema::{SchemaError, TableDef};
 use crate::store::catalog;
 use crate::store::staged_loads::{self, LoadPart, NewLoad, StagedLoad, StagedStatus};

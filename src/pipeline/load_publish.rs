@@ -14,7 +14,7 @@ use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::audits::{AuditReport, Audits};
+use crate::schema::{AuditReport, Audits};
 use crate::schema::{DuplicatePolicy, TableDef};
 use crate::store::audits::{run_audits, StagedPartition};
 use crate::store::ledger::{LoadEntry, LoadStatus};

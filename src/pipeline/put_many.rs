@@ -10,7 +10,7 @@ use super::load_publish::{Finish, Finishing, LoadReceipt, PartSource};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::names::TableName;
-use crate::schema::audits::Audits;
+use crate::schema::Audits;
 use crate::schema::BadRowPolicy;
 use crate::store::catalog;
 use crate::store::write::stage::{self, StageFate};
@@ -72,9 +72,10 @@ impl Pipeline {
         let def = catalog::table_def(&mut conn, &req.table)
             .await?
             .ok_or_else(|| WriteError::TableNotFound(req.table.clone()))?;
+        // The table's audits, the request's keys over them.
         let audits = match &req.audits {
-            Some(value) => Audits::parse(value, &def)?,
-            None => Audits::default(),
+            Some(value) => def.audits.overlay(&Audits::parse(value, &def)?),
+            None => (*def.audits).clone(),
         };
         let periods = req.target.periods();
         let allowed = periods

@@ -15,7 +15,7 @@ use crate::access::Actor;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::audits::Audits;
+use crate::schema::Audits;
 use crate::store::catalog;
 use crate::store::locks::{lock_load, unlock_load};
 use crate::store::staged_loads::{self, LoadPart, StagedLoad, StagedStatus};
@@ -83,7 +83,8 @@ impl Pipeline {
             .await?
             .ok_or_else(|| WriteError::TableNotFound(table.clone()))?;
         let target = LoadTarget::from_json(&load.target, &def)?;
-        let audits = Audits::parse(&load.audits, &def)?;
+        // The table's audits as they are now, the load's keys over them.
+        let audits = def.audits.overlay(&Audits::parse(&load.audits, &def)?);
         let parts = staged_loads::parts(&mut *conn, load.load_id).await?;
         let ticket = ticket(&load, &table, &target, &req.actor);
         let finish = Finish {

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::audits::Audits;
 use super::error::SchemaError;
 use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
 use super::table::{check_width, Column, ColumnType, TableDef};
@@ -147,6 +148,9 @@ pub enum SchemaChange {
     SetDuplicateLog {
         duplicate_log: bool,
     },
+    SetAudits {
+        audits: Box<Audits>,
+    },
 }
 
 impl SchemaChange {
@@ -252,6 +256,11 @@ fn policy_changes(old: &TableDef, new: &TableDef) -> Vec<SchemaChange> {
             duplicate_log: new.duplicate_log,
         });
     }
+    if old.audits != new.audits {
+        changes.push(SchemaChange::SetAudits {
+            audits: new.audits.clone(),
+        });
+    }
     changes
 }
 
@@ -281,6 +290,7 @@ impl TableDef {
                 SchemaChange::SetDuplicateLog { duplicate_log } => {
                     def.duplicate_log = *duplicate_log
                 }
+                SchemaChange::SetAudits { audits } => def.audits = audits.clone(),
             }
         }
         def

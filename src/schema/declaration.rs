@@ -5,6 +5,7 @@
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+use super::audits::Audits;
 use super::error::{invalid, SchemaError};
 use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
 use super::table::{check_width, Column, ColumnType, TableDef};
@@ -40,6 +41,9 @@ pub struct TableDeclaration {
     /// `true` unless declared.
     #[serde(default)]
     pub duplicate_log: Option<bool>,
+    /// Checks before a load is published (see `Audits`).
+    #[serde(default)]
+    pub audits: Option<serde_json::Value>,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's
@@ -84,7 +88,7 @@ impl TableDeclaration {
             .map(|cursor| check_cursor(&columns, cursor, &primary_key))
             .transpose()?;
         let policies = self.policies(&primary_key)?;
-        Ok(TableDef {
+        let mut def = TableDef {
             name: table,
             columns,
             partition_by,
@@ -96,7 +100,12 @@ impl TableDeclaration {
             reject_retry_window: policies.reject_retry_window,
             duplicates: policies.duplicates,
             duplicate_log: policies.duplicate_log,
-        })
+            audits: Box::default(),
+        };
+        if let Some(audits) = &self.audits {
+            def.audits = Box::new(Audits::parse(audits, &def)?);
+        }
+        Ok(def)
     }
 
     /// The declared policies, each its default when not declared; a

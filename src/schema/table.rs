@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::audits::Audits;
 use super::error::SchemaError;
 use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
 use crate::names::{ColumnName, TableName};
@@ -130,6 +131,11 @@ pub struct TableDef {
     /// /duplicates`).
     #[serde(default = "yes")]
     pub duplicate_log: bool,
+    /// Checks a load's staged rows must pass before they are published
+    /// (boxed: most tables have none, and a definition travels in every
+    /// write's request).
+    #[serde(default, skip_serializing_if = "Audits::is_empty")]
+    pub audits: Box<Audits>,
 }
 
 impl TableDef {
