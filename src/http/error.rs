@@ -53,6 +53,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     InvalidTokenRequest(String),
+    /// A partition of a table that has none (`"partition_by": null`).
+    #[error("table {0:?} has no partitions; use /tables/{0}/rows")]
+    NotPartitioned(crate::names::TableName),
     /// The `Host` is not one of `IDEM_ALLOWED_HOSTS`.
     #[error("{0}")]
     HostNotAllowed(String),
@@ -113,6 +116,7 @@ impl ApiError {
             Unauthorized { .. } => ProblemCode::Unauthorized,
             Forbidden(_) => ProblemCode::Forbidden,
             InvalidTokenRequest(_) => ProblemCode::InvalidTokenRequest,
+            NotPartitioned(_) => ProblemCode::NotPartitioned,
             HostNotAllowed(_) => ProblemCode::HostNotAllowed,
             InvalidAuthorization(_) => ProblemCode::InvalidAuthorization,
             Name(_) => ProblemCode::InvalidName,
@@ -154,6 +158,7 @@ impl ApiError {
             // name this server does not answer for (RFC 9110, 15.5.20).
             ProblemCode::HostNotAllowed => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
             ProblemCode::SchemaConflict => (StatusCode::CONFLICT, "Schema conflict"),
+            ProblemCode::NotPartitioned => (StatusCode::CONFLICT, "Table not partitioned"),
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
             ProblemCode::PreconditionFailed => {
                 (StatusCode::PRECONDITION_FAILED, "Precondition failed")

@@ -13,6 +13,7 @@ pub mod preconditions;
 pub mod receipts;
 pub mod rejects;
 pub mod rows;
+pub mod table_rows;
 pub mod tables;
 pub mod token_cache;
 pub mod tokens;
@@ -140,6 +141,7 @@ impl AppState {
 pub fn router() -> Router<AppState> {
     Router::new()
         .merge(tables::router())
+        .merge(table_rows::router())
         .merge(partitions::router())
         .merge(rows::router())
         .merge(idempotency_keys::router())

@@ -25,6 +25,7 @@ mod numeric_limits;
 mod ops;
 mod partitions;
 mod patch;
+mod plain_tables;
 mod policies;
 mod processes;
 mod quarantine;

@@ -1,0 +1,233 @@
+//! Plain tables (`"partition_by": null`): declared, merged into, appended
+//! to and read whole; `/partitions` refuses them; and the whole-table read
+//! (`GET`/`HEAD /tables/{t}/rows`) of any table.
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::support::*;
+
+const CUSTOMERS: &str = r#"{"columns": {"customer_id": "bigint", "name": "text", "tier": "text"},
+  "partition_by": null, "primary_key": ["customer_id"]}"#;
+
+const NOTES: &str = r#"{"columns": {"note": "text"}, "partition_by": null}"#;
+
+fn customer(id: i64, name: &str, tier: &str) -> Value {
+    json!({"customer_id": id, "name": name, "tier": tier})
+}
+
+async fn declared(app: &TestApp, table: &str, declaration: &str) -> Value {
+    let r = app.declare(table, declaration).await;
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    json_body(r).await
+}
+
+/// A POST under `key`, or under a key of its own.
+async fn post(app: &TestApp, query: &str, key: Option<&str>, rows: &[Value]) -> Value {
+    static SENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let fresh = format!(
+        "post-{}",
+        SENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let r = app
+        .client
+        .post(app.url(&format!("/rows?{query}")))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", key.unwrap_or(&fresh))
+        .body(ndjson(rows))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "POST /rows?{query}");
+    json_body(r).await
+}
+
+/// The whole table's rows, as `GET /tables/{t}/rows` gives them, and its ETag.
+async fn whole(app: &TestApp, table: &str, accept: &str) -> (String, String) {
+    let r = app
+        .client
+        .get(app.url(&format!("/tables/{table}/rows")))
+        .header("accept", accept)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "GET /tables/{table}/rows");
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    (r.text().await.unwrap(), etag)
+}
+
+fn lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_plain_customers_table_takes_merges_and_reads_back_whole() {
+    let app = spawn_app().await;
+    let info = declared(&app, "customers", CUSTOMERS).await;
+    assert_eq!(info["partition_by"], Value::Null);
+
+    let first = post(
+        &app,
+        "table=customers",
+        None,
+        &[customer(1, "Ada", "gold"), customer(2, "Bob", "free")],
+    )
+    .await;
+    assert_eq!(first["mode"], "merge");
+    assert_eq!(first["inserted"], 2);
+    assert_eq!(first["ds"], Value::Null);
+    let second = post(&app, "table=customers", None, &[customer(2, "Bob", "gold")]).await;
+    assert_eq!(second["updated"], 1);
+
+    let (text, etag) = whole(&app, "customers", "application/x-ndjson").await;
+    let mut rows = lines(&text);
+    rows.sort_by_key(|r| r["customer_id"].as_i64());
+    assert_eq!(
+        rows,
+        [customer(1, "Ada", "gold"), customer(2, "Bob", "gold")]
+    );
+    let head = app
+        .client
+        .head(app.url("/tables/customers/rows"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), 200);
+    assert_eq!(head.headers()["etag"].to_str().unwrap(), etag);
+    assert_eq!(head.headers()["idem-row-count"], "2");
+
+    let (csv, csv_etag) = whole(&app, "customers", "text/csv").await;
+    assert_eq!(csv_etag, etag);
+    let mut csv_lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(csv_lines.remove(0), "customer_id,name,tier");
+    csv_lines.sort();
+    assert_eq!(csv_lines, ["1,Ada,gold", "2,Bob,gold"]);
+
+    let info = json_body(app.get("/tables/customers").await).await;
+    assert_eq!(info["partition_by"], Value::Null);
+    assert_eq!(info["rows"], 2, "{info}");
+    assert_eq!(info["partitions"], 0, "{info}");
+}
+
+#[tokio::test]
+async fn a_plain_table_without_a_key_appends_and_a_replayed_key_writes_once() {
+    let app = spawn_app().await;
+    declared(&app, "notes", NOTES).await;
+    let rows = [json!({"note": "a"}), json!({"note": "b"})];
+    let first = post(&app, "table=notes&mode=append", Some("k-1"), &rows).await;
+    assert_eq!(first["ds"], Value::Null);
+    let again = post(&app, "table=notes&mode=append", Some("k-1"), &rows).await;
+    assert_eq!(again["load_id"], first["load_id"]);
+    post(&app, "table=notes&mode=append", None, &rows[..1]).await;
+    let (text, _) = whole(&app, "notes", "application/x-ndjson").await;
+    assert_eq!(lines(&text).len(), 3);
+
+    let loads = json_body(app.get("/loads?table=notes").await).await;
+    let items = loads["items"].as_array().or(loads.as_array()).cloned();
+    for load in items.unwrap_or_default() {
+        assert_eq!(load["ds"], Value::Null, "{load}");
+    }
+}
+
+#[tokio::test]
+async fn partitions_of_a_plain_table_are_refused_and_listed_as_none() {
+    let app = spawn_app().await;
+    declared(&app, "customers", CUSTOMERS).await;
+    post(&app, "table=customers", None, &[customer(1, "Ada", "gold")]).await;
+    let path = "/partitions/customers/2026-10-12";
+    let answers = [
+        app.get(path).await,
+        app.client.head(app.url(path)).send().await.unwrap(),
+        app.client.delete(app.url(path)).send().await.unwrap(),
+        app.put_ndjson(path, &[customer(2, "Bob", "free")]).await,
+    ];
+    for r in answers {
+        assert_eq!(r.status(), 409);
+        if r.content_length() != Some(0) {
+            let problem = json_body(r).await;
+            assert_eq!(problem["code"], "not_partitioned", "{problem}");
+            assert!(problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("/tables/customers/rows"));
+        }
+    }
+    let listed = json_body(app.get("/partitions/customers").await).await;
+    let items = listed["items"].as_array().or(listed.as_array()).unwrap();
+    assert!(items.is_empty(), "{listed}");
+}
+
+#[tokio::test]
+async fn flipping_partition_by_between_null_and_a_column_is_refused() {
+    let app = spawn_app().await;
+    declared(&app, "customers", CUSTOMERS).await;
+    let partitioned = CUSTOMERS.replace("\"partition_by\": null", "\"partition_by\": \"ds\"");
+    let r = app.declare("customers", &partitioned).await;
+    assert_eq!(r.status(), 409);
+
+    app.declare_orders().await;
+    let plain = r#"{"columns": {"order_id": "bigint", "ds": "date", "customer_id": "bigint",
+      "status": "text", "amount": "numeric", "updated_at": "timestamptz", "note": "text"},
+      "partition_by": null, "primary_key": ["order_id"], "cursor": "updated_at"}"#;
+    let r = app.declare("orders", plain).await;
+    assert_eq!(r.status(), 409);
+    let info = json_body(app.get("/tables/orders").await).await;
+    assert_eq!(info["partition_by"], "ds");
+}
+
+#[tokio::test]
+async fn a_partitioned_tables_whole_read_is_its_partitions_in_order_and_its_etag_follows_them() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    for (day, ids) in [("2026-10-13", 10..13), ("2026-10-12", 1..4)] {
+        let rows: Vec<Value> = ids
+            .map(|i| {
+                let mut row = order(i, "paid", &format!("{day}T01:00:00Z"));
+                row["ds"] = json!(day);
+                row
+            })
+            .collect();
+        let r = app
+            .put_ndjson(&format!("/partitions/orders/{day}"), &rows)
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    let mut parts = String::new();
+    for day in ["2026-10-12", "2026-10-13"] {
+        let r = app.get(&format!("/partitions/orders/{day}")).await;
+        parts.push_str(&r.text().await.unwrap());
+    }
+    let (text, etag) = whole(&app, "orders", "application/x-ndjson").await;
+    assert_eq!(text, parts);
+
+    // Another day untouched: the same ETag; a day changed: another.
+    let again = app
+        .put_ndjson(
+            "/partitions/orders/2026-10-12",
+            &(1..4)
+                .map(|i| order(i, "paid", "2026-10-12T01:00:00Z"))
+                .collect::<Vec<_>>(),
+        )
+        .await;
+    assert_eq!(json_body(again).await["changed"], false);
+    assert_eq!(whole(&app, "orders", "application/x-ndjson").await.1, etag);
+    let changed = app
+        .put_ndjson(
+            "/partitions/orders/2026-10-12",
+            &[order(1, "refunded", "2026-10-12T01:00:00Z")],
+        )
+        .await;
+    assert_eq!(changed.status(), 200);
+    assert_ne!(whole(&app, "orders", "application/x-ndjson").await.1, etag);
+}
+
+#[tokio::test]
+async fn an_empty_plain_table_reads_as_no_rows() {
+    let app = spawn_app().await;
+    declared(&app, "customers", CUSTOMERS).await;
+    let (text, _) = whole(&app, "customers", "application/x-ndjson").await;
+    assert_eq!(text, "");
+    assert_eq!(app.get("/tables/nothing/rows").await.status(), 404);
+}
