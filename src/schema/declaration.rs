@@ -330,4 +330,32 @@ mod tests {
         assert!(wide(1595, "jsonb").is_ok());
         assert!(matches!(wide(1596, "text"), Err(SchemaError::TooWide(_))));
     }
+
+    #[test]
+    fn a_null_partition_by_declares_a_plain_table_and_an_absent_one_ds() {
+        let t = || TableName::parse("t").unwrap();
+        let plain = decl(r#"{"columns":{"id":"bigint"},"partition_by":null,"primary_key":["id"]}"#)
+            .into_def(t())
+            .unwrap();
+        assert_eq!(plain.partition_by, None);
+        assert_eq!(plain.grain, Grain::Whole);
+        assert!(plain.keyed_by_part());
+        let names: Vec<_> = plain.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["id"]);
+        let stored = serde_json::to_value(&plain).unwrap();
+        assert_eq!(stored["partition_by"], serde_json::Value::Null);
+        let read: TableDef = serde_json::from_value(stored).unwrap();
+        assert_eq!(read, plain);
+
+        let daily = decl(r#"{"columns":{"id":"bigint"}}"#)
+            .into_def(t())
+            .unwrap();
+        assert_eq!(daily.partition_by.as_ref().map(|c| c.as_str()), Some("ds"));
+        assert_eq!(daily.grain, Grain::Day);
+
+        let hourly_plain = r#"{"columns":{"id":"bigint"},"partition_by":null,"grain":"hour"}"#;
+        assert!(decl(hourly_plain).into_def(t()).is_err());
+        let whole_daily = r#"{"columns":{"id":"bigint"},"grain":"whole"}"#;
+        assert!(decl(whole_daily).into_def(t()).is_err());
+    }
 }

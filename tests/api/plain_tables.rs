@@ -125,10 +125,17 @@ async fn a_plain_table_without_a_key_appends_and_a_replayed_key_writes_once() {
     assert_eq!(lines(&text).len(), 3);
 
     let loads = json_body(app.get("/loads?table=notes").await).await;
-    let items = loads["items"].as_array().or(loads.as_array()).cloned();
-    for load in items.unwrap_or_default() {
+    let loads = loads.as_array().unwrap();
+    assert_eq!(loads.len(), 2, "{loads:?}");
+    for load in loads {
         assert_eq!(load["ds"], Value::Null, "{load}");
     }
+    let one = json_body(
+        app.get(&format!("/loads/{}", first["load_id"].as_str().unwrap()))
+            .await,
+    )
+    .await;
+    assert_eq!(one["ds"], Value::Null, "{one}");
 }
 
 #[tokio::test]
