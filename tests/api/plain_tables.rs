@@ -112,6 +112,37 @@ async fn a_plain_customers_table_takes_merges_and_reads_back_whole() {
 }
 
 #[tokio::test]
+async fn a_plain_table_takes_patches_and_inserts_of_missing_keys_and_drops_whole() {
+    let app = spawn_app().await;
+    declared(&app, "customers", CUSTOMERS).await;
+    post(&app, "table=customers", None, &[customer(1, "Ada", "free")]).await;
+    let patch = [json!({"customer_id": 1, "tier": "gold"})];
+    let patched = post(&app, "table=customers&mode=patch", None, &patch).await;
+    assert_eq!(patched["ds"], Value::Null, "{patched}");
+    let missing = [customer(1, "Eve", "free"), customer(3, "Cy", "free")];
+    post(&app, "table=customers&mode=insert_missing", None, &missing).await;
+    let (text, _) = whole(&app, "customers", "application/x-ndjson").await;
+    let mut rows = lines(&text);
+    rows.sort_by_key(|r| r["customer_id"].as_i64());
+    assert_eq!(
+        rows,
+        [customer(1, "Ada", "gold"), customer(3, "Cy", "free")]
+    );
+
+    let dropped = app
+        .client
+        .delete(app.url("/tables/customers?confirm=customers"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dropped.status(), 204);
+    assert_eq!(app.get("/tables/customers/rows").await.status(), 404);
+    declared(&app, "customers", CUSTOMERS).await;
+    let (text, _) = whole(&app, "customers", "application/x-ndjson").await;
+    assert_eq!(text, "");
+}
+
+#[tokio::test]
 async fn a_plain_table_without_a_key_appends_and_a_replayed_key_writes_once() {
     let app = spawn_app().await;
     declared(&app, "notes", NOTES).await;
