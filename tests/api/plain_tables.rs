@@ -78,6 +78,8 @@ async fn a_plain_customers_table_takes_merges_and_reads_back_whole() {
     assert_eq!(first["mode"], "merge");
     assert_eq!(first["inserted"], 2);
     assert_eq!(first["ds"], Value::Null);
+    assert_eq!(first["partitions"][0]["ds"], Value::Null, "{first}");
+    assert_eq!(first["partitions"][0]["row_delta"], 2, "{first}");
     let second = post(&app, "table=customers", None, &[customer(2, "Bob", "gold")]).await;
     assert_eq!(second["updated"], 1);
 
@@ -97,6 +99,15 @@ async fn a_plain_customers_table_takes_merges_and_reads_back_whole() {
     assert_eq!(head.status(), 200);
     assert_eq!(head.headers()["etag"].to_str().unwrap(), etag);
     assert_eq!(head.headers()["idem-row-count"], "2");
+
+    let unchanged = app
+        .client
+        .get(app.url("/tables/customers/rows"))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unchanged.status(), 304);
 
     let (csv, csv_etag) = whole(&app, "customers", "text/csv").await;
     assert_eq!(csv_etag, etag);
