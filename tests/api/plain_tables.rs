@@ -280,3 +280,46 @@ async fn an_empty_plain_table_reads_as_no_rows() {
     assert_eq!(text, "");
     assert_eq!(app.get("/tables/nothing/rows").await.status(), 404);
 }
+
+#[tokio::test]
+async fn a_quarantined_row_of_a_plain_table_is_kept_without_a_ds_and_replayed() {
+    let app = spawn_app().await;
+    let quarantine = CUSTOMERS.replace(
+        "\"partition_by\": null",
+        "\"partition_by\": null, \"bad_rows\": \"quarantine\"",
+    );
+    declared(&app, "customers", &quarantine).await;
+    let rows = [
+        customer(1, "Ada", "gold"),
+        json!({"customer_id": "x", "name": "Bad"}),
+    ];
+    let written = post(&app, "table=customers", None, &rows).await;
+    assert_eq!(written["rejected"], 1, "{written}");
+    let rejects = json_body(app.get("/rejects?table=customers").await).await;
+    assert_eq!(rejects.as_array().unwrap().len(), 1, "{rejects}");
+    assert_eq!(rejects[0]["ds"], Value::Null, "{rejects}");
+
+    let replayed = app
+        .client
+        .post(app.url("/rejects/replay?table=customers"))
+        .header("idempotency-key", "replay-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replayed.status(), 200, "{}", replayed.text().await.unwrap());
+    let (text, _) = whole(&app, "customers", "application/x-ndjson").await;
+    assert_eq!(lines(&text), [customer(1, "Ada", "gold")]);
+}
+
+#[tokio::test]
+async fn a_repeated_key_of_a_plain_table_is_logged_without_a_ds() {
+    let app = spawn_app().await;
+    declared(&app, "customers", CUSTOMERS).await;
+    let rows = [customer(1, "Ada", "free"), customer(1, "Ada", "gold")];
+    let written = post(&app, "table=customers", None, &rows).await;
+    assert_eq!(written["duplicates"], 1, "{written}");
+    let logged = json_body(app.get("/duplicates?table=customers").await).await;
+    let logged = logged.as_array().unwrap();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["ds"], Value::Null, "{logged:?}");
+}
