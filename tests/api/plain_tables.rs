@@ -67,6 +67,7 @@ async fn a_plain_customers_table_takes_merges_and_reads_back_whole() {
     let app = spawn_app().await;
     let info = declared(&app, "customers", CUSTOMERS).await;
     assert_eq!(info["partition_by"], Value::Null);
+    assert_eq!(info["grain"], "whole");
 
     let first = post(
         &app,
@@ -322,4 +323,19 @@ async fn a_repeated_key_of_a_plain_table_is_logged_without_a_ds() {
     let logged = logged.as_array().unwrap();
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert_eq!(logged[0]["ds"], Value::Null, "{logged:?}");
+}
+
+#[tokio::test]
+async fn the_served_openapi_document_describes_whole_reads_and_plain_tables() {
+    let app = spawn_app().await;
+    let spec = app.get("/openapi.yaml").await.text().await.unwrap();
+    let whole = spec
+        .split("\n  /tables/{table}/rows:\n")
+        .nth(1)
+        .expect("openapi.yaml describes /tables/{table}/rows");
+    let whole = whole.split("\n  /").next().unwrap();
+    for operation in ["operationId: getTableRows", "operationId: headTableRows"] {
+        assert!(whole.contains(operation), "{operation}");
+    }
+    assert!(spec.contains("- not_partitioned"));
 }
