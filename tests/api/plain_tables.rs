@@ -339,3 +339,18 @@ async fn the_served_openapi_document_describes_whole_reads_and_plain_tables() {
     }
     assert!(spec.contains("- not_partitioned"));
 }
+
+#[tokio::test]
+async fn a_plain_table_under_evolve_grows_a_column_for_a_new_field() {
+    let app = spawn_app().await;
+    let evolving = CUSTOMERS.replace(
+        "\"partition_by\": null",
+        "\"partition_by\": null, \"schema\": \"evolve\"",
+    );
+    declared(&app, "customers", &evolving).await;
+    let mut row = customer(1, "Ada", "gold");
+    row["since"] = json!(2019);
+    post(&app, "table=customers", None, &[row.clone()]).await;
+    let (text, _) = whole(&app, "customers", "application/x-ndjson").await;
+    assert_eq!(lines(&text), [row]);
+}
