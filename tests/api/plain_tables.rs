@@ -251,6 +251,10 @@ async fn a_partitioned_tables_whole_read_is_its_partitions_in_order_and_its_etag
     }
     let (text, etag) = whole(&app, "orders", "application/x-ndjson").await;
     assert_eq!(text, parts);
+    let (array, array_etag) = whole(&app, "orders", "application/json").await;
+    assert_eq!(array_etag, etag);
+    let array: Vec<Value> = serde_json::from_str(&array).unwrap();
+    assert_eq!(array, lines(&parts));
 
     // Another day untouched: the same ETag; a day changed: another.
     let again = app
@@ -353,4 +357,21 @@ async fn a_plain_table_under_evolve_grows_a_column_for_a_new_field() {
     post(&app, "table=customers", None, &[row.clone()]).await;
     let (text, _) = whole(&app, "customers", "application/x-ndjson").await;
     assert_eq!(lines(&text), [row]);
+}
+
+#[tokio::test]
+async fn an_hourly_tables_whole_read_gives_its_hours_in_order() {
+    let app = spawn_app().await;
+    let hourly = r#"{"columns": {"id": "bigint", "at": "timestamptz"},
+      "partition_by": "at", "grain": "hour", "primary_key": ["id"]}"#;
+    declared(&app, "clicks", hourly).await;
+    let late = json!({"id": 1, "at": "2026-10-12T14:30:00+00:00"});
+    let early = json!({"id": 2, "at": "2026-10-12T13:05:00+00:00"});
+    post(&app, "table=clicks", None, &[late.clone(), early.clone()]).await;
+    let (text, _) = whole(&app, "clicks", "application/x-ndjson").await;
+    let ids: Vec<i64> = lines(&text)
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [2, 1]);
 }
