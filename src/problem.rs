@@ -54,6 +54,8 @@ problem_codes! {
     NotFound => "not_found",
     MethodNotAllowed => "method_not_allowed",
     SchemaConflict => "schema_conflict",
+    /// A `/partitions` request for a table without partitions.
+    NotPartitioned => "not_partitioned",
     PreconditionFailed => "precondition_failed",
     InvalidAuthorization => "invalid_authorization",
     Unauthorized => "unauthorized",

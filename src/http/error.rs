@@ -53,6 +53,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     InvalidTokenRequest(String),
+    /// A partition of a table that has none (`"partition_by": null`).
+    #[error("table {0:?} has no partitions; use /tables/{0}/rows")]
+    NotPartitioned(crate::names::TableName),
     /// The `Host` is not one of `IDEM_ALLOWED_HOSTS`.
     #[error("{0}")]
     HostNotAllowed(String),
@@ -122,6 +125,7 @@ impl ApiError {
             Unauthorized { .. } => ProblemCode::Unauthorized,
             Forbidden(_) => ProblemCode::Forbidden,
             InvalidTokenRequest(_) => ProblemCode::InvalidTokenRequest,
+            NotPartitioned(_) => ProblemCode::NotPartitioned,
             HostNotAllowed(_) => ProblemCode::HostNotAllowed,
             InvalidAuthorization(_) => ProblemCode::InvalidAuthorization,
             Name(_) => ProblemCode::InvalidName,
@@ -166,6 +170,7 @@ impl ApiError {
             ProblemCode::SchemaConflict => (StatusCode::CONFLICT, "Schema conflict"),
             ProblemCode::LoadNotOpen => (StatusCode::CONFLICT, "Load not open"),
             ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
+            ProblemCode::NotPartitioned => (StatusCode::CONFLICT, "Table not partitioned"),
             ProblemCode::AuditFailed => (StatusCode::UNPROCESSABLE_ENTITY, "Audit failed"),
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
             ProblemCode::PreconditionFailed => {

@@ -15,6 +15,7 @@ pub mod receipts;
 pub mod rejects;
 pub mod rows;
 pub mod staged_loads;
+pub mod table_rows;
 pub mod tables;
 pub mod token_cache;
 pub mod tokens;
@@ -142,6 +143,7 @@ impl AppState {
 pub fn router() -> Router<AppState> {
     Router::new()
         .merge(tables::router())
+        .merge(table_rows::router())
         .merge(partitions::router())
         .merge(many::router())
         .merge(rows::router())

@@ -55,12 +55,22 @@ async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
         .ok_or_else(|| WriteError::TableNotFound(table.clone()).into())
 }
 
+/// The table's definition, refused when it has no partitions (a plain
+/// table's rows are at `/tables/{table}/rows`).
+async fn partitioned_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
+    let def = table_def(state, table).await?;
+    if def.is_plain() {
+        return Err(ApiError::NotPartitioned(table.clone()));
+    }
+    Ok(def)
+}
+
 async fn live_partition(
     state: &AppState,
     table: &TableName,
     ds: &str,
 ) -> ApiResult<(TableDef, Period, PartitionInfo)> {
-    let def = table_def(state, table).await?;
+    let def = partitioned_def(state, table).await?;
     let ds = parse_period(ds, def.grain)?;
     let info = state
         .store
@@ -97,6 +107,9 @@ async fn put_partition(
     // An undeclared table is created daily; the pipeline checks the grain
     // again against the table it resolves.
     let stored = state.store.table(&table).await?;
+    if stored.as_ref().is_some_and(TableDef::is_plain) {
+        return Err(ApiError::NotPartitioned(table));
+    }
     let grain = stored.as_ref().map_or(Grain::Day, |d| d.grain);
     let audited = stored.as_ref().is_some_and(|d| !d.audits.is_empty());
     let ds = parse_period(&ds, grain)?;
@@ -164,11 +177,11 @@ struct PutQuery {
 }
 
 #[derive(Deserialize)]
-struct ReadQuery {
+pub(super) struct ReadQuery {
     format: Option<String>,
 }
 
-fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
+pub(super) fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
     if let Some(f) = &query.format {
         return match f.as_str() {
             "csv" => Ok(RowFormat::Csv),
@@ -193,9 +206,15 @@ fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
 }
 
 fn partition_headers(info: &PartitionInfo, format: RowFormat) -> HeaderMap {
+    rows_headers(&info.content_sha256, info.rows, format)
+}
+
+/// The headers of a read of rows (a partition's or a whole table's): its
+/// ETag, row count and format.
+pub(super) fn rows_headers(content_sha256: &str, rows: u64, format: RowFormat) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    headers.insert(header::ETAG, etag(&info.content_sha256));
-    headers.insert(ROW_COUNT_HEADER, HeaderValue::from(info.rows));
+    headers.insert(header::ETAG, etag(content_sha256));
+    headers.insert(ROW_COUNT_HEADER, HeaderValue::from(rows));
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(match format {
@@ -220,7 +239,7 @@ async fn get_partition(
 ) -> ApiResult<Response> {
     caller.require(Scope::Read, &table)?;
     let format = read_format(&headers, &query)?;
-    let def = table_def(&state, &table).await?;
+    let def = partitioned_def(&state, &table).await?;
     let ds = parse_period(&ds, def.grain)?;
     let snapshot = state
         .store
@@ -266,7 +285,7 @@ async fn delete_partition(
     PartitionPath(table, ds): PartitionPath,
 ) -> ApiResult<StatusCode> {
     caller.require(Scope::Write, &table)?;
-    let def = table_def(&state, &table).await?;
+    let def = partitioned_def(&state, &table).await?;
     let ds = parse_period(&ds, def.grain)?;
     state.store.delete_partition(&def, ds).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -316,7 +335,11 @@ async fn list_partitions(
         .map(|c| parse_period(c, def.grain))
         .transpose()?;
     let limit = page_limit(q.limit)?;
-    let partitions = state.store.partitions(&table, after, limit).await?;
+    // A plain table's one pseudo-partition is no partition to list.
+    let partitions = match def.is_plain() {
+        true => Vec::new(),
+        false => state.store.partitions(&table, after, limit).await?,
+    };
     let listed: Vec<Listed> = partitions
         .into_iter()
         .map(|info| Listed::new(info, def.grain))

@@ -54,7 +54,8 @@ pub struct RowEncoder<'d> {
     def: &'d TableDef,
     options: EncodeOptions,
     load_id: uuid::Uuid,
-    partition_index: usize,
+    /// None for a plain table, whose rows all fall in `Period::whole()`.
+    partition_index: Option<usize>,
     key_indexes: Vec<usize>,
     /// Columns whose value failed its type check (reported once, not again as null).
     bad: Vec<bool>,
@@ -254,9 +255,12 @@ impl<'d> RowEncoder<'d> {
         cells: &mut [Cell<'_>],
         errors: &mut ErrorLog,
     ) {
+        if self.partition_index.is_none() {
+            self.row_period = Some(Period::whole());
+        }
         for (i, column) in self.def.columns.iter().enumerate() {
             let name = Some(column.name.as_str());
-            if i == self.partition_index {
+            if Some(i) == self.partition_index {
                 if !self.bad[i] {
                     self.check_partition(record, &mut cells[i], errors);
                 }
@@ -279,7 +283,7 @@ impl<'d> RowEncoder<'d> {
         cell: &mut Cell<'_>,
         errors: &mut ErrorLog,
     ) {
-        let name = Some(self.def.partition_by.as_str());
+        let name = self.def.partition_by.as_ref().map(|c| c.as_str());
         let grain = self.def.grain;
         let period = match (&*cell, self.options.ds) {
             (Cell::Null, Some(ds)) => {
@@ -402,7 +406,8 @@ impl<'d> RowEncoder<'d> {
                 period_start_cell(self.def.partition_type(), p)
             });
             if let Err(message) = start.write_binary(self.def.partition_type(), copy_out) {
-                errors.push(row_error(record, Some(&self.def.partition_by), message));
+                let column = self.def.partition_by.as_ref().map(|c| c.as_str());
+                errors.push(row_error(record, column, message));
             }
         }
         let mut w = TupleWriter::new(copy_out);

@@ -149,7 +149,7 @@ pub fn infer_table(
     Ok(TableDef {
         name: table.clone(),
         columns,
-        partition_by: partition_by.clone(),
+        partition_by: Some(partition_by.clone()),
         grain: crate::period::Grain::Day,
         primary_key: Vec::new(),
         cursor: None,

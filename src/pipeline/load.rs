@@ -122,6 +122,15 @@ fn check_size(partitions: usize) -> Result<(), SchemaError> {
     Ok(())
 }
 
+/// The partitions a load of `def` replaces: `target`'s; for the whole of a
+/// table without partitions, its one (so that an empty body empties it).
+pub fn target_periods(def: &TableDef, target: &LoadTarget) -> Option<Vec<Period>> {
+    match target {
+        LoadTarget::Table if def.is_plain() => Some(vec![Period::whole()]),
+        target => target.periods(),
+    }
+}
+
 /// Every period from `from` to `to`, both included (at most one more than
 /// `MAX_TARGET_PARTITIONS`, so that a huge range is told by its count).
 pub fn periods_through(from: Period, to: Period) -> Vec<Period> {

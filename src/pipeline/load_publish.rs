@@ -267,12 +267,10 @@ fn receipt(
     outcomes: &[PartitionOutcome],
     audit: Option<AuditReport>,
 ) -> LoadReceipt {
-    // TODO(plain tables): no ds for a table without partitions.
-    let plain = false;
     let partitions: Vec<PartitionReceipt> = outcomes
         .iter()
         .map(|o| PartitionReceipt {
-            ds: (!plain).then(|| o.period.label()),
+            ds: o.period.wire_label(),
             rows_written: if o.changed && !o.dropped {
                 o.row_count
             } else {

@@ -4,7 +4,7 @@
 //! target partition replaced in one transaction, or none.
 
 use super::body::BodySource;
-use super::load::LoadTarget;
+use super::load::{target_periods, LoadTarget};
 use super::load_part::StagedBody;
 use super::load_publish::{Finish, Finishing, LoadReceipt, PartSource};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
@@ -77,7 +77,7 @@ impl Pipeline {
             Some(value) => def.audits.overlay(&Audits::parse(value, &def)?),
             None => (*def.audits).clone(),
         };
-        let periods = req.target.periods();
+        let periods = target_periods(&def, &req.target);
         let allowed = periods
             .clone()
             .map(|p| std::sync::Arc::new(p.into_iter().collect()));

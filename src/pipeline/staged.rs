@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::load::LoadTarget;
+use super::load::{target_periods, LoadTarget};
 use super::load_part::not_open;
 use super::load_publish::{Finish, Finishing, PartSource};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
@@ -15,7 +15,7 @@ use crate::access::Actor;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::Audits;
+use crate::schema::{Audits, TableDef};
 use crate::store::catalog;
 use crate::store::locks::{lock_load, unlock_load};
 use crate::store::staged_loads::{self, LoadPart, StagedLoad, StagedStatus};
@@ -90,9 +90,9 @@ impl Pipeline {
         let finish = Finish {
             def: &def,
             ticket: &ticket,
-            periods: target.periods(),
+            periods: target_periods(&def, &target),
             rows_received: parts.iter().map(|p| p.rows_received).sum(),
-            parts: part_sources(&parts)?,
+            parts: part_sources(&def, &parts)?,
             audits,
             conditions: &Expected::Any,
             how: if req.audit_only {
@@ -139,14 +139,14 @@ fn ticket(load: &StagedLoad, table: &TableName, target: &LoadTarget, actor: &Act
 
 /// The parts as the publish reads them: their contents per partition, from
 /// what registering them recorded.
-fn part_sources(parts: &[LoadPart]) -> WriteResult<Vec<PartSource>> {
+fn part_sources(def: &TableDef, parts: &[LoadPart]) -> WriteResult<Vec<PartSource>> {
     parts
         .iter()
         .map(|part| {
             let mut contents = BTreeMap::new();
             let additions = part.additions.as_object().ok_or(corrupt())?;
             for (label, added) in additions {
-                let period = Period::parse_any(label).ok_or(corrupt())?;
+                let period = Period::parse(label, def.grain).ok_or(corrupt())?;
                 let rows = added
                     .get("rows")
                     .and_then(|r| r.as_u64())

@@ -83,7 +83,7 @@ impl SchemaWants {
             let Some(column) = def.column(name) else {
                 continue;
             };
-            let fixed = *name == def.partition_by || def.primary_key.contains(name);
+            let fixed = def.partition_by.as_ref() == Some(name) || def.primary_key.contains(name);
             if !fixed && column.ty.widens_to(*to) {
                 changes.push(SchemaChange::WidenColumn {
                     column: name.clone(),
@@ -169,10 +169,12 @@ impl SchemaChange {
 pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>, SchemaError> {
     let conflict = SchemaError::Conflict;
     if old.partition_by != new.partition_by {
-        return Err(conflict(format!(
-            "the partition column is {:?}; changing it needs a new table",
-            old.partition_by
-        )));
+        return Err(conflict(match &old.partition_by {
+            Some(column) => format!(
+                "the partition column is {column:?}; changing it needs a new table"
+            ),
+            None => "the table has no partition column (partition_by null); adding one needs a new table".into(),
+        }));
     }
     if old.grain != new.grain {
         return Err(conflict(format!(

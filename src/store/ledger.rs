@@ -206,7 +206,7 @@ pub(super) fn bind_entries<'q>(
     Ok(query
         .bind(entries.iter().map(|e| e.load_id).collect::<Vec<_>>())
         .bind(column(&|e| Some(e.table.as_str().to_string())))
-        .bind(column(&|e| e.ds.map(|p| p.label())))
+        .bind(column(&|e| e.ds.and_then(|p| p.wire_label())))
         .bind(column(&|e| Some(e.mode.to_string())))
         .bind(column(&|e| Some(e.status.as_str().to_string())))
         .bind(counts(&|e| e.rows_received)?)

@@ -365,7 +365,11 @@ async fn idem_put_with_a_failing_audit_exits_1_with_its_report_and_the_day_stays
     let few_path = few.path().to_str().unwrap();
     let ratio = r#"{"max_change_ratio":0.5}"#;
     for dry_run in [&["--dry-run"][..], &[]] {
-        let args = [&["put", "orders", "2026-11-01", few_path, "--audit", ratio], dry_run].concat();
+        let args = [
+            &["put", "orders", "2026-11-01", few_path, "--audit", ratio],
+            dry_run,
+        ]
+        .concat();
         let (code, _, stderr) = idem_json(&app.base, &args).await;
         assert_eq!(code, Some(1), "{stderr}");
         assert!(
@@ -376,6 +380,10 @@ async fn idem_put_with_a_failing_audit_exits_1_with_its_report_and_the_day_stays
     assert_eq!(app.count("orders", "2026-11-01").await, 1000);
 
     // Not JSON: refused before anything is sent.
-    let (code, _, _) = idem_json(&app.base, &["put", "orders", "2026-11-01", few_path, "--audit", "[1]"]).await;
+    let (code, _, _) = idem_json(
+        &app.base,
+        &["put", "orders", "2026-11-01", few_path, "--audit", "[1]"],
+    )
+    .await;
     assert_eq!(code, Some(3));
 }

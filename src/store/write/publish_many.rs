@@ -142,7 +142,7 @@ async fn lock_target(tx: &mut PgConnection, swap: &ManySwap<'_>) -> StoreResult<
 
 async fn read_live(conn: &mut PgConnection, swap: &ManySwap<'_>) -> StoreResult<LiveSet> {
     let periods: Vec<Period> = if swap.whole_table {
-        contents::periods(&mut *conn, &swap.def.name).await?
+        contents::periods(&mut *conn, swap.def).await?
     } else {
         swap.stages.iter().map(|s| s.period).collect()
     };
