@@ -68,15 +68,6 @@ pub fn put_key(table: &str, ds: &str, file_sha256: &str, bad_rows: Option<&str>)
     )
 }
 
-/// The Idempotency-Key of `PUT /tables/{table}/rows` of a file: as
-/// `put_key`, for the whole table.
-pub fn whole_key(table: &str, file_sha256: &str, bad_rows: Option<&str>) -> String {
-    with_policy(
-        format!("idem-put-table:{table}:{}", short(file_sha256)),
-        bad_rows,
-    )
-}
-
 /// The Idempotency-Key of `POST /loads` with `body`: the same command
 /// (table, target, audits) opens the same load again.
 pub fn load_key(table: &str, body: &serde_json::Value) -> String {
@@ -153,7 +144,6 @@ mod tests {
         // visible ASCII.
         let longest = post_key(&"t".repeat(48), &sha, u64::MAX, Some("quarantine"));
         assert!(longest.len() <= 255 && longest.bytes().all(|b| b.is_ascii_graphic()));
-        assert_ne!(whole_key("orders", &sha, None), key);
         let body = serde_json::json!({"table": "orders", "target": {"table": true}});
         assert_eq!(load_key("orders", &body), load_key("orders", &body.clone()));
         assert_ne!(

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 use super::args::{BadRowsArg, PutArgs, ServerArgs};
 use super::progress::{watched, Progress, Unit};
 use super::send::{send_until_settled, FileBody, Load, Payload};
-use super::{put_key, say, whole_key, with_audit, Exit};
+use super::{put_key, say, Exit};
 
 /// Runs `idem put`: the receipt on stdout.
 pub async fn put(args: PutArgs) -> Exit {
@@ -109,17 +109,16 @@ impl PutTarget<'_> {
         query
     }
 
-    /// The Idempotency-Key of a file with this SHA-256. A dry run has
-    /// none: it changes nothing (any retry is safe), and its answer must
-    /// never stand in for a real put's under the same key.
+    /// The Idempotency-Key of a file with this SHA-256: a day's PUT only.
+    /// A whole-table PUT, an audited one and a dry run are loads the server
+    /// stages and checks, and keeps no key for: the same content again
+    /// answers `"changed": false` (and a dry run changes nothing).
     fn key(&self, sha256: &str) -> Option<String> {
         let policy = self.options.bad_rows.bad_rows.as_deref();
-        let key = match (self.options.dry_run, self.scope) {
-            (true, _) => return None,
-            (false, Scope::Partition(ds)) => put_key(self.table, ds, sha256, policy),
-            (false, Scope::Whole) => whole_key(self.table, sha256, policy),
-        };
-        Some(with_audit(key, self.options.audit))
+        match (self.options.dry_run, self.options.audit, self.scope) {
+            (false, None, Scope::Partition(ds)) => Some(put_key(self.table, ds, sha256, policy)),
+            _ => None,
+        }
     }
 }
 
