@@ -223,7 +223,7 @@ async fn kill_9_during_part_uploads_leaves_the_week_untouched_and_the_parts_sent
         let new = 1 - current;
         let load_id = open_load(&client, &idem, &format!("parts-{round}")).await;
         let sending = upload(&client, &idem.base, &load_id, new);
-        tokio::time::sleep(rng.between(Duration::ZERO, warm.upload + warm.upload / 10)).await;
+        tokio::time::sleep(rng.between(Duration::ZERO, warm.upload * 3 / 4)).await;
         in_flight += usize::from(!sending.is_finished());
         idem.kill9().await;
         let answered = tokio::time::timeout(CLIENT_DEADLINE, sending)
