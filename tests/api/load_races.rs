@@ -344,3 +344,39 @@ async fn a_load_past_its_time_is_expired_and_its_staged_rows_dropped() {
     );
     assert_eq!(app.count("orders", &day(0)).await, 0);
 }
+
+#[tokio::test]
+async fn the_parts_of_a_published_load_left_by_a_kill_after_its_commit_are_swept() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let load_id = open_week(&app.client, &app.base, "left").await;
+    send_parts(&app.client, &app.base, &load_id, |d| day_body(d, 5, "x")).await;
+    assert_eq!(publish(&app.client, &app.base, &load_id).await.0, 200);
+    // A process killed between the publish's commit and the drop of the
+    // load's parts leaves them in idem_staging, registered to a published
+    // load: as here.
+    let names: Vec<String> =
+        sqlx::query_scalar("select stage_name from idem.load_parts where load_id = $1::uuid")
+            .bind(&load_id)
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(names.len(), 7);
+    for name in &names {
+        sqlx::query(&format!(
+            "create table idem_staging.\"{name}\" (order_id bigint)"
+        ))
+        .execute(&app.db)
+        .await
+        .unwrap();
+    }
+    // The next process's sweep at its start.
+    let _next = spawn_app_on(app.options.clone(), idem::config::Settings::default()).await;
+    assert_eq!(
+        staged_tables(&app.db).await,
+        0,
+        "the parts of a published load outlive the sweep"
+    );
+    let (status, receipt) = publish(&app.client, &app.base, &load_id).await;
+    assert_eq!((status, &receipt["replayed"]), (200, &json!(true)));
+}
