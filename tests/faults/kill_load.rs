@@ -271,16 +271,45 @@ async fn kill_9_during_part_uploads_leaves_the_week_untouched_and_the_parts_sent
     );
 }
 
-/// How long to wait before a round's kill, from the moment its publish is
-/// sent: every other round within the last part of a publish's usual time,
-/// where its commit falls; the others anywhere in it.
-fn kill_delay(rng: &mut Rng, round: usize, publish: Duration) -> Duration {
-    let end = publish + publish / 10;
-    if round.is_multiple_of(2) {
-        rng.between(publish / 2, end)
-    } else {
-        rng.between(Duration::ZERO, end)
+/// Waits until the load shows as published in `idem.staged_loads` (its
+/// publish has committed) or the publish is answered; whether it showed.
+async fn wait_commit(
+    db: &sqlx::PgPool,
+    load_id: &str,
+    publishing: &tokio::task::JoinHandle<Answer>,
+) -> bool {
+    let deadline = Instant::now() + CLIENT_DEADLINE;
+    while Instant::now() < deadline && !publishing.is_finished() {
+        let status: String =
+            sqlx::query_scalar("select status from idem.staged_loads where load_id = $1::uuid")
+                .bind(load_id)
+                .fetch_one(db)
+                .await
+                .expect("read the load's status");
+        if status == "published" {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    false
+}
+
+/// When a round kills the process, from the moment its publish is sent:
+/// the moment its commit shows (before its answer and the drop of its
+/// parts), within the last half of a publish's usual time, or anywhere in it.
+async fn wait_to_kill(
+    rng: &mut Rng,
+    round: usize,
+    publish: Duration,
+    at_commit: impl std::future::Future<Output = bool>,
+) -> bool {
+    let end = publish + publish / 10;
+    match round % 3 {
+        0 => return at_commit.await,
+        1 => tokio::time::sleep(rng.between(publish / 2, end)).await,
+        _ => tokio::time::sleep(rng.between(Duration::ZERO, end)).await,
+    }
+    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,13 +323,14 @@ async fn kill_9_during_a_publish_leaves_the_week_wholly_old_or_new_and_a_retry_p
         warm.publish
     );
     let (mut current, mut live) = (1, warm.loads[1].clone());
-    let (mut acknowledged, mut outcome) = (0, [0usize; 2]);
+    let (mut acknowledged, mut at_commit, mut outcome) = (0, 0, [0usize; 2]);
     for round in 0..rounds {
         let new = 1 - current;
         let load_id = open_load(&client, &idem, &format!("publish-{round}")).await;
         upload_all(&client, &idem, &load_id, new).await;
         let publishing = publish(&client, &idem.base, &load_id);
-        tokio::time::sleep(kill_delay(&mut rng, round, warm.publish)).await;
+        let committed = wait_commit(&db, &load_id, &publishing);
+        at_commit += usize::from(wait_to_kill(&mut rng, round, warm.publish, committed).await);
         idem.kill9().await;
         let answer = tokio::time::timeout(CLIENT_DEADLINE, publishing)
             .await
@@ -349,8 +379,8 @@ async fn kill_9_during_a_publish_leaves_the_week_wholly_old_or_new_and_a_retry_p
     assert_eq!(left, 0, "tables left in idem_staging");
     assert_eq!(readyz(&client, &idem).await, 200);
     report!(
-        "kill -9 during load publish: {rounds} rounds, {rounds} kills (half within the last half \
-         of a publish's time, {acknowledged} after its 200); the week read in one statement was \
+        "kill -9 during load publish: {rounds} rounds, {rounds} kills ({at_commit} the moment \
+         its commit showed, {acknowledged} after its 200); the week read in one statement was \
          wholly old ({}) or wholly new ({}), never a mix; every retried publish answered the \
          load's receipt (replayed when it had committed), one ledger row per load, 0 tables \
          left in idem_staging after a sweep",
