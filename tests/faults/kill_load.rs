@@ -1,4 +1,4 @@
-//! `kill -9` during a staged load of a week (`POST /loads`, seven parts,
+//! `kill -9` during a staged load of a week (`POST /loads`, eight parts,
 //! one publish): killed while its parts upload, the live week is untouched
 //! and the parts sent again publish exactly their union; killed while it
 //! publishes (some kills aimed at the commit), the week is wholly old or
@@ -24,12 +24,25 @@ fn day(d: u32) -> String {
     format!("2026-10-{:02}", 12 + d)
 }
 
-/// Part `d + 1` of version `version`: day `d`'s rows, their status the version.
-fn part_body(version: usize, d: u32) -> String {
-    let first = 1 + i64::from(d) * 100_000 + 300 * version as i64;
-    (first..first + ROWS)
+/// Parts of a load: one per day, but the first day's rows come in two
+/// (so that its partition is copied from both, and they stay in
+/// `idem_staging` until the load is done with them).
+const PARTS: u32 = DAYS + 1;
+
+/// The day of part `n` (0-based) and its body in version `version`: the
+/// day's rows (half of them for the first day's two parts), their status
+/// the version.
+fn part_body(version: usize, n: u32) -> (String, String) {
+    let d = if n < DAYS { n } else { 0 };
+    let mut first = 1 + i64::from(d) * 100_000 + 300 * version as i64;
+    let rows = if d == 0 { ROWS / 2 } else { ROWS };
+    if n == DAYS {
+        first += ROWS / 2;
+    }
+    let body = (first..first + rows)
         .map(|id| order_line(id, &day(d), &format!("v{version}")))
-        .collect()
+        .collect();
+    (day(d), body)
 }
 
 type Answer = Result<(u16, Value), String>;
@@ -52,7 +65,7 @@ async fn open_load(client: &reqwest::Client, idem: &Idem, key: &str) -> String {
     load["load_id"].as_str().expect("a load id").to_string()
 }
 
-/// Sends the seven parts of `version`, `PARALLEL` at once, on a task of its
+/// Sends the parts of `version`, `PARALLEL` at once, on a task of its
 /// own; each part's answer.
 fn upload(
     client: &reqwest::Client,
@@ -62,16 +75,13 @@ fn upload(
 ) -> tokio::task::JoinHandle<Vec<Answer>> {
     let (client, base, load_id) = (client.clone(), base.to_string(), load_id.to_string());
     tokio::spawn(async move {
-        futures::stream::iter(0..DAYS)
-            .map(|d| {
+        futures::stream::iter(0..PARTS)
+            .map(|n| {
+                let (ds, body) = part_body(version, n);
                 let request = client
-                    .put(format!(
-                        "{base}/loads/{load_id}/parts/{}?ds={}",
-                        d + 1,
-                        day(d)
-                    ))
+                    .put(format!("{base}/loads/{load_id}/parts/{}?ds={ds}", n + 1))
                     .header("content-type", "application/x-ndjson")
-                    .body(part_body(version, d));
+                    .body(body);
                 answer_of(request)
             })
             .buffer_unordered(PARALLEL)
@@ -212,7 +222,7 @@ async fn kill_9_during_part_uploads_leaves_the_week_untouched_and_the_parts_sent
     let (pg, db, client, mut idem) = start_scenario("kill-parts").await;
     let warm = warm_up(&client, &idem, &db, "kill-parts").await;
     report!(
-        "kill -9 during load parts: 7 parts of {ROWS} rows upload ({PARALLEL} at once) within \
+        "kill -9 during load parts: {PARTS} parts (a day each, the first day in two) of {ROWS} rows a day upload ({PARALLEL} at once) within \
          {:?}, publish within {:?}",
         warm.upload,
         warm.publish
