@@ -23,6 +23,7 @@ mod helpers;
 mod layout;
 mod ledger;
 mod limits;
+mod load_races;
 mod loads;
 mod numeric_limits;
 mod ops;

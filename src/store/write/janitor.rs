@@ -1,7 +1,7 @@
 //! Removes stages that no live idem process owns: left by a crash or a kill
 //! between staging and publishing. Safe with several processes on one
 //! database, because a stage's owner holds its advisory lock until it is done.
-//! The parts of staged loads (`parts`) are their loads' to drop.
+//! The parts of open staged loads (`parts`) are their loads' to drop.
 
 use sqlx::Row;
 
@@ -58,12 +58,16 @@ impl Store {
     }
 }
 
-/// Whether `name` is a registered part of a staged load.
+/// Whether `name` is a registered part of a load still open. A done
+/// load's parts are left only by a kill between its publish's commit and
+/// their drop: nobody else will drop them.
 async fn is_load_part(conn: &mut sqlx::PgConnection, name: &str) -> StoreResult<bool> {
-    Ok(
-        sqlx::query_scalar("select exists (select 1 from idem.load_parts where stage_name = $1)")
-            .bind(name)
-            .fetch_one(conn)
-            .await?,
+    // language=PostgreSQL
+    Ok(sqlx::query_scalar(
+        "select exists (select 1 from idem.load_parts p join idem.staged_loads l using (load_id)
+                         where p.stage_name = $1 and l.status in ('open', 'audit_failed'))",
     )
+    .bind(name)
+    .fetch_one(conn)
+    .await?)
 }
