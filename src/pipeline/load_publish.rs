@@ -194,6 +194,10 @@ impl Pipeline {
             staged_load: load.staged.then_some(load.ticket.load_id),
             rejects: None,
         };
+        if let (true, Some(report)) = (load.staged, &report) {
+            // The load's latest audit report, passed (or forced) this time.
+            self.record_audit(&mut *conn, &load, report).await?;
+        }
         if load.how == Finishing::DryRun {
             let outcomes = plan(&mut *conn, &swap).await?;
             let receipt = receipt(&load, made, &stages, &outcomes, report);

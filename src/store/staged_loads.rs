@@ -279,6 +279,24 @@ pub async fn abandon(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<Opti
     Ok(Some(load.status))
 }
 
+/// Abandons every open load of `table` (it is being dropped), their parts
+/// dropped.
+pub async fn abandon_all(conn: &mut PgConnection, table: &TableName) -> StoreResult<()> {
+    // language=PostgreSQL
+    let open: Vec<Uuid> = sqlx::query_scalar(
+        "update idem.staged_loads set status = 'abandoned'
+          where table_name = $1 and status in ('open', 'audit_failed')
+         returning load_id",
+    )
+    .bind(table.as_str())
+    .fetch_all(&mut *conn)
+    .await?;
+    for load_id in open {
+        drop_parts(&mut *conn, load_id).await?;
+    }
+    Ok(())
+}
+
 /// Makes a load whose audits failed open again (a part was sent again).
 pub async fn reopen(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<()> {
     sqlx::query(
