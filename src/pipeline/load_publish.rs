@@ -105,7 +105,9 @@ pub struct Finish<'a> {
     pub forced: Option<serde_json::Value>,
     pub rows_received: u64,
     pub discarded_fields: u64,
+    /// The load's bad rows, under `bad_rows: quarantine`, and their count.
     pub rejects: Option<RejectSpool>,
+    pub rejected: u64,
     pub range: Option<(Period, Period)>,
 }
 
@@ -121,15 +123,17 @@ impl Pipeline {
         let mut made = Vec::new();
         let result = self.finish_with(conn, load, &mut made).await;
         let swapped = |name: &str| {
-            result.as_ref().is_ok_and(|(outcomes, stages, receipt)| {
-                receipt.status == "published"
-                    && stages.iter().any(|s| {
-                        s.stage_name == name
-                            && outcomes
-                                .iter()
-                                .any(|o| o.period == s.period && o.changed && !o.dropped)
-                    })
-            })
+            result
+                .as_ref()
+                .is_ok_and(|(outcomes, stages, receipt): &Finished| {
+                    receipt.status == "published"
+                        && stages.iter().any(|s| {
+                            s.stage_name == name
+                                && outcomes
+                                    .iter()
+                                    .any(|o| o.period == s.period && o.changed && !o.dropped)
+                        })
+                })
         };
         let mut released = Ok(());
         for stage in made.iter().filter(|s| s.claimed) {
@@ -155,18 +159,9 @@ impl Pipeline {
         conn: &mut PgConnection,
         mut load: Finish<'_>,
         made: &mut Vec<Assembled>,
-    ) -> WriteResult<(Vec<PartitionOutcome>, Vec<PartitionStage>, LoadReceipt)> {
-        let def = load.def;
-        let plans = plans(def, load.periods.as_deref(), &load.parts);
-        let repeats = Resolve {
-            policy: def.duplicates,
-            load_id: load.ticket.load_id,
-            log: def.duplicate_log,
-            refuse: def.duplicates == DuplicatePolicy::Reject && load.rejects.is_none(),
-        };
-        assemble(&mut *conn, def, plans, repeats, made).await?;
-        let stages = partition_stages(made, &load.parts);
-        let report = audit(&mut *conn, def, &load.audits, &stages).await?;
+    ) -> WriteResult<Finished> {
+        let stages = stage_partitions(&mut *conn, &load, made).await?;
+        let report = audit(&mut *conn, load.def, &load.audits, &stages).await?;
         if load.how == Finishing::AuditOnly {
             let report = report.unwrap_or(AuditReport {
                 passed: true,
@@ -176,47 +171,32 @@ impl Pipeline {
             let receipt = receipt(&load, made, &stages, &[], Some(report));
             return Ok((Vec::new(), stages, receipt));
         }
-        if let Some(report) = report.as_ref().filter(|r| !r.passed) {
-            if load.forced.is_none() || load.how == Finishing::DryRun {
-                self.record_audit(&mut *conn, &load, report).await?;
-                return Err(WriteError::AuditFailed(report.clone()));
-            }
-        }
-        let failed = report.as_ref().is_some_and(|r| !r.passed);
-        let forced = load.forced.clone().filter(|_| failed);
-        load.forced = forced.clone();
-        let content = sum_of(stages.iter().map(|s| &s.content)).hex();
+        self.check_audits(&mut *conn, &mut load, report.as_ref())
+            .await?;
         let swap = ManySwap {
-            def,
+            def: load.def,
             stages: &stages,
             whole_table: load.periods.is_none(),
             conditions: load.conditions,
             staged_load: load.staged.then_some(load.ticket.load_id),
-            rejects: None,
+            rejects: load.rejects.take(),
         };
-        if let (true, Some(report)) = (load.staged, &report) {
-            // The load's latest audit report, passed (or forced) this time.
-            self.record_audit(&mut *conn, &load, report).await?;
-        }
         if load.how == Finishing::DryRun {
             let outcomes = plan(&mut *conn, &swap).await?;
             let receipt = receipt(&load, made, &stages, &outcomes, report);
             return Ok((outcomes, stages, receipt));
         }
+        let content = sum_of(stages.iter().map(|s| &s.content)).hex();
         let mut entry = LoadEntry {
             rows_received: load.rows_received,
             duplicates: dropped_count(made),
-            rejected: load.rejects.as_ref().map_or(0, RejectSpool::count),
+            rejected: load.rejected,
             content_sha256: Some(&content),
             // Published despite failed audits: the ledger says who and why.
-            error: forced.as_ref().map(|forced| {
+            error: load.forced.as_ref().map(|forced| {
                 serde_json::json!({"code": "audit_failed", "forced": forced, "report": report})
             }),
             ..load.ticket.entry()
-        };
-        let swap = ManySwap {
-            rejects: load.rejects.take(),
-            ..swap
         };
         let stored = |outcomes: &[PartitionOutcome]| {
             let receipt = receipt(&load, made, &stages, outcomes, report.clone());
@@ -225,6 +205,32 @@ impl Pipeline {
         let outcomes = publish_many(&mut *conn, swap, &mut entry, &stored).await?;
         let receipt = receipt(&load, made, &stages, &outcomes, report);
         Ok((outcomes, stages, receipt))
+    }
+
+    /// Refuses the load when an audit failed, unless an admin forced it
+    /// (never in a dry run); `load.forced` then says so only when it was
+    /// needed. A staged load keeps its latest report either way.
+    async fn check_audits(
+        &self,
+        conn: &mut PgConnection,
+        load: &mut Finish<'_>,
+        report: Option<&AuditReport>,
+    ) -> WriteResult<()> {
+        let Some(report) = report else {
+            load.forced = None;
+            return Ok(());
+        };
+        if !report.passed && (load.forced.is_none() || load.how == Finishing::DryRun) {
+            self.record_audit(&mut *conn, load, report).await?;
+            return Err(WriteError::AuditFailed(report.clone()));
+        }
+        if report.passed {
+            load.forced = None;
+        }
+        if load.staged {
+            self.record_audit(&mut *conn, load, report).await?;
+        }
+        Ok(())
     }
 
     /// Keeps a load's audit report: a staged load's in its row (and, when
@@ -239,7 +245,8 @@ impl Pipeline {
             let stored = serde_json::to_value(report).expect("a report serializes");
             staged_loads::record_audit(conn, load.ticket.load_id, &stored, report.passed).await?;
         }
-        if !report.passed && load.how != Finishing::AuditOnly {
+        // A dry run, or an audit alone, records nothing in the ledger.
+        if !report.passed && load.how == Finishing::Publish {
             let entry = LoadEntry {
                 status: LoadStatus::AuditFailed,
                 rows_received: load.rows_received,
@@ -305,7 +312,7 @@ fn receipt(
         partitions,
         rows_received: load.rows_received,
         duplicates: dropped_count(made),
-        rejected: load.rejects.as_ref().map_or(0, RejectSpool::count),
+        rejected: load.rejected,
         discarded_fields: load.discarded_fields,
         row_count: content.rows(),
         content_sha256: content.hex(),
@@ -314,6 +321,29 @@ fn receipt(
         audit,
         forced: load.forced.clone(),
     }
+}
+
+/// What a finished load leaves: each partition's outcome, the stages, and
+/// the receipt.
+type Finished = (Vec<PartitionOutcome>, Vec<PartitionStage>, LoadReceipt);
+
+/// The load's parts made into a stage per target partition, duplicates
+/// resolved across them; the stages made are in `made` (to release).
+async fn stage_partitions(
+    conn: &mut PgConnection,
+    load: &Finish<'_>,
+    made: &mut Vec<Assembled>,
+) -> WriteResult<Vec<PartitionStage>> {
+    let def = load.def;
+    let plans = plans(def, load.periods.as_deref(), &load.parts);
+    let repeats = Resolve {
+        policy: def.duplicates,
+        load_id: load.ticket.load_id,
+        log: def.duplicate_log,
+        refuse: def.duplicates == DuplicatePolicy::Reject && load.rejects.is_none(),
+    };
+    assemble(&mut *conn, def, plans, repeats, made).await?;
+    Ok(partition_stages(made, &load.parts))
 }
 
 /// Where each target partition's rows come from.

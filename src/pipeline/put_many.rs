@@ -13,6 +13,7 @@ use crate::names::TableName;
 use crate::schema::Audits;
 use crate::schema::BadRowPolicy;
 use crate::store::catalog;
+use crate::store::rejects::RejectSpool;
 use crate::store::write::stage::{self, StageFate};
 use crate::versions::Expected;
 
@@ -111,6 +112,11 @@ impl Pipeline {
             forced: None,
             rows_received: staged.decoded.rows_received,
             discarded_fields: staged.decoded.discarded_fields,
+            rejected: staged
+                .decoded
+                .rejects
+                .as_ref()
+                .map_or(0, RejectSpool::count),
             rejects: staged.decoded.rejects.take(),
             range: match req.target {
                 LoadTarget::Range { from, to } => Some((from, to)),

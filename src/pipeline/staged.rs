@@ -107,6 +107,7 @@ impl Pipeline {
             }),
             discarded_fields: 0,
             rejects: None,
+            rejected: 0,
             range: match target {
                 LoadTarget::Range { from, to } => Some((from, to)),
                 _ => None,

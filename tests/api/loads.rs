@@ -381,3 +381,34 @@ async fn a_dry_run_tells_what_would_change_and_changes_nothing() {
             .unwrap();
     assert_eq!(ledger, 0);
 }
+
+#[tokio::test]
+async fn a_range_put_under_quarantine_writes_the_good_rows_and_keeps_the_bad_one() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let bad = format!(
+        "{{\"order_id\":9,\"ds\":\"{}\",\"amount\":\"lots\"}}\n",
+        day(1)
+    );
+    let body = day_body(&day(0), 1, 3, "new") + &bad;
+    let path = format!(
+        "/partitions/orders?from={}&to={}&bad_rows=quarantine",
+        day(0),
+        day(1)
+    );
+    let r = ndjson_put(&app, &path, body).await;
+    assert_eq!(r.status(), 200);
+    let receipt = json_body(r).await;
+    assert_eq!(receipt["rows_received"], 4);
+    assert_eq!(receipt["rows_written"], 3);
+    assert_eq!(receipt["rejected"], 1);
+    assert_eq!(day_counts(&app, 2).await, [Some(3), Some(0)]);
+    let load_id = receipt["load_id"].as_str().unwrap();
+    let rejects = json_body(
+        app.get(&format!("/rejects?table=orders&load_id={load_id}"))
+            .await,
+    )
+    .await;
+    assert_eq!(rejects.as_array().unwrap().len(), 1, "{rejects}");
+    assert_eq!(rejects[0]["errors"][0]["column"], "amount");
+}
