@@ -41,6 +41,9 @@ create table idem.load_parts (
     content_sha256   text not null,
     -- what the part adds to each partition: {"ds": {"rows": n, "sum": hex}}
     additions        jsonb not null,
+    -- SHA-256 of the table definition its rows were staged for: a publish
+    -- under another one is refused (the parts must be sent again)
+    definition_sha256 text not null,
     uploaded_at      timestamptz not null default now(),
     primary key (load_id, part)
 );

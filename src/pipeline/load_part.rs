@@ -56,6 +56,8 @@ pub struct PartReceipt {
 /// what its rows add to each partition.
 pub struct StagedBody {
     pub stage_name: String,
+    /// The definition the rows were encoded for.
+    pub def: TableDef,
     pub decoded: Decoded,
     pub rows: u64,
 }
@@ -124,6 +126,7 @@ impl Pipeline {
         staged: &StagedBody,
     ) -> WriteResult<Registered> {
         let content = staged.decoded.input_hash.hex();
+        let definition = parts::definition_digest(&staged.def);
         let additions: serde_json::Map<String, serde_json::Value> = staged
             .contents()
             .into_iter()
@@ -142,6 +145,7 @@ impl Pipeline {
             rejected: 0,
             content_sha256: &content,
             additions: serde_json::Value::Object(additions),
+            definition_sha256: &definition,
         };
         match parts::register_part(conn, &facts).await? {
             Registered::NotOpen(status) => Err(not_open(load_id, status)),
@@ -187,13 +191,20 @@ impl Pipeline {
         let decoding = decode::spawn_decoder(job, body.reader);
         let name = parts::part_stage_name(ticket.load_id, 0);
         stage::claim(&mut *conn, &name).await?;
-        let copied =
-            parts::copy_part(&mut *conn, def, &name, ReceiverStream::new(decoding.chunks)).await;
+        let copied = parts::copy_part(
+            &mut *conn,
+            def,
+            &name,
+            ds,
+            ReceiverStream::new(decoding.chunks),
+        )
+        .await;
         let result = async {
             let decoded = decode::finish(decoding.decoder).await?;
             let rows = decode::copy_result(copied)?;
             Ok(StagedBody {
                 stage_name: name.clone(),
+                def: def.clone(),
                 decoded,
                 rows,
             })

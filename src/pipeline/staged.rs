@@ -19,6 +19,7 @@ use crate::schema::{Audits, TableDef};
 use crate::store::catalog;
 use crate::store::locks::{lock_load, unlock_load};
 use crate::store::staged_loads::{self, LoadPart, StagedLoad, StagedStatus};
+use crate::store::write::parts::definition_digest;
 use crate::store::StoreError;
 use crate::versions::Expected;
 
@@ -86,6 +87,11 @@ impl Pipeline {
         // The table's audits as they are now, the load's keys over them.
         let audits = def.audits.overlay(&Audits::parse(&load.audits, &def)?);
         let parts = staged_loads::parts(&mut *conn, load.load_id).await?;
+        // Parts staged for another definition of the table no longer fit.
+        let definition = definition_digest(&def);
+        if parts.iter().any(|p| p.definition_sha256 != definition) {
+            return Err(StoreError::TableChanged(table).into());
+        }
         let ticket = ticket(&load, &table, &target, &req.actor);
         let finish = Finish {
             def: &def,

@@ -98,6 +98,8 @@ pub struct LoadPart {
     pub content_sha256: String,
     /// `{"ds": {"rows": n, "sum": hex}}`
     pub additions: serde_json::Value,
+    /// The table definition its rows were staged for (`parts::definition_digest`).
+    pub definition_sha256: String,
     pub uploaded_at: DateTime<Utc>,
 }
 
@@ -179,7 +181,8 @@ pub async fn get(
 pub async fn parts(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<Vec<LoadPart>> {
     // language=PostgreSQL
     let rows = sqlx::query(
-        "select part, stage_name, rows, rows_received, rejected, content_sha256, additions, uploaded_at
+        "select part, stage_name, rows, rows_received, rejected, content_sha256, additions,
+                definition_sha256, uploaded_at
            from idem.load_parts where load_id = $1 order by part",
     )
     .bind(load_id)
@@ -195,6 +198,7 @@ pub async fn parts(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<Vec<Lo
                 rejected: stored_count(row.try_get("rejected")?)?,
                 content_sha256: row.try_get("content_sha256")?,
                 additions: row.try_get("additions")?,
+                definition_sha256: row.try_get("definition_sha256")?,
                 uploaded_at: row.try_get("uploaded_at")?,
             })
         })

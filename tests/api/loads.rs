@@ -412,3 +412,26 @@ async fn a_range_put_under_quarantine_writes_the_good_rows_and_keeps_the_bad_one
     assert_eq!(rejects.as_array().unwrap().len(), 1, "{rejects}");
     assert_eq!(rejects[0]["errors"][0]["column"], "amount");
 }
+
+#[tokio::test]
+async fn parts_staged_before_the_table_changed_are_refused_at_publish_until_sent_again() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let request = json!({"table": "orders", "target": {"partitions": [day(0)]}});
+    let load = json_body(open(&app, "evolving", &request).await).await;
+    let load_id = load["load_id"].as_str().unwrap();
+    part(&app, load_id, 1, &day(0), day_body(&day(0), 1, 3, "x")).await;
+    let wider = ORDERS.replace(
+        r#""note": "text"}"#,
+        r#""note": "text", "channel": "text"}"#,
+    );
+    assert!(app.declare("orders", &wider).await.status().is_success());
+    let r = publish(&app, load_id).await;
+    assert_eq!(r.status(), 409);
+    assert_eq!(json_body(r).await["code"], "schema_conflict");
+    assert_eq!(day_counts(&app, 1).await, [None]);
+    part(&app, load_id, 1, &day(0), day_body(&day(0), 1, 3, "x")).await;
+    let r = publish(&app, load_id).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(day_counts(&app, 1).await, [Some(3)]);
+}

@@ -80,9 +80,9 @@ pub async fn assemble(
 }
 
 /// Makes part `part` the stage of `period` where it lies: its bound and
-/// unique index added. False (and the part untouched) when it repeats a key,
-/// which a copy resolves. An earlier publish attempt may have adopted it
-/// already.
+/// unique index added where it lacks them (a part sent with `?ds=` was
+/// staged with both). False (and the part left as it was) when it repeats
+/// a key, which a copy resolves.
 async fn adopt(
     conn: &mut PgConnection,
     def: &TableDef,
@@ -90,17 +90,20 @@ async fn adopt(
     part: &str,
 ) -> StoreResult<bool> {
     let table = staging_table(part);
-    if stage::has_bound(conn, part).await? {
+    let bounded = stage::has_bound(conn, part).await?;
+    if bounded && stage::has_key_index(conn, part).await? {
         return Ok(true);
     }
     let mut tx = conn.begin().await?;
-    sqlx::query(&format!(
-        "alter table {table} add constraint idem_partition_bound check ({pk} is not null and {pk} = {})",
-        period_literal(def, period),
-        pk = partition_key(def),
-    ))
-    .execute(&mut *tx)
-    .await?;
+    if !bounded {
+        sqlx::query(&format!(
+            "alter table {table} add constraint idem_partition_bound check ({pk} is not null and {pk} = {})",
+            period_literal(def, period),
+            pk = partition_key(def),
+        ))
+        .execute(&mut *tx)
+        .await?;
+    }
     let index = format!(
         "create unique index on {table} ({})",
         key_index_columns(def)

@@ -11,10 +11,12 @@ use std::io;
 
 use bytes::Bytes;
 use futures::Stream;
+use sha2::Digest;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use super::stage::copy_binary;
+use super::stage::{copy_binary, create_bounded, try_key_index};
+use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::locks::lock_load_shared;
 use crate::store::sql::{column_ddl, staging_table};
@@ -29,21 +31,39 @@ pub fn part_stage_name(load_id: Uuid, part: u32) -> String {
 }
 
 /// COPYs `rows` into a new part table `name` (committed; still claimed by
-/// the caller); returns how many rows it holds.
+/// the caller); returns how many rows it holds. A part of one partition
+/// (`bound`) is made as that partition's stage would be, its bound and its
+/// key's unique index built while parts upload in parallel, so that a
+/// publish that finds it alone in its partition only swaps it in.
 pub async fn copy_part(
     conn: &mut PgConnection,
     def: &TableDef,
     name: &str,
+    bound: Option<Period>,
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
     let table = staging_table(name);
     let mut tx = conn.begin().await?;
-    sqlx::query(&format!("create table {table} ({})", column_ddl(def)))
-        .execute(&mut *tx)
-        .await?;
+    match bound {
+        Some(period) => create_bounded(&mut tx, def, name, period).await?,
+        None => {
+            sqlx::query(&format!("create table {table} ({})", column_ddl(def)))
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
     let copied = copy_binary(&mut tx, &table, def, &[], rows).await?;
+    if bound.is_some() {
+        try_key_index(&mut tx, def, &table).await?;
+    }
     tx.commit().await?;
     Ok(copied)
+}
+
+/// The digest of the table definition a part's rows were staged for.
+pub fn definition_digest(def: &TableDef) -> String {
+    let json = serde_json::to_vec(def).expect("a definition serializes");
+    hex::encode(sha2::Sha256::digest(json))
 }
 
 /// What a staged part holds, to register.
@@ -56,6 +76,8 @@ pub struct PartFacts<'a> {
     pub rejected: u64,
     pub content_sha256: &'a str,
     pub additions: serde_json::Value,
+    /// The table definition the rows were staged for (`definition_digest`).
+    pub definition_sha256: &'a str,
 }
 
 /// What registering a part did.
@@ -85,30 +107,30 @@ pub async fn register_part(
     }
     let part = i32::try_from(facts.part).expect("a part number is at most 10000");
     // language=PostgreSQL
-    let earlier: Option<(String, String)> = sqlx::query_as(
-        "select stage_name, content_sha256 from idem.load_parts
+    let earlier: Option<(String, String, String)> = sqlx::query_as(
+        "select stage_name, content_sha256, definition_sha256 from idem.load_parts
           where load_id = $1 and part = $2 for update",
     )
     .bind(facts.load_id)
     .bind(part)
     .fetch_optional(&mut *tx)
     .await?;
-    if earlier
-        .as_ref()
-        .is_some_and(|(_, content)| content == facts.content_sha256)
-    {
+    // The same rows for the same definition of the table: nothing to do.
+    if earlier.as_ref().is_some_and(|(_, content, definition)| {
+        content == facts.content_sha256 && definition == facts.definition_sha256
+    }) {
         return Ok(Registered::Same);
     }
     // language=PostgreSQL
     sqlx::query(
         "insert into idem.load_parts (load_id, part, stage_name, rows, rows_received, rejected,
-                                      content_sha256, additions)
-         values ($1, $2, $3, $4, $5, $6, $7, $8)
+                                      content_sha256, additions, definition_sha256)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          on conflict (load_id, part) do update
             set stage_name = excluded.stage_name, rows = excluded.rows,
                 rows_received = excluded.rows_received, rejected = excluded.rejected,
                 content_sha256 = excluded.content_sha256, additions = excluded.additions,
-                uploaded_at = now()",
+                definition_sha256 = excluded.definition_sha256, uploaded_at = now()",
     )
     .bind(facts.load_id)
     .bind(part)
@@ -118,9 +140,10 @@ pub async fn register_part(
     .bind(count(facts.rejected)?)
     .bind(facts.content_sha256)
     .bind(&facts.additions)
+    .bind(facts.definition_sha256)
     .execute(&mut *tx)
     .await?;
-    if let Some((old, _)) = earlier {
+    if let Some((old, _, _)) = earlier {
         sqlx::query(&format!("drop table if exists {}", staging_table(&old)))
             .execute(&mut *tx)
             .await?;

@@ -150,6 +150,48 @@ pub(super) async fn has_bound(conn: &mut PgConnection, name: &str) -> StoreResul
     .await?)
 }
 
+/// Whether stage `name` has a unique index (its key's).
+pub(super) async fn has_key_index(conn: &mut PgConnection, name: &str) -> StoreResult<bool> {
+    // language=PostgreSQL
+    Ok(sqlx::query_scalar(
+        "select exists (select 1 from pg_index i
+                          join pg_class t on t.oid = i.indrelid
+                          join pg_namespace n on n.oid = t.relnamespace
+                         where n.nspname = $1 and t.relname = $2 and i.indisunique)",
+    )
+    .bind(STAGING_SCHEMA)
+    .bind(name)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Builds `stage`'s unique index on the key unless two of its rows share a
+/// key (then it is left without one, and the caller's transaction goes on).
+pub(super) async fn try_key_index(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    stage: &Ident,
+) -> StoreResult<()> {
+    sqlx::query("set local maintenance_work_mem = '256MB'")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("savepoint key_index").execute(&mut *tx).await?;
+    let index = format!(
+        "create unique index on {stage} ({})",
+        key_index_columns(def)
+    );
+    match sqlx::query(&index).execute(&mut *tx).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_unique_violation(&e) => {
+            sqlx::query("rollback to savepoint key_index")
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Every column a stage holds, user and system, quoted and comma-separated.
 pub(super) fn copied_columns(def: &TableDef) -> String {
     sql::join(&all_columns(def))
