@@ -152,6 +152,16 @@ def reject_bad_rows(case):
         case.query["bad_rows"] = "reject"
 
 
+# The operations whose body is rows (a bad one refused under bad_rows=reject).
+WRITES_OF_ROWS = (
+    "/rows",
+    "/partitions/{table}/{ds}",
+    "/partitions/{table}",
+    "/tables/{table}/rows",
+    "/loads/{load_id}/parts/{n}",
+)
+
+
 @schemathesis.hook
 def before_call(ctx, case, **kwargs):
     """Generators draw few distinct short strings, so most requests would
@@ -160,7 +170,7 @@ def before_call(ctx, case, **kwargs):
     a digest of the request added: different requests get different keys,
     and the same request sent again keeps its key and is replayed. Invalid
     keys (negative testing) are sent as drawn."""
-    if ctx.operation is not None and ctx.operation.path in ("/rows", "/partitions/{table}/{ds}"):
+    if ctx.operation is not None and ctx.operation.path in WRITES_OF_ROWS:
         reject_bad_rows(case)
     headers = case.headers or {}
     for name, key in list(headers.items()):

@@ -350,6 +350,9 @@ async fn maintain(store: Store, metrics: Arc<Metrics>) {
             }
             Err(e) => tracing::warn!(error = %e, "could not sweep stages"),
         }
+        if let Err(e) = store.expire_loads().await {
+            tracing::warn!(error = %e, "could not expire staged loads");
+        }
     }
 }
 
@@ -393,6 +396,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         state.metrics.stages_swept(swept);
         tracing::info!(swept, "removed stages left behind");
     }
+    state.store.expire_loads().await?;
     let listener = TcpListener::bind(args.listen).await?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, "idem listening");

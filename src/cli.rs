@@ -24,9 +24,10 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
-    /// Client: PUT a file as partition DS of TABLE, retried under one
-    /// Idempotency-Key. Exit codes: 0 done, 1 refused by the server, 2 gave
-    /// up after retries, 3 usage error.
+    /// Client: PUT a file as partition DS of TABLE (or with --whole FILE
+    /// as the whole table), retried under one Idempotency-Key; --dry-run
+    /// stages and audits only. Exit codes: 0 done, 1 refused by the server
+    /// (a failed audit included), 2 gave up after retries, 3 usage error.
     Put(args::PutArgs),
     /// Client: POST a file's rows to TABLE in batches, each under its own
     /// Idempotency-Key (a rerun sends only what is missing). Exit codes as
@@ -34,9 +35,14 @@ pub enum Command {
     Post(args::PostArgs),
     /// Client: PUT every partition from --from to --to, each from its file
     /// (--files with {ds}), --parallel at a time; a rerun loads only what
-    /// is missing. Ends with a table of the partitions.
+    /// is missing. Ends with a table of the partitions. With --atomic the
+    /// range is one load (a part per file), published at once.
     Backfill(args::BackfillArgs),
-    /// Client: a partition's rows, to stdout or -o FILE.
+    /// Client: a load that outlives a request, step by step: open, part,
+    /// publish, status, audit, abandon. Exit codes as for `put`.
+    Load(args::LoadArgs),
+    /// Client: a partition's rows (with --whole, the table's), to stdout or
+    /// -o FILE.
     Get(args::GetArgs),
     /// Client: the tables.
     Tables(args::ListArgs),

@@ -131,6 +131,11 @@ pub struct Settings {
     /// How long a completed Idempotency-Key is kept (and replayed), in seconds.
     #[arg(long, env = "IDEM_IDEMPOTENCY_RETENTION_SECS", default_value_t = 72 * 3600)]
     pub idempotency_retention_secs: u64,
+    /// How long a load opened with `POST /loads` stays open for parts and a
+    /// publish, in seconds; past it, any idem process expires it and drops
+    /// its staged rows.
+    #[arg(long, env = "IDEM_LOAD_TTL", default_value_t = 24 * 3600, value_parser = clap::value_parser!(u64).range(1..=366 * 24 * 3600))]
+    pub load_ttl: u64,
     /// The bootstrap admin token (32 to 256 visible ASCII characters): it
     /// may do everything, and makes the other tokens with `POST /tokens`.
     #[arg(long, env = "IDEM_ADMIN_TOKEN", hide_env_values = true)]
@@ -233,6 +238,10 @@ impl Settings {
         usize::try_from(self.max_record_bytes).unwrap_or(usize::MAX)
     }
 
+    pub fn load_ttl(&self) -> Duration {
+        Duration::from_secs(self.load_ttl)
+    }
+
     pub fn load_wait(&self) -> Duration {
         Duration::from_millis(self.load_wait_ms)
     }
@@ -279,6 +288,7 @@ impl Default for Settings {
             small_body_bytes: 128 * 1024,
             batch_writes: true,
             idempotency_retention_secs: 72 * 3600,
+            load_ttl: 24 * 3600,
             admin_token: None,
             insecure_no_auth: false,
             metrics_open_to_local: false,

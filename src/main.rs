@@ -24,6 +24,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Put(args) => client::put::put(args).await,
         Command::Post(args) => client::post::post(args).await,
         Command::Backfill(args) => client::backfill::backfill(args).await,
+        Command::Load(args) => client::load::load(args).await,
         Command::Get(args) => client::show::get(args).await,
         Command::Tables(args) => client::show::tables(args).await,
         Command::Partitions(args) => client::show::partitions(args).await,

@@ -1,7 +1,8 @@
 //! Partition values: the hour, day or month a partition holds, by the grain
 //! its table declares. A period is named by its label (`2026-10-12T13`,
 //! `2026-10-12`, `2026-10`), which is what paths, the registry and the
-//! ledger carry, and starts at an instant (UTC) or a date.
+//! ledger carry, and starts at an instant (UTC) or a date. A plain table
+//! (no partition column) holds one pseudo-partition, `Period::whole()`.
 
 use std::fmt;
 
@@ -18,6 +19,8 @@ pub enum Grain {
     #[default]
     Day,
     Month,
+    /// A plain table's: one period holding every row (`Period::whole()`).
+    Whole,
 }
 
 impl Grain {
@@ -26,6 +29,7 @@ impl Grain {
             "hour" => Some(Grain::Hour),
             "day" => Some(Grain::Day),
             "month" => Some(Grain::Month),
+            "whole" => Some(Grain::Whole),
             _ => None,
         }
     }
@@ -35,6 +39,7 @@ impl Grain {
             Grain::Hour => "hour",
             Grain::Day => "day",
             Grain::Month => "month",
+            Grain::Whole => "whole",
         }
     }
 
@@ -44,6 +49,7 @@ impl Grain {
             Grain::Hour => "YYYY-MM-DDTHH",
             Grain::Day => "YYYY-MM-DD",
             Grain::Month => "YYYY-MM",
+            Grain::Whole => "(none: the table has no partitions)",
         }
     }
 }
@@ -68,6 +74,9 @@ impl Period {
     /// A label of `grain`'s form, years 0001 to 9999 (Postgres has no year
     /// 0, and a partition's table name holds the year in four digits).
     pub fn parse(text: &str, grain: Grain) -> Option<Period> {
+        if grain == Grain::Whole {
+            return text.is_empty().then(Period::whole);
+        }
         let b = text.as_bytes();
         let (date, hour) = match (grain, b.len()) {
             (Grain::Hour, 13) if b[10] == b'T' => (&text[..10], Some(&text[11..])),
@@ -101,6 +110,7 @@ impl Period {
             Grain::Hour => date.and_hms_opt(instant.hour(), 0, 0),
             Grain::Day => date.and_hms_opt(0, 0, 0),
             Grain::Month => date.with_day(1).and_then(|d| d.and_hms_opt(0, 0, 0)),
+            Grain::Whole => return Period::whole(),
         }
         .expect("the start of an hour, day or month exists");
         Period { start, grain }
@@ -109,6 +119,28 @@ impl Period {
     /// The day partition of a date (a daily table's period).
     pub fn day(date: NaiveDate) -> Period {
         Period::containing(date.and_time(NaiveTime::MIN), Grain::Day)
+    }
+
+    /// A plain table's one pseudo-partition. Its label is `""`, which no
+    /// ds can be, and its `_part` value a fixed date (0001-01-01); on the
+    /// wire it is `null`.
+    pub fn whole() -> Period {
+        let start = NaiveDate::from_ymd_opt(1, 1, 1)
+            .expect("0001-01-01 exists")
+            .and_time(NaiveTime::MIN);
+        Period {
+            start,
+            grain: Grain::Whole,
+        }
+    }
+
+    pub fn is_whole(&self) -> bool {
+        self.grain == Grain::Whole
+    }
+
+    /// The label as the wire shows it: none for `Period::whole()`.
+    pub fn wire_label(&self) -> Option<String> {
+        (!self.is_whole()).then(|| self.label())
     }
 
     pub fn grain(&self) -> Grain {
@@ -125,6 +157,7 @@ impl Period {
             Grain::Hour => self.start + Duration::hours(1),
             Grain::Day => self.start + Duration::days(1),
             Grain::Month => self.start + Months::new(1),
+            Grain::Whole => NaiveDateTime::MAX,
         }
     }
 
@@ -134,6 +167,7 @@ impl Period {
             Grain::Hour => self.start.format("%Y-%m-%dT%H").to_string(),
             Grain::Day => self.start.format("%Y-%m-%d").to_string(),
             Grain::Month => self.start.format("%Y-%m").to_string(),
+            Grain::Whole => String::new(),
         }
     }
 
@@ -141,13 +175,19 @@ impl Period {
     /// `20261012`, `202610`): fixed width for a grain, so the names of one
     /// table's partitions never collide.
     pub fn digits(&self) -> String {
+        if self.is_whole() {
+            return "whole".into();
+        }
         self.label().replace(['-', 'T'], "")
     }
 }
 
-/// A period is written as its label.
+/// A period is written as its label; `Period::whole()` as `null`.
 impl Serialize for Period {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.is_whole() {
+            return serializer.serialize_none();
+        }
         serializer.serialize_str(&self.label())
     }
 }
@@ -197,5 +237,16 @@ mod tests {
         assert_eq!(Period::containing(at, Grain::Hour).label(), "2026-10-12T13");
         assert_eq!(Period::containing(at, Grain::Day).label(), "2026-10-12");
         assert_eq!(Period::containing(at, Grain::Month).label(), "2026-10");
+    }
+
+    #[test]
+    fn the_whole_period_is_no_ds_and_shows_as_null() {
+        let whole = Period::whole();
+        assert_eq!(whole.label(), "");
+        assert_eq!(Period::parse("", Grain::Whole), Some(whole));
+        assert!(Period::parse_any("").is_none());
+        assert_eq!(whole.wire_label(), None);
+        assert_eq!(serde_json::to_string(&whole).unwrap(), "null");
+        assert_eq!(whole.digits(), "whole");
     }
 }

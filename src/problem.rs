@@ -47,11 +47,15 @@ problem_codes! {
     HostNotAllowed => "host_not_allowed",
     MalformedBody => "malformed_body",
     BadRows => "bad_rows",
+    /// Staged rows failed an audit; nothing was published.
+    AuditFailed => "audit_failed",
     LimitExceeded => "limit_exceeded",
     TableNotFound => "table_not_found",
     NotFound => "not_found",
     MethodNotAllowed => "method_not_allowed",
     SchemaConflict => "schema_conflict",
+    /// A `/partitions` request for a table without partitions.
+    NotPartitioned => "not_partitioned",
     PreconditionFailed => "precondition_failed",
     InvalidAuthorization => "invalid_authorization",
     Unauthorized => "unauthorized",
@@ -62,6 +66,10 @@ problem_codes! {
     IdempotencyKeyInvalid => "idempotency_key_invalid",
     IdempotencyKeyReused => "idempotency_key_reused",
     IdempotencyKeyInFlight => "idempotency_key_in_flight",
+    /// A part or publish sent to a load that is published, abandoned or expired.
+    LoadNotOpen => "load_not_open",
+    /// A `DELETE` of a load that is already published.
+    LoadPublished => "load_published",
     DatabaseUnavailable => "database_unavailable",
     Busy => "busy",
     SpoolFull => "spool_full",

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{ArgGroup, Args, Subcommand};
 
 use super::retry::RetryPolicy;
 use super::Exit;
@@ -58,23 +58,39 @@ impl ServerArgs {
     }
 }
 
-/// `idem put TABLE DS FILE`.
+/// `idem put TABLE DS FILE` or `idem put TABLE --whole FILE`.
 #[derive(Clone, Debug, Args)]
 pub struct PutArgs {
     pub table: String,
     /// The partition: `YYYY-MM-DD` (or the table's grain's form).
-    pub ds: String,
+    #[arg(required_unless_present = "whole", conflicts_with = "whole")]
+    pub ds: Option<String>,
     /// `.ndjson`, `.jsonl`, `.json` or `.csv`, each optionally `.gz`; `-`
     /// for stdin (with `--format`).
-    pub file: PathBuf,
+    #[arg(required_unless_present = "whole", conflicts_with = "whole")]
+    pub file: Option<PathBuf>,
+    /// Replace the whole table (every partition, or a table without
+    /// partitions) with FILE's rows, in one transaction
+    /// (`PUT /tables/{table}/rows`): a full refresh.
+    #[arg(long, value_name = "FILE")]
+    pub whole: Option<PathBuf>,
+    /// Stage and audit only (`?dry_run=true`): the receipt says what a put
+    /// would change; nothing is published. Sent without an Idempotency-Key.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Audits for this write only (`?audit=`), a JSON object such as
+    /// '{"max_change_ratio":0.5}'; they override the table's same audits.
+    /// A failed audit exits 1 with its report.
+    #[arg(long, value_name = "JSON", value_parser = audits_json)]
+    pub audit: Option<String>,
     /// The body's format when the file's name does not say it (stdin):
     /// `ndjson`, `json` or `csv`, with `.gz` when gzipped (`csv.gz`).
     #[arg(long)]
     pub format: Option<String>,
     #[command(flatten)]
     pub bad_rows: BadRowsArg,
-    /// Replace the partition only while its ETag is this one (`If-Match`;
-    /// the server answers 412 otherwise, exit 1).
+    /// Replace the partition (or the table) only while its ETag is this
+    /// one (`If-Match`; the server answers 412 otherwise, exit 1).
     #[arg(long, value_name = "ETAG")]
     pub if_match: Option<String>,
     #[command(flatten)]
@@ -136,9 +152,25 @@ pub struct BackfillArgs {
     /// `data/ds={ds}.csv`.
     #[arg(long)]
     pub files: String,
-    /// Partitions loaded at once.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub parallel: u16,
+    /// Partitions (with --atomic: parts) sent at once; 1 by default, 4
+    /// with --atomic.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub parallel: Option<u16>,
+    /// The whole range as one load: each day's file a part, published in
+    /// one transaction (all days change or none); a day without a file
+    /// ends empty. Prints the load's receipt; a failed audit exits 1 with
+    /// its report.
+    #[arg(long, conflicts_with = "bad_rows")]
+    pub atomic: bool,
+    /// With --atomic, the load's Idempotency-Key (by default one made from
+    /// the range and the files' content: a rerun resumes the same load).
+    #[arg(long, requires = "atomic")]
+    pub key: Option<String>,
+    /// Audits for each PUT (`?audit=`), or with --atomic for the load, a JSON object such as
+    /// '{"max_change_ratio":0.5}'; they override the table's same audits.
+    /// A failed audit exits 1 with its report.
+    #[arg(long, value_name = "JSON", value_parser = audits_json)]
+    pub audit: Option<String>,
     /// The files' format when their names do not say it.
     #[arg(long)]
     pub format: Option<String>,
@@ -161,11 +193,16 @@ pub enum RowsFormat {
     Csv,
 }
 
-/// `idem get TABLE DS`.
+/// `idem get TABLE DS` or `idem get TABLE --whole`.
 #[derive(Clone, Debug, Args)]
 pub struct GetArgs {
     pub table: String,
-    pub ds: String,
+    #[arg(required_unless_present = "whole", conflicts_with = "whole")]
+    pub ds: Option<String>,
+    /// The whole table (`GET /tables/{table}/rows`): every partition, or a
+    /// table without partitions; what `idem put --whole` takes back.
+    #[arg(long)]
+    pub whole: bool,
     /// Write to this file (whole or not at all) instead of stdout.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
@@ -258,4 +295,183 @@ pub struct ReplayArgs {
     pub key: Option<String>,
     #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// `--audit`'s value: a JSON object, kept as its compact text.
+fn audits_json(text: &str) -> Result<String, String> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(audits @ serde_json::Value::Object(_)) => Ok(audits.to_string()),
+        _ => Err("not a JSON object, e.g. '{\"min_rows\":1000}'".to_string()),
+    }
+}
+
+/// `idem load STEP`: a load that outlives a request, step by step.
+#[derive(Clone, Debug, Args)]
+pub struct LoadArgs {
+    #[command(subcommand)]
+    pub step: LoadStep,
+}
+
+/// The steps of a load.
+#[derive(Clone, Debug, Subcommand)]
+pub enum LoadStep {
+    /// Open a load of TABLE (`POST /loads`): its id on stdout, its view as
+    /// JSON on stderr (on stdout with --json). The same command again
+    /// opens the same load.
+    Open(LoadOpenArgs),
+    /// Stage FILE as part N of the load (`PUT /loads/ID/parts/N`); a
+    /// part sent again replaces part N.
+    Part(LoadPartArgs),
+    /// Publish the load: audits, then every target partition in one
+    /// transaction. A failed audit exits 1 with its report.
+    Publish(LoadPublishArgs),
+    /// The load's view: status, parts, rows per partition, last audit.
+    Status(LoadIdArgs),
+    /// Run the load's audits on its staged rows (changes nothing); exits 1
+    /// when one fails.
+    Audit(LoadIdArgs),
+    /// Abandon the load: its staged rows are dropped.
+    Abandon(LoadIdArgs),
+}
+
+/// `idem load open TABLE (--partitions DS,… | --from DS --to DS | --whole)`.
+#[derive(Clone, Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["partitions", "from", "whole"])))]
+pub struct LoadOpenArgs {
+    pub table: String,
+    /// The partitions the load replaces, comma-separated (or the flag
+    /// given again).
+    #[arg(long, value_delimiter = ',')]
+    pub partitions: Vec<String>,
+    /// The first partition of the range the load replaces.
+    #[arg(long, requires = "to")]
+    pub from: Option<String>,
+    /// The last partition of the range, included.
+    #[arg(long, requires = "from")]
+    pub to: Option<String>,
+    /// The load replaces the whole table.
+    #[arg(long)]
+    pub whole: bool,
+    /// The load's audits, a JSON object (e.g. '{"min_rows":1000}'); they
+    /// override the table's same audits.
+    #[arg(long, value_name = "JSON", value_parser = audits_json)]
+    pub audit: Option<String>,
+    /// The Idempotency-Key (by default one made from the arguments).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// The view as JSON on stdout instead of the id.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `idem load part LOAD_ID N FILE`.
+#[derive(Clone, Debug, Args)]
+pub struct LoadPartArgs {
+    pub load_id: String,
+    /// The part's number, 1 to 10000.
+    #[arg(value_parser = clap::value_parser!(u16).range(1..=10000))]
+    pub n: u16,
+    /// As for `idem put`; `-` for stdin (with `--format`).
+    pub file: PathBuf,
+    /// The partition of rows that have no partition value.
+    #[arg(long)]
+    pub ds: Option<String>,
+    /// The body's format when the file's name does not say it (stdin).
+    #[arg(long)]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `idem load publish LOAD_ID [--force --reason TEXT]`.
+#[derive(Clone, Debug, Args)]
+pub struct LoadPublishArgs {
+    pub load_id: String,
+    /// Publish despite failed audits (an admin token), recorded with
+    /// --reason in the ledger.
+    #[arg(long, requires = "reason")]
+    pub force: bool,
+    /// Why the load is forced.
+    #[arg(long, requires = "force")]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `idem load status|audit|abandon LOAD_ID`.
+#[derive(Clone, Debug, Args)]
+pub struct LoadIdArgs {
+    pub load_id: String,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// The commands under test, as `idem` parses them.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[derive(Subcommand)]
+    enum Command {
+        Put(PutArgs),
+        Backfill(BackfillArgs),
+        Get(GetArgs),
+    }
+
+    fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        Ok(Cli::try_parse_from([&["idem"], args].concat())?.command)
+    }
+
+    #[test]
+    fn put_takes_a_day_and_a_file_or_the_whole_table_and_never_both() {
+        let Ok(Command::Put(day)) = parse(&["put", "orders", "2026-10-12", "d.csv"]) else {
+            panic!("a day's put")
+        };
+        assert_eq!(day.ds.as_deref(), Some("2026-10-12"));
+        assert!(!day.dry_run && day.whole.is_none());
+        let Ok(Command::Put(whole)) = parse(&["put", "customers", "--whole", "c.csv", "--dry-run"])
+        else {
+            panic!("a whole put")
+        };
+        assert_eq!(whole.whole.as_deref(), Some(std::path::Path::new("c.csv")));
+        assert!(whole.dry_run && whole.ds.is_none());
+        assert!(parse(&["put", "orders", "2026-10-12"]).is_err(), "no file");
+        assert!(
+            matches!(parse(&["get", "customers", "--whole"]), Ok(Command::Get(get)) if get.whole)
+        );
+        assert!(parse(&["get", "orders", "2026-10-12", "--whole"]).is_err());
+        assert!(parse(&["get", "orders"]).is_err(), "a day or --whole");
+        assert!(parse(&["put", "orders", "2026-10-12", "d.csv", "--whole", "c.csv"]).is_err());
+    }
+
+    #[test]
+    fn backfill_atomic_keeps_the_range_form_and_its_own_key() {
+        let base = [
+            "backfill",
+            "orders",
+            "--from",
+            "2026-10-01",
+            "--to",
+            "2026-10-07",
+        ];
+        let with = |more: &[&str]| parse(&[&base[..], &["--files", "d/{ds}.csv"], more].concat());
+        let Ok(Command::Backfill(atomic)) = with(&["--atomic", "--key", "k1"]) else {
+            panic!("an atomic backfill")
+        };
+        assert!(atomic.atomic && atomic.parallel.is_none());
+        assert_eq!(atomic.key.as_deref(), Some("k1"));
+        assert!(with(&["--key", "k1"]).is_err(), "--key needs --atomic");
+        assert!(with(&["--atomic", "--bad-rows", "quarantine"]).is_err());
+        assert!(with(&["--atomic", "--parallel", "0"]).is_err());
+    }
 }

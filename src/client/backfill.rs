@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::args::BackfillArgs;
 use super::progress::{watched, Progress, Unit};
-use super::put::{put_file, PutOptions, PutTarget};
+use super::put::{put_file, PutOptions, PutTarget, Scope};
 use super::send::FileBody;
 use super::{say, Exit};
 use idem::period::Period;
@@ -86,6 +86,9 @@ pub async fn backfill(args: BackfillArgs) -> Exit {
         eprintln!("idem backfill: --files must contain {{ds}}, e.g. 'data/ds={{ds}}.csv'");
         return Exit::Usage;
     }
+    if args.atomic {
+        return super::backfill_atomic::backfill_atomic(&args, periods).await;
+    }
     let total = u64::try_from(periods.len()).unwrap_or(u64::MAX);
     let progress = Arc::new(Progress::new(
         format!("{} backfill", args.table),
@@ -96,7 +99,7 @@ pub async fn backfill(args: BackfillArgs) -> Exit {
     let started = Instant::now();
     let partitions: Vec<Partition> = futures::stream::iter(periods)
         .map(|ds| load_partition(&args, ds, &progress))
-        .buffered(usize::from(args.parallel))
+        .buffered(usize::from(args.parallel.unwrap_or(1)))
         .collect()
         .await;
     progress.finish();
@@ -118,7 +121,7 @@ fn none_found(partitions: &[Partition]) -> bool {
 
 /// Every partition from `from` to `to`, both included, by the grain their
 /// form says.
-fn partitions_between(from: &str, to: &str) -> Result<Vec<String>, String> {
+pub(super) fn partitions_between(from: &str, to: &str) -> Result<Vec<String>, String> {
     let parse = |text: &str| {
         Period::parse_any(text).ok_or_else(|| {
             format!("{text:?} is not a partition: YYYY-MM-DD, YYYY-MM-DDTHH or YYYY-MM")
@@ -196,10 +199,12 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
     let day = Arc::new(progress.day(format!("{} {}", args.table, partition.ds), None));
     let target = PutTarget {
         table: &args.table,
-        ds: &partition.ds,
+        scope: Scope::Partition(&partition.ds),
         options: PutOptions {
             bad_rows: &args.bad_rows,
             if_match: None,
+            dry_run: false,
+            audit: args.audit.as_deref(),
         },
     };
     let receipt = match put_file(&args.server, target, &body, day).await {

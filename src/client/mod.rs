@@ -8,6 +8,8 @@
 
 pub mod args;
 pub mod backfill;
+mod backfill_atomic;
+pub mod load;
 pub mod post;
 mod progress;
 pub mod put;
@@ -66,6 +68,27 @@ pub fn put_key(table: &str, ds: &str, file_sha256: &str, bad_rows: Option<&str>)
     )
 }
 
+/// The Idempotency-Key of `POST /loads` with `body`: the same command
+/// (table, target, audits) opens the same load again.
+pub fn load_key(table: &str, body: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    let sha256 = hex::encode(Sha256::digest(body.to_string().as_bytes()));
+    format!("idem-load:{table}:{}", short(&sha256))
+}
+
+/// The Idempotency-Key of the load of `idem backfill --atomic`: its range
+/// and every day's file (`(ds, SHA-256)`), so a rerun with the same files
+/// resumes (or replays) the same load, and other files open another.
+pub fn backfill_key(table: &str, from: &str, to: &str, files: &[(String, String)]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for (ds, file_sha256) in files {
+        hash.update(format!("{ds}={file_sha256}\n").as_bytes());
+    }
+    let sha256 = hex::encode(hash.finalize());
+    format!("idem-backfill:{table}:{from}:{to}:{}", short(&sha256))
+}
+
 /// The Idempotency-Key of batch `batch` (from 0; messages count from 1) of
 /// a file POSTed to `table`: a rerun sends only the batches the server has
 /// no record of.
@@ -74,6 +97,19 @@ pub fn post_key(table: &str, file_sha256: &str, batch: u64, bad_rows: Option<&st
         format!("idem-post:{table}:{}:{batch}", short(file_sha256)),
         bad_rows,
     )
+}
+
+/// A key with the `--audit` it was sent under: other audits make another
+/// request (the server would refuse the key as reused).
+fn with_audit(key: String, audit: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    match audit {
+        Some(audit) => {
+            let sha256 = hex::encode(Sha256::digest(audit.as_bytes()));
+            format!("{key}:audit={}", short(&sha256))
+        }
+        None => key,
+    }
 }
 
 /// A key with the `--bad-rows` it was sent under: the same file under
@@ -108,6 +144,20 @@ mod tests {
         // visible ASCII.
         let longest = post_key(&"t".repeat(48), &sha, u64::MAX, Some("quarantine"));
         assert!(longest.len() <= 255 && longest.bytes().all(|b| b.is_ascii_graphic()));
+        let body = serde_json::json!({"table": "orders", "target": {"table": true}});
+        assert_eq!(load_key("orders", &body), load_key("orders", &body.clone()));
+        assert_ne!(
+            load_key("orders", &body),
+            load_key("orders", &serde_json::json!({"table": "orders"}))
+        );
+        let files = [("2026-10-01".to_string(), sha.clone())];
+        let week = backfill_key("orders", "2026-10-01", "2026-10-07", &files);
+        assert!(week.starts_with("idem-backfill:orders:2026-10-01:2026-10-07:"));
+        let other = [("2026-10-01".to_string(), "0".repeat(64))];
+        assert_ne!(
+            week,
+            backfill_key("orders", "2026-10-01", "2026-10-07", &other)
+        );
         let codes: Vec<u8> = [Exit::Done, Exit::Refused, Exit::GaveUp, Exit::Usage]
             .into_iter()
             .map(Exit::exit_code)

@@ -37,6 +37,13 @@ pub fn verdict(status: Option<u16>, retry_after: Option<&str>, now: DateTime<Utc
     }
 }
 
+/// Whether a 409 is final: the load it names can no longer take the
+/// request (published, abandoned, expired) or the table has no partitions,
+/// so waiting cures nothing. Other 409s ("not now") stay retried.
+pub fn final_conflict(status: u16, code: &str) -> bool {
+    status == 409 && matches!(code, "load_not_open" | "load_published" | "not_partitioned")
+}
+
 /// A `Retry-After` value (RFC 9110): delay-seconds, or an HTTP-date (a date
 /// already past means no wait). `None` for anything else.
 pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
@@ -144,6 +151,10 @@ mod tests {
         );
         // A refusal's Retry-After changes nothing.
         assert_eq!(verdict(Some(422), Some("7"), now), Verdict::Refused);
+        assert!(final_conflict(409, "load_not_open"));
+        assert!(final_conflict(409, "load_published"));
+        assert!(!final_conflict(409, "idempotency_key_in_flight"));
+        assert!(!final_conflict(422, "load_not_open"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use tokio_util::io::ReaderStream;
 
 use super::args::ServerArgs;
 use super::progress::Progress;
-use super::retry::{verdict, Verdict};
+use super::retry::{final_conflict, verdict, Verdict};
 use super::Exit;
 
 /// A file to send as a body: its content type from its name (or
@@ -225,7 +225,7 @@ where
                 status,
                 retry_after,
                 body,
-            } => match verdict(Some(status), retry_after.as_deref(), Utc::now()) {
+            } => match settled_verdict(status, retry_after.as_deref(), &body) {
                 Verdict::Refused => {
                     report_refusal(load, status, &body, progress);
                     if status == 401 {
@@ -257,6 +257,16 @@ where
             wait.as_secs_f64()
         ));
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// The verdict on an answer: a final 409 (see `final_conflict`) is a
+/// refusal, whatever its status alone would say.
+fn settled_verdict(status: u16, retry_after: Option<&str>, body: &str) -> Verdict {
+    let problem: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    match final_conflict(status, problem["code"].as_str().unwrap_or("")) {
+        true => Verdict::Refused,
+        false => verdict(Some(status), retry_after, Utc::now()),
     }
 }
 
@@ -379,6 +389,7 @@ fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
         text("detail"),
         text("code")
     ));
+    report_audits(&problem["report"], progress);
     for row in problem["errors"].as_array().into_iter().flatten().take(5) {
         progress.note(&format!(
             "  line {}, column {}: {}",
@@ -389,9 +400,67 @@ fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
     }
 }
 
+/// The failed audits of an `audit_failed` problem's report, said one line
+/// each (expected, found), then its first example row.
+pub(super) fn report_audits(report: &serde_json::Value, progress: &Progress) {
+    for line in audit_lines(report) {
+        progress.note(&line);
+    }
+}
+
+/// The lines `report_audits` says.
+fn audit_lines(report: &serde_json::Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    let audits = report["audits"].as_array().into_iter().flatten();
+    for audit in audits.filter(|audit| audit["passed"] == false) {
+        let scope = match (&audit["partition"], &audit["columns"]) {
+            (serde_json::Value::String(ds), _) => format!(" {ds}"),
+            (_, serde_json::Value::Array(columns)) => format!(
+                " ({})",
+                columns
+                    .iter()
+                    .map(|c| c.as_str().unwrap_or("?"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => String::new(),
+        };
+        lines.push(format!(
+            "  audit {}{scope} failed: expected {}, found {}",
+            audit["audit"].as_str().unwrap_or("?"),
+            audit["expected"],
+            audit["found"]
+        ));
+        if let Some(example) = audit["examples"].get(0) {
+            lines.push(format!("    e.g. {example}"));
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_audit_is_said_with_its_partition_or_columns_and_an_example() {
+        let report = serde_json::json!({"passed": false, "audits": [
+            {"audit": "min_rows", "partition": "2026-10-04", "columns": null, "passed": false,
+             "expected": 5, "found": 2, "examples": []},
+            {"audit": "not_null", "partition": null, "columns": ["status"], "passed": false,
+             "expected": 0, "found": 1, "examples": [{"order_id": 7, "status": null}]},
+            {"audit": "max_rows", "partition": "2026-10-04", "columns": null, "passed": true,
+             "expected": 9, "found": 2, "examples": []}
+        ]});
+        assert_eq!(
+            audit_lines(&report),
+            [
+                "  audit min_rows 2026-10-04 failed: expected 5, found 2",
+                "  audit not_null (status) failed: expected 0, found 1",
+                r#"    e.g. {"order_id":7,"status":null}"#,
+            ]
+        );
+    }
 
     #[test]
     fn a_file_name_says_its_format() {

@@ -27,9 +27,17 @@ pub async fn get(args: GetArgs) -> Exit {
 }
 
 async fn get_rows(args: &GetArgs) -> Result<(), Exit> {
-    let url = args
-        .server
-        .endpoint(&["partitions", &args.table, &args.ds], &[])?;
+    let (segments, what) = match &args.ds {
+        Some(ds) if !args.whole => (
+            ["partitions", &args.table, ds],
+            format!("{} {ds}", args.table),
+        ),
+        _ => (
+            ["tables", &args.table, "rows"],
+            format!("{} (whole table)", args.table),
+        ),
+    };
+    let url = args.server.endpoint(&segments, &[])?;
     let accept = match args.format {
         RowsFormat::Ndjson => "application/x-ndjson",
         RowsFormat::Csv => "text/csv",
@@ -44,7 +52,7 @@ async fn get_rows(args: &GetArgs) -> Result<(), Exit> {
         key: None,
         accept: Some(accept),
         headers: Vec::new(),
-        what: format!("{} {}", args.table, args.ds),
+        what,
     };
     let progress = Arc::new(Progress::new(&load.what, Unit::Bytes, None, false));
     settle(

@@ -13,7 +13,7 @@ use crate::names::NameError;
 use crate::pipeline::body::BodyError;
 use crate::pipeline::WriteError;
 use crate::problem::ProblemCode;
-use crate::schema::SchemaError;
+use crate::schema::{AuditReport, SchemaError};
 use crate::store::StoreError;
 
 /// Everything a request can fail with. Each has a stable `code` that
@@ -53,6 +53,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     InvalidTokenRequest(String),
+    /// A partition of a table that has none (`"partition_by": null`).
+    #[error("table {0:?} has no partitions; use /tables/{0}/rows")]
+    NotPartitioned(crate::names::TableName),
     /// The `Host` is not one of `IDEM_ALLOWED_HOSTS`.
     #[error("{0}")]
     HostNotAllowed(String),
@@ -72,6 +75,13 @@ pub enum ApiError {
     Write(#[from] WriteError),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
+    /// Staged rows failed an audit: the problem carries the report.
+    #[error("the staged rows failed {} audit(s); nothing was published", failed_audits(.0))]
+    AuditFailed(Box<AuditReport>),
+}
+
+fn failed_audits(report: &AuditReport) -> usize {
+    report.audits.iter().filter(|a| !a.passed).count()
 }
 
 /// A database that is away usually takes seconds to come back (a restart,
@@ -94,6 +104,8 @@ struct Problem<'a> {
     errors: Option<&'a [BadRow]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rejected: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<&'a AuditReport>,
 }
 
 impl ApiError {
@@ -113,6 +125,7 @@ impl ApiError {
             Unauthorized { .. } => ProblemCode::Unauthorized,
             Forbidden(_) => ProblemCode::Forbidden,
             InvalidTokenRequest(_) => ProblemCode::InvalidTokenRequest,
+            NotPartitioned(_) => ProblemCode::NotPartitioned,
             HostNotAllowed(_) => ProblemCode::HostNotAllowed,
             InvalidAuthorization(_) => ProblemCode::InvalidAuthorization,
             Name(_) => ProblemCode::InvalidName,
@@ -121,6 +134,7 @@ impl ApiError {
             Store(e) => e.code(),
             Write(e) => e.code(),
             Internal(_) => ProblemCode::Internal,
+            AuditFailed(_) => ProblemCode::AuditFailed,
         }
     }
 
@@ -154,6 +168,10 @@ impl ApiError {
             // name this server does not answer for (RFC 9110, 15.5.20).
             ProblemCode::HostNotAllowed => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
             ProblemCode::SchemaConflict => (StatusCode::CONFLICT, "Schema conflict"),
+            ProblemCode::LoadNotOpen => (StatusCode::CONFLICT, "Load not open"),
+            ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
+            ProblemCode::NotPartitioned => (StatusCode::CONFLICT, "Table not partitioned"),
+            ProblemCode::AuditFailed => (StatusCode::UNPROCESSABLE_ENTITY, "Audit failed"),
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
             ProblemCode::PreconditionFailed => {
                 (StatusCode::PRECONDITION_FAILED, "Precondition failed")
@@ -203,6 +221,15 @@ impl ApiError {
             ApiError::Write(WriteError::Store(StoreError::RepeatedKeys { keys, listed })) => {
                 Some((listed, Some(*keys)))
             }
+            _ => None,
+        }
+    }
+
+    /// The audit report a refused publish carries.
+    fn report(&self) -> Option<&AuditReport> {
+        match self {
+            ApiError::AuditFailed(report) => Some(report),
+            ApiError::Write(WriteError::AuditFailed(report)) => Some(report),
             _ => None,
         }
     }
@@ -270,6 +297,7 @@ impl IntoResponse for ApiError {
             code,
             errors: row_errors.map(|(errors, _)| errors),
             rejected: row_errors.and_then(|(_, count)| count),
+            report: self.report(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();
@@ -337,6 +365,13 @@ mod tests {
             (StoreError::TableChanged(orders()).into(), 409),
             (ApiError::HostNotAllowed("x".into()), 421),
             (ApiError::ConfirmRequired("x".into()), 400),
+            (
+                ApiError::AuditFailed(Box::new(AuditReport {
+                    passed: false,
+                    audits: vec![],
+                })),
+                422,
+            ),
             (StoreError::PreconditionFailed(Unmet::Exists).into(), 412),
             (
                 WriteError::Store(StoreError::KeyInFlight {
@@ -353,6 +388,31 @@ mod tests {
         for (error, status) in refusals {
             assert_eq!(error.status().as_u16(), status, "{error:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_failed_audit_is_a_422_that_carries_its_report() {
+        let report = AuditReport {
+            passed: false,
+            audits: vec![crate::schema::AuditResult {
+                audit: "min_rows".into(),
+                partition: Some("2026-10-12".into()),
+                columns: None,
+                passed: false,
+                expected: serde_json::json!(1000),
+                found: serde_json::json!(12),
+                examples: vec![],
+            }],
+        };
+        let response = ApiError::AuditFailed(Box::new(report.clone())).into_response();
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["code"], "audit_failed");
+        assert_eq!(problem["report"], serde_json::to_value(&report).unwrap());
+        assert!(problem["detail"].as_str().unwrap().contains("1 audit"));
     }
 
     #[test]

@@ -1,29 +1,37 @@
 //! The loads ledger over HTTP.
 
 use axum::extract::{OriginalUri, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::{page, page_limit, parse_id, parse_label, ApiPath, ApiQuery, AppState, Caller};
+use super::{
+    page, page_limit, parse_id, parse_label, staged_loads, ApiPath, ApiQuery, AppState, Caller,
+};
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::store::ledger::{Load, LoadFilter};
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/loads", get(list_loads))
-        .route("/loads/{load_id}", get(get_load))
+    Router::new().route("/loads", get(list_loads)).route(
+        "/loads/{load_id}",
+        get(get_load).delete(staged_loads::abandon_load),
+    )
 }
 
-/// A load of a table the caller may not read is, to it, no load at all.
+/// A load of a table the caller may not read is, to it, no load at all. A
+/// staged load (`POST /loads`) is shown as it stands; any other as the
+/// ledger has it.
 async fn get_load(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(load_id): ApiPath<String>,
-) -> ApiResult<Json<Load>> {
+) -> ApiResult<Response> {
+    if let Some(view) = staged_loads::visible_load(&state, &caller, &load_id, Scope::Read).await? {
+        return Ok(Json(staged_loads::view_json(&view)).into_response());
+    }
     let load_id = parse_id(&load_id, "load id")?;
     state
         .store
@@ -33,7 +41,7 @@ async fn get_load(
             TableName::parse(&load.table_name)
                 .is_ok_and(|table| caller.grants.allows(Scope::Read, &table))
         })
-        .map(Json)
+        .map(|load| Json(load).into_response())
         .ok_or_else(|| ApiError::NotFound(format!("no load {load_id}")))
 }
 

@@ -6,6 +6,7 @@ pub mod edge;
 pub mod error;
 pub mod idempotency_keys;
 pub mod loads;
+pub mod many;
 pub mod observe;
 pub mod ops;
 pub mod partitions;
@@ -13,6 +14,8 @@ pub mod preconditions;
 pub mod receipts;
 pub mod rejects;
 pub mod rows;
+pub mod staged_loads;
+pub mod table_rows;
 pub mod tables;
 pub mod token_cache;
 pub mod tokens;
@@ -140,10 +143,13 @@ impl AppState {
 pub fn router() -> Router<AppState> {
     Router::new()
         .merge(tables::router())
+        .merge(table_rows::router())
         .merge(partitions::router())
+        .merge(many::router())
         .merge(rows::router())
         .merge(idempotency_keys::router())
         .merge(loads::router())
+        .merge(staged_loads::router())
         .merge(rejects::router())
         .merge(duplicates::router())
         .merge(tokens::router())

@@ -11,6 +11,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::many::{self, ManyQuery};
 use super::observe::RequestSpan;
 use super::preconditions;
 use super::receipts::{self, RECEIPTS};
@@ -25,6 +26,7 @@ use crate::idempotency::KeyedRequest;
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
 use crate::pipeline::keyed::KeyedWrite;
+use crate::pipeline::load::LoadTarget;
 use crate::pipeline::partition::PutPartition;
 use crate::pipeline::WriteError;
 use crate::schema::TableDef;
@@ -53,12 +55,22 @@ async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
         .ok_or_else(|| WriteError::TableNotFound(table.clone()).into())
 }
 
+/// The table's definition, refused when it has no partitions (a plain
+/// table's rows are at `/tables/{table}/rows`).
+async fn partitioned_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
+    let def = table_def(state, table).await?;
+    if def.is_plain() {
+        return Err(ApiError::NotPartitioned(table.clone()));
+    }
+    Ok(def)
+}
+
 async fn live_partition(
     state: &AppState,
     table: &TableName,
     ds: &str,
 ) -> ApiResult<(TableDef, Period, PartitionInfo)> {
-    let def = table_def(state, table).await?;
+    let def = partitioned_def(state, table).await?;
     let ds = parse_period(ds, def.grain)?;
     let info = state
         .store
@@ -94,12 +106,25 @@ async fn put_partition(
     };
     // An undeclared table is created daily; the pipeline checks the grain
     // again against the table it resolves.
-    let grain = state
-        .store
-        .table(&table)
-        .await?
-        .map_or(Grain::Day, |d| d.grain);
+    let stored = state.store.table(&table).await?;
+    if stored.as_ref().is_some_and(TableDef::is_plain) {
+        return Err(ApiError::NotPartitioned(table));
+    }
+    let grain = stored.as_ref().map_or(Grain::Day, |d| d.grain);
+    let audited = stored.as_ref().is_some_and(|d| !d.audits.is_empty());
     let ds = parse_period(&ds, grain)?;
+    if audited || query.audit.is_some() || query.dry_run == Some(true) {
+        // Audited or tried: a load of one partition, staged then checked.
+        let query = ManyQuery {
+            from: None,
+            to: None,
+            bad_rows: query.bad_rows,
+            audit: query.audit,
+            dry_run: query.dry_run,
+        };
+        let target = LoadTarget::Partitions(vec![ds]);
+        return many::put_many(state, span, caller, table, target, query, headers, body).await;
+    }
     let limits = body_limits(&state.settings, BodyKind::Partition);
     let body = body_source(&headers, body, limits, digest)?;
     let actor = caller.actor.clone();
@@ -147,14 +172,16 @@ async fn run_put(
 #[derive(Deserialize)]
 struct PutQuery {
     bad_rows: Option<String>,
+    audit: Option<String>,
+    dry_run: Option<bool>,
 }
 
 #[derive(Deserialize)]
-struct ReadQuery {
+pub(super) struct ReadQuery {
     format: Option<String>,
 }
 
-fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
+pub(super) fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
     if let Some(f) = &query.format {
         return match f.as_str() {
             "csv" => Ok(RowFormat::Csv),
@@ -179,9 +206,15 @@ fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<RowFormat> {
 }
 
 fn partition_headers(info: &PartitionInfo, format: RowFormat) -> HeaderMap {
+    rows_headers(&info.content_sha256, info.rows, format)
+}
+
+/// The headers of a read of rows (a partition's or a whole table's): its
+/// ETag, row count and format.
+pub(super) fn rows_headers(content_sha256: &str, rows: u64, format: RowFormat) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    headers.insert(header::ETAG, etag(&info.content_sha256));
-    headers.insert(ROW_COUNT_HEADER, HeaderValue::from(info.rows));
+    headers.insert(header::ETAG, etag(content_sha256));
+    headers.insert(ROW_COUNT_HEADER, HeaderValue::from(rows));
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(match format {
@@ -206,7 +239,7 @@ async fn get_partition(
 ) -> ApiResult<Response> {
     caller.require(Scope::Read, &table)?;
     let format = read_format(&headers, &query)?;
-    let def = table_def(&state, &table).await?;
+    let def = partitioned_def(&state, &table).await?;
     let ds = parse_period(&ds, def.grain)?;
     let snapshot = state
         .store
@@ -252,7 +285,7 @@ async fn delete_partition(
     PartitionPath(table, ds): PartitionPath,
 ) -> ApiResult<StatusCode> {
     caller.require(Scope::Write, &table)?;
-    let def = table_def(&state, &table).await?;
+    let def = partitioned_def(&state, &table).await?;
     let ds = parse_period(&ds, def.grain)?;
     state.store.delete_partition(&def, ds).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -302,7 +335,11 @@ async fn list_partitions(
         .map(|c| parse_period(c, def.grain))
         .transpose()?;
     let limit = page_limit(q.limit)?;
-    let partitions = state.store.partitions(&table, after, limit).await?;
+    // A plain table's one pseudo-partition is no partition to list.
+    let partitions = match def.is_plain() {
+        true => Vec::new(),
+        false => state.store.partitions(&table, after, limit).await?,
+    };
     let listed: Vec<Listed> = partitions
         .into_iter()
         .map(|info| Listed::new(info, def.grain))

@@ -41,6 +41,9 @@ pub struct EncodeOptions {
     /// Read `"_deleted": true` as a tombstone, and append a boolean
     /// `_deleted` field to every tuple.
     pub tombstones: bool,
+    /// The partitions rows may fall in (a load's target); any when `None`.
+    /// A row outside is a bad row.
+    pub allowed: Option<std::sync::Arc<std::collections::BTreeSet<Period>>>,
     /// Append a `_present` field to every tuple: a bitmap of the columns the
     /// record gave (bit `i % 8` of byte `i / 8` for column `i`, as
     /// Postgres's `get_bit` numbers them), for a patch.
@@ -51,7 +54,8 @@ pub struct RowEncoder<'d> {
     def: &'d TableDef,
     options: EncodeOptions,
     load_id: uuid::Uuid,
-    partition_index: usize,
+    /// None for a plain table, whose rows all fall in `Period::whole()`.
+    partition_index: Option<usize>,
     key_indexes: Vec<usize>,
     /// Columns whose value failed its type check (reported once, not again as null).
     bad: Vec<bool>,
@@ -251,9 +255,12 @@ impl<'d> RowEncoder<'d> {
         cells: &mut [Cell<'_>],
         errors: &mut ErrorLog,
     ) {
+        if self.partition_index.is_none() {
+            self.row_period = Some(Period::whole());
+        }
         for (i, column) in self.def.columns.iter().enumerate() {
             let name = Some(column.name.as_str());
-            if i == self.partition_index {
+            if Some(i) == self.partition_index {
                 if !self.bad[i] {
                     self.check_partition(record, &mut cells[i], errors);
                 }
@@ -276,7 +283,7 @@ impl<'d> RowEncoder<'d> {
         cell: &mut Cell<'_>,
         errors: &mut ErrorLog,
     ) {
-        let name = Some(self.def.partition_by.as_str());
+        let name = self.def.partition_by.as_ref().map(|c| c.as_str());
         let grain = self.def.grain;
         let period = match (&*cell, self.options.ds) {
             (Cell::Null, Some(ds)) => {
@@ -299,6 +306,14 @@ impl<'d> RowEncoder<'d> {
             _ => None,
         };
         self.row_period = period;
+        if let (Some(period), Some(allowed)) = (period, &self.options.allowed) {
+            if !allowed.contains(&period) {
+                let message =
+                    format!("partition value falls in {period}, outside the load's target");
+                errors.push(row_error(record, name, message));
+                return;
+            }
+        }
         if let (Some(period), Some(ds)) = (period, self.options.ds) {
             if period != ds {
                 let message =
@@ -391,7 +406,8 @@ impl<'d> RowEncoder<'d> {
                 period_start_cell(self.def.partition_type(), p)
             });
             if let Err(message) = start.write_binary(self.def.partition_type(), copy_out) {
-                errors.push(row_error(record, Some(&self.def.partition_by), message));
+                let column = self.def.partition_by.as_ref().map(|c| c.as_str());
+                errors.push(row_error(record, column, message));
             }
         }
         let mut w = TupleWriter::new(copy_out);
@@ -535,6 +551,7 @@ mod tests {
     fn encode(def: &TableDef, line: &str) -> (Option<EncodedRow>, ErrorLog, Vec<u8>) {
         let ds = chrono::NaiveDate::from_ymd_opt(2026, 10, 12).map(Period::day);
         let options = EncodeOptions {
+            allowed: None,
             ds,
             row_id_scope: None,
             tombstones: false,

@@ -149,7 +149,7 @@ pub fn infer_table(
     Ok(TableDef {
         name: table.clone(),
         columns,
-        partition_by: partition_by.clone(),
+        partition_by: Some(partition_by.clone()),
         grain: crate::period::Grain::Day,
         primary_key: Vec::new(),
         cursor: None,
@@ -159,6 +159,7 @@ pub fn infer_table(
         reject_retry_window: Default::default(),
         duplicates: Default::default(),
         duplicate_log: true,
+        audits: Default::default(),
     })
 }
 

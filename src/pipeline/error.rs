@@ -6,6 +6,7 @@ use super::body::BodyError;
 use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::problem::ProblemCode;
+use crate::schema::AuditReport;
 use crate::schema::SchemaError;
 use crate::store::StoreError;
 use crate::versions::Unmet;
@@ -60,6 +61,19 @@ pub enum WriteError {
     /// (`IDEM_LOAD_SLOTS_PER_TOKEN`), for longer than a write waits.
     #[error("this token's writes already hold its share of the turns to write (IDEM_LOAD_SLOTS_PER_TOKEN); retry later")]
     ShareTaken,
+    #[error("no load {0}")]
+    LoadNotFound(uuid::Uuid),
+    /// The load takes no parts and no publish any more.
+    #[error("load {load_id} is {status}; it takes no parts and no publish")]
+    LoadNotOpen {
+        load_id: uuid::Uuid,
+        status: &'static str,
+    },
+    #[error("load {0} is published; it can no longer be abandoned")]
+    LoadPublished(uuid::Uuid),
+    /// One or more audits failed; nothing was published.
+    #[error("{} of the load's audits failed; nothing was published", .0.audits.iter().filter(|a| !a.passed).count())]
+    AuditFailed(AuditReport),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// idem's own machinery failed (a decoder task, a spool file).
@@ -81,6 +95,10 @@ impl WriteError {
             WriteError::KeyReused => ProblemCode::IdempotencyKeyReused,
             WriteError::Busy | WriteError::ShareTaken => ProblemCode::Busy,
             WriteError::SpoolFull(_) => ProblemCode::SpoolFull,
+            WriteError::LoadNotFound(_) => ProblemCode::NotFound,
+            WriteError::LoadNotOpen { .. } => ProblemCode::LoadNotOpen,
+            WriteError::LoadPublished(_) => ProblemCode::LoadPublished,
+            WriteError::AuditFailed(_) => ProblemCode::AuditFailed,
             WriteError::Store(e) => e.code(),
             WriteError::Internal(_) => ProblemCode::Internal,
         }

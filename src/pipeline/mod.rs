@@ -12,7 +12,10 @@
 //! reads a request body within its limits, `turns` and `slots` hand out
 //! turns to write, `decode` is the blocking half every write shares and
 //! `spool` keeps a body that is read twice; `ticket` is a load as the
-//! ledger knows it.
+//! ledger knows it. Loads of several partitions: `load` (a load that
+//! outlives a request: its target, opening, abandonment), `load_part` (its
+//! parts), `staged` (its audit and publish), `put_many` (a range or a whole
+//! table in one request), and `load_publish`, the end they share.
 //!
 //! Nothing here knows HTTP: it takes a body stream and the store, and
 //! answers domain receipts or a `WriteError`; `http/receipts.rs` gives the
@@ -27,11 +30,16 @@ pub mod drop;
 pub mod error;
 pub mod evolve;
 pub mod keyed;
+pub mod load;
+pub mod load_part;
+pub mod load_publish;
 pub mod partition;
+pub mod put_many;
 pub mod replay;
 pub mod rows;
 pub mod slots;
 pub mod spool;
+pub mod staged;
 pub mod ticket;
 pub mod turns;
 
@@ -60,8 +68,13 @@ use answer::{AnswerForm, KeyedAnswer};
 use body::classify_read_error;
 use decode::{DecodeJob, RepeatCheck};
 use keyed::KeyedWrite;
+use load::{LoadView, OpenLoad};
+use load_part::{PartReceipt, PartUpload};
+use load_publish::LoadReceipt;
 use partition::{PutPartition, Receipt};
+use put_many::PutMany;
 use slots::{LoadSlot, LoadSlots, NoSlot};
+use staged::{RunAnswer, RunLoad};
 
 /// How much of a body is sampled, at least, to infer an undeclared table's
 /// columns; never less than one whole record (`max_record_bytes`).
@@ -132,6 +145,38 @@ impl Pipeline {
     /// (`drop`); false when there was no such table.
     pub async fn drop_table(&self, table: &TableName, actor: &Actor) -> WriteResult<bool> {
         self.drop_and_record(table, actor).await
+    }
+
+    /// Replaces a range of partitions or the whole table in one
+    /// transaction (`put_many`), or with `dry_run` tells what it would do.
+    pub async fn put_many(&self, req: PutMany) -> WriteResult<LoadReceipt> {
+        self.write_many(req).await
+    }
+
+    /// Opens a load that outlives the request (`load`), or answers the one
+    /// its Idempotency-Key opened (false: not new).
+    pub async fn open_load(&self, req: OpenLoad) -> WriteResult<(LoadView, bool)> {
+        self.open(req).await
+    }
+
+    /// A staged load with its parts.
+    pub async fn load_view(&self, load_id: uuid::Uuid) -> WriteResult<Option<LoadView>> {
+        self.view(load_id).await
+    }
+
+    /// Stages a part of a load (`load_part`).
+    pub async fn put_part(&self, req: PartUpload) -> WriteResult<PartReceipt> {
+        self.stage_part(req).await
+    }
+
+    /// Audits or publishes a staged load (`staged`).
+    pub async fn run_load(&self, req: RunLoad) -> WriteResult<RunAnswer> {
+        self.run_staged(req).await
+    }
+
+    /// Abandons a staged load (`load`).
+    pub async fn abandon_load(&self, load_id: uuid::Uuid) -> WriteResult<LoadView> {
+        self.abandon(load_id).await
     }
 
     /// Waits (bounded) for a turn to write, counted toward `principals`

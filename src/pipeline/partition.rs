@@ -484,6 +484,7 @@ async fn days_own_body(
 /// How a PUT's rows are encoded: all of partition `ds`.
 fn put_options(ds: Period) -> EncodeOptions {
     EncodeOptions {
+        allowed: None,
         ds: Some(ds),
         row_id_scope: None,
         tombstones: false,

@@ -113,6 +113,7 @@ pub fn encode_options(
     key: &str,
 ) -> EncodeOptions {
     EncodeOptions {
+        allowed: None,
         ds: None,
         // Without a key, a row's id is its content and its occurrence in
         // this request; the request's key keeps other requests' rows apart.

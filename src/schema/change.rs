@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::audits::Audits;
 use super::error::SchemaError;
 use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
 use super::table::{check_width, Column, ColumnType, TableDef};
@@ -82,7 +83,7 @@ impl SchemaWants {
             let Some(column) = def.column(name) else {
                 continue;
             };
-            let fixed = *name == def.partition_by || def.primary_key.contains(name);
+            let fixed = def.partition_by.as_ref() == Some(name) || def.primary_key.contains(name);
             if !fixed && column.ty.widens_to(*to) {
                 changes.push(SchemaChange::WidenColumn {
                     column: name.clone(),
@@ -147,6 +148,9 @@ pub enum SchemaChange {
     SetDuplicateLog {
         duplicate_log: bool,
     },
+    SetAudits {
+        audits: Box<Audits>,
+    },
 }
 
 impl SchemaChange {
@@ -165,10 +169,12 @@ impl SchemaChange {
 pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>, SchemaError> {
     let conflict = SchemaError::Conflict;
     if old.partition_by != new.partition_by {
-        return Err(conflict(format!(
-            "the partition column is {:?}; changing it needs a new table",
-            old.partition_by
-        )));
+        return Err(conflict(match &old.partition_by {
+            Some(column) => format!(
+                "the partition column is {column:?}; changing it needs a new table"
+            ),
+            None => "the table has no partition column (partition_by null); adding one needs a new table".into(),
+        }));
     }
     if old.grain != new.grain {
         return Err(conflict(format!(
@@ -252,6 +258,11 @@ fn policy_changes(old: &TableDef, new: &TableDef) -> Vec<SchemaChange> {
             duplicate_log: new.duplicate_log,
         });
     }
+    if old.audits != new.audits {
+        changes.push(SchemaChange::SetAudits {
+            audits: new.audits.clone(),
+        });
+    }
     changes
 }
 
@@ -281,6 +292,7 @@ impl TableDef {
                 SchemaChange::SetDuplicateLog { duplicate_log } => {
                     def.duplicate_log = *duplicate_log
                 }
+                SchemaChange::SetAudits { audits } => def.audits = audits.clone(),
             }
         }
         def

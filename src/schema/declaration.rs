@@ -5,6 +5,7 @@
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+use super::audits::Audits;
 use super::error::{invalid, SchemaError};
 use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
 use super::table::{check_width, Column, ColumnType, TableDef};
@@ -17,8 +18,9 @@ use crate::period::Grain;
 pub struct TableDeclaration {
     #[serde(deserialize_with = "ordered_columns")]
     pub columns: Vec<(String, String)>,
-    #[serde(default)]
-    pub partition_by: Option<String>,
+    /// Absent: `ds`; `null`: a plain table, without partitions.
+    #[serde(default, deserialize_with = "present")]
+    pub partition_by: Option<Option<String>>,
     #[serde(default)]
     pub grain: Option<String>,
     #[serde(default)]
@@ -40,6 +42,9 @@ pub struct TableDeclaration {
     /// `true` unless declared.
     #[serde(default)]
     pub duplicate_log: Option<bool>,
+    /// Checks before a load is published (see `Audits`).
+    #[serde(default)]
+    pub audits: Option<serde_json::Value>,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's
@@ -62,21 +67,32 @@ fn ordered_columns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Strin
     d.deserialize_map(Ordered)
 }
 
+/// A key that is present, `null` or not: absent stays `None` (by
+/// `#[serde(default)]`), `null` reads as `Some(None)`.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
 pub const DEFAULT_PARTITION_COLUMN: &str = "ds";
 
 impl TableDeclaration {
     /// Validates the declaration into a definition. The partition column is
     /// added as a `date` when the declaration does not list it.
     pub fn into_def(self, table: TableName) -> Result<TableDef, SchemaError> {
-        let partition_by = ColumnName::parse(
-            self.partition_by
-                .as_deref()
-                .unwrap_or(DEFAULT_PARTITION_COLUMN),
-        )?;
+        let partition_by = match &self.partition_by {
+            None => Some(ColumnName::parse(DEFAULT_PARTITION_COLUMN)?),
+            Some(None) => None,
+            Some(Some(name)) => Some(ColumnName::parse(name)?),
+        };
         let mut columns = declared_columns(&self.columns)?;
-        place_partition_column(&mut columns, &partition_by)?;
-        let grain = check_grain(&columns, &partition_by, self.grain.as_deref())?;
-        let primary_key = key_columns(&mut columns, &self.primary_key, &partition_by)?;
+        let grain = match &partition_by {
+            Some(partition_by) => {
+                place_partition_column(&mut columns, partition_by)?;
+                check_grain(&columns, partition_by, self.grain.as_deref())?
+            }
+            None => plain_grain(self.grain.as_deref())?,
+        };
+        let primary_key = key_columns(&mut columns, &self.primary_key, partition_by.as_ref())?;
         check_width(&columns)?;
         let cursor = self
             .cursor
@@ -84,7 +100,7 @@ impl TableDeclaration {
             .map(|cursor| check_cursor(&columns, cursor, &primary_key))
             .transpose()?;
         let policies = self.policies(&primary_key)?;
-        Ok(TableDef {
+        let mut def = TableDef {
             name: table,
             columns,
             partition_by,
@@ -96,7 +112,12 @@ impl TableDeclaration {
             reject_retry_window: policies.reject_retry_window,
             duplicates: policies.duplicates,
             duplicate_log: policies.duplicate_log,
-        })
+            audits: Box::default(),
+        };
+        if let Some(audits) = &self.audits {
+            def.audits = Box::new(Audits::parse(audits, &def)?);
+        }
+        Ok(def)
     }
 
     /// The declared policies, each its default when not declared; a
@@ -189,6 +210,16 @@ fn place_partition_column(
     }
 }
 
+/// A plain table's grain: `whole`, declared so or not.
+fn plain_grain(declared: Option<&str>) -> Result<Grain, SchemaError> {
+    match declared {
+        None | Some("whole") => Ok(Grain::Whole),
+        Some(text) => Err(invalid(format!(
+            "grain {text:?} needs a partition column; a table with partition_by null has none"
+        ))),
+    }
+}
+
 /// The declared grain, or days; a `date` column cannot be cut in hours.
 fn check_grain(
     columns: &[Column],
@@ -198,6 +229,7 @@ fn check_grain(
     let grain = match declared {
         None => Grain::Day,
         Some(text) => Grain::parse(text)
+            .filter(|g| *g != Grain::Whole)
             .ok_or_else(|| invalid(format!("grain {text:?} is not hour, day or month")))?,
     };
     let ty = columns
@@ -216,11 +248,11 @@ fn check_grain(
 fn key_columns(
     columns: &mut [Column],
     declared: &[String],
-    partition_by: &ColumnName,
+    partition_by: Option<&ColumnName>,
 ) -> Result<Vec<ColumnName>, SchemaError> {
     let mut key: Vec<ColumnName> = Vec::with_capacity(declared.len());
     for name in declared {
-        if partition_by == name.as_str() {
+        if partition_by.is_some_and(|p| p == name.as_str()) {
             return Err(invalid(format!(
                 "the partition column {name:?} is implied in the key; list only the business key"
             )));
@@ -306,5 +338,33 @@ mod tests {
         assert!(wide(1500, "text").is_ok());
         assert!(wide(1595, "jsonb").is_ok());
         assert!(matches!(wide(1596, "text"), Err(SchemaError::TooWide(_))));
+    }
+
+    #[test]
+    fn a_null_partition_by_declares_a_plain_table_and_an_absent_one_ds() {
+        let t = || TableName::parse("t").unwrap();
+        let plain = decl(r#"{"columns":{"id":"bigint"},"partition_by":null,"primary_key":["id"]}"#)
+            .into_def(t())
+            .unwrap();
+        assert_eq!(plain.partition_by, None);
+        assert_eq!(plain.grain, Grain::Whole);
+        assert!(plain.keyed_by_part());
+        let names: Vec<_> = plain.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["id"]);
+        let stored = serde_json::to_value(&plain).unwrap();
+        assert_eq!(stored["partition_by"], serde_json::Value::Null);
+        let read: TableDef = serde_json::from_value(stored).unwrap();
+        assert_eq!(read, plain);
+
+        let daily = decl(r#"{"columns":{"id":"bigint"}}"#)
+            .into_def(t())
+            .unwrap();
+        assert_eq!(daily.partition_by.as_ref().map(|c| c.as_str()), Some("ds"));
+        assert_eq!(daily.grain, Grain::Day);
+
+        let hourly_plain = r#"{"columns":{"id":"bigint"},"partition_by":null,"grain":"hour"}"#;
+        assert!(decl(hourly_plain).into_def(t()).is_err());
+        let whole_daily = r#"{"columns":{"id":"bigint"},"grain":"whole"}"#;
+        assert!(decl(whole_daily).into_def(t()).is_err());
     }
 }

@@ -8,8 +8,12 @@
 //!   and how a POST's rows meet the stored ones (`MergeMode`);
 //! - `declaration`: `TableDeclaration` → `TableDef`;
 //! - `change`: `SchemaWants`, `SchemaChange`, `plan_changes`;
-//! - `error`: `SchemaError`.
+//! - `error`: `SchemaError`;
+//! - `audits`: `Audits` a load's staged rows must pass, and `AuditReport`;
+//! - `audit_checks`: `Audits::parse`, audits checked against a table.
 
+mod audit_checks;
+mod audits;
 mod change;
 mod declaration;
 mod error;
@@ -17,6 +21,7 @@ mod policy;
 mod table;
 
 pub use crate::period::Grain;
+pub use audits::{AuditReport, AuditResult, Audits, Bounds, ChangeRatio};
 pub use change::{plan_changes, SchemaChange, SchemaWants};
 pub use declaration::{TableDeclaration, DEFAULT_PARTITION_COLUMN};
 pub use error::SchemaError;

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::audits::Audits;
 use super::error::SchemaError;
 use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
 use crate::names::{ColumnName, TableName};
@@ -107,8 +108,11 @@ fn yes() -> bool {
 pub struct TableDef {
     pub name: TableName,
     pub columns: Vec<Column>,
-    pub partition_by: ColumnName,
-    /// How much time one partition holds (days unless declared).
+    /// The partition column; `None` for a plain table, which holds one
+    /// pseudo-partition, `Period::whole()`, keyed by `_part`.
+    pub partition_by: Option<ColumnName>,
+    /// How much time one partition holds (days unless declared; `whole`
+    /// for a plain table).
     #[serde(default)]
     pub grain: Grain,
     pub primary_key: Vec<ColumnName>,
@@ -130,6 +134,11 @@ pub struct TableDef {
     /// /duplicates`).
     #[serde(default = "yes")]
     pub duplicate_log: bool,
+    /// Checks a load's staged rows must pass before they are published
+    /// (boxed: most tables have none, and a definition travels in every
+    /// write's request).
+    #[serde(default, skip_serializing_if = "Audits::is_empty")]
+    pub audits: Box<Audits>,
 }
 
 impl TableDef {
@@ -141,21 +150,35 @@ impl TableDef {
         self.columns.iter().position(|c| c.name == name)
     }
 
-    pub fn partition_index(&self) -> usize {
-        self.column_index(&self.partition_by)
-            .expect("a validated table has its partition column")
+    /// The partition column's index; none for a plain table.
+    pub fn partition_index(&self) -> Option<usize> {
+        let column = self.partition_by.as_ref()?;
+        let index = self.column_index(column);
+        debug_assert!(
+            index.is_some(),
+            "a validated table has its partition column"
+        );
+        index
     }
 
-    /// The partition column's type: `date` or `timestamptz`.
+    /// Whether the table has no partition column (`"partition_by": null`).
+    pub fn is_plain(&self) -> bool {
+        self.partition_by.is_none()
+    }
+
+    /// The type of the partition key: the partition column's, `date` or
+    /// `timestamptz`; a plain table's `_part` is a `date`.
     pub fn partition_type(&self) -> ColumnType {
-        self.columns[self.partition_index()].ty
+        self.partition_index()
+            .map_or(ColumnType::Date, |i| self.columns[i].ty)
     }
 
     /// Whether partitions are keyed by the system column `_part` (the start
     /// of each row's period) rather than by the partition column itself: all
-    /// tables but a `date` column by day, whose value is its period.
+    /// tables but a `date` column by day, whose value is its period, and
+    /// plain tables, which have no partition column.
     pub fn keyed_by_part(&self) -> bool {
-        !(self.partition_type() == ColumnType::Date && self.grain == Grain::Day)
+        self.is_plain() || !(self.partition_type() == ColumnType::Date && self.grain == Grain::Day)
     }
 }
 

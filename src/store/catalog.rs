@@ -68,7 +68,7 @@ pub enum Origin {
 
 const TABLE_INFO_SQL: &str = "
     select t.definition, t.inferred, t.created_at, t.updated_at,
-           count(p.ds) as partitions,
+           count(p.ds) filter (where p.ds <> '') as partitions,
            (coalesce(sum(p.row_count), 0)
             + (select coalesce(sum(d.row_delta), 0) from idem.partition_deltas d
                 where d.table_name = t.name))::bigint as rows

@@ -1,6 +1,7 @@
 //! Dropping a whole table (`DELETE /tables/{table}`): its Postgres table
 //! and partitions, its registry rows, rejects, duplicates, schema history,
-//! partition deltas and the Idempotency-Keys of its loads, in one
+//! partition deltas, the Idempotency-Keys of its loads and the staged rows
+//! of its open loads (abandoned), in one
 //! transaction. The ledger keeps the table's loads, each marked with the
 //! drop that removed what it wrote, and records the drop itself.
 
@@ -76,6 +77,8 @@ async fn remove(
     .bind(table.as_str())
     .execute(&mut *tx)
     .await?;
+    // Loads still open on it: nothing left to publish them into.
+    super::staged_loads::abandon_all(tx, table).await?;
     sqlx::query("delete from idem.partition_deltas where table_name = $1")
         .bind(table.as_str())
         .execute(&mut *tx)

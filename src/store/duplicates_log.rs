@@ -19,7 +19,8 @@ pub struct LoggedVersion {
     #[sqlx(rename = "table_name")]
     pub table: String,
     pub load_id: Uuid,
-    pub ds: String,
+    /// None for a plain table (its one partition is stored as `''`).
+    pub ds: Option<String>,
     /// The key's row id, hex.
     pub row_id: String,
     pub key: sqlx::types::Json<serde_json::Value>,
@@ -81,7 +82,7 @@ impl Store {
     ) -> StoreResult<Vec<LoggedVersion>> {
         // language=PostgreSQL
         let rows = sqlx::query_as(
-            "select table_name, load_id, ds, encode(row_id, 'hex') as row_id, key, version, row,
+            "select table_name, load_id, nullif(ds, '') as ds, encode(row_id, 'hex') as row_id, key, version, row,
                     encode(row_hash, 'hex') as row_hash, encode(kept_row_hash, 'hex') as kept_row_hash,
                     policy, logged_at
                from idem.duplicates d

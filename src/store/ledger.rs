@@ -19,6 +19,8 @@ pub enum LoadStatus {
     Unchanged,
     Rejected,
     Failed,
+    /// A load whose audits failed: nothing was published.
+    AuditFailed,
 }
 
 impl LoadStatus {
@@ -39,6 +41,7 @@ impl LoadStatus {
             LoadStatus::Unchanged => "unchanged",
             LoadStatus::Rejected => "rejected",
             LoadStatus::Failed => "failed",
+            LoadStatus::AuditFailed => "audit_failed",
         }
     }
 }
@@ -203,7 +206,7 @@ pub(super) fn bind_entries<'q>(
     Ok(query
         .bind(entries.iter().map(|e| e.load_id).collect::<Vec<_>>())
         .bind(column(&|e| Some(e.table.as_str().to_string())))
-        .bind(column(&|e| e.ds.map(|p| p.label())))
+        .bind(column(&|e| e.ds.and_then(|p| p.wire_label())))
         .bind(column(&|e| Some(e.mode.to_string())))
         .bind(column(&|e| Some(e.status.as_str().to_string())))
         .bind(counts(&|e| e.rows_received)?)

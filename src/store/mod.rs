@@ -10,6 +10,7 @@
 //! quoted; `locks` owns the advisory lock keys; values travel as bind
 //! parameters or COPY data.
 
+pub mod audits;
 pub mod catalog;
 pub mod completed_keys;
 pub mod drop_table;
@@ -21,6 +22,7 @@ pub mod locks;
 pub mod partitions;
 pub mod rejects;
 pub mod sql;
+pub mod staged_loads;
 pub mod tokens;
 pub mod write;
 

@@ -1,4 +1,6 @@
-//! The partitions registry, reading a partition back, and dropping one.
+//! The partitions registry, reading a partition or a whole table back (a
+//! table's content hash is the sum of its partitions'), and dropping a
+//! partition.
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -13,7 +15,9 @@ use super::sql::{
     column_list, parent_table, partition_key, partition_table, period_literal, quote_literal, Ident,
 };
 use super::write::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
+use super::StoreError;
 use super::{Store, StoreResult};
+use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::{Column, ColumnType, TableDef};
@@ -42,6 +46,41 @@ impl From<Live> for PartitionInfo {
 
 fn info(row: &sqlx::postgres::PgRow) -> StoreResult<PartitionInfo> {
     Live::from_row(row).map(PartitionInfo::from)
+}
+
+/// A whole table's content: the sum (`ContentHash::add_all`) of its live
+/// partitions' contents, order-independent as a partition's is, and the
+/// partitions in ds order.
+#[derive(Clone, Debug)]
+pub struct TableContent {
+    pub content: ContentHash,
+    pub partitions: Vec<Live>,
+}
+
+/// The live partitions of `table` with their deltas, read in one
+/// statement, and their sum. A table without partitions sums to the empty
+/// content.
+pub async fn table_content(
+    conn: &mut PgConnection,
+    table: &TableName,
+) -> StoreResult<TableContent> {
+    let sql = format!("{LIVE_SELECT} where p.table_name = $1 {LIVE_GROUP} order by p.ds");
+    let rows = sqlx::query(&sql)
+        .bind(table.as_str())
+        .fetch_all(&mut *conn)
+        .await?;
+    let partitions = rows
+        .iter()
+        .map(Live::from_row)
+        .collect::<StoreResult<Vec<Live>>>()?;
+    let mut content = ContentHash::default();
+    for live in &partitions {
+        content.add_all(&live.content);
+    }
+    Ok(TableContent {
+        content,
+        partitions,
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,11 +246,61 @@ impl Store {
             period_literal(def, ds)
         );
         Ok(info.map(|info| PartitionSnapshot {
-            tx,
-            select,
-            json_row: json_row(def),
+            rows: RowsRead {
+                tx,
+                select,
+                json_row: json_row(def),
+            },
             info,
         }))
+    }
+
+    /// The whole table's content now (HEAD, preconditions).
+    pub async fn table_content(&self, table: &TableName) -> StoreResult<TableContent> {
+        table_content(&mut *self.acquire().await?, table).await
+    }
+
+    /// Opens a consistent read of the whole table, fenced as
+    /// `open_partition`'s: its content, and its rows partition by partition
+    /// in ds order, each as a partition GET reads it. The partitions' reads
+    /// are one `union all`, run without parallel workers so that Postgres
+    /// appends them in the order written.
+    pub async fn open_table(&self, def: &TableDef) -> StoreResult<TableSnapshot> {
+        let conn = self.acquire().await?;
+        let begin = "begin isolation level repeatable read read only";
+        let mut tx = sqlx::Transaction::begin(conn, Some(begin.into())).await?;
+        let parent = parent_table(&def.name);
+        sqlx::query(&format!("lock table {parent} in access share mode"))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("set local max_parallel_workers_per_gather = 0")
+            .execute(&mut *tx)
+            .await?;
+        let content = table_content(&mut tx, &def.name).await?;
+        let columns = column_list(def);
+        let key = partition_key(def);
+        let mut parts = Vec::with_capacity(content.partitions.len());
+        for live in &content.partitions {
+            let ds = Period::parse(&live.ds, def.grain).ok_or(StoreError::Corrupt(
+                "a partition's ds is not one of its table",
+            ))?;
+            let literal = period_literal(def, ds);
+            parts.push(format!(
+                "(select {columns} from {parent} where {key} = {literal})"
+            ));
+        }
+        let select = match parts.is_empty() {
+            true => format!("select {columns} from {parent} where false"),
+            false => parts.join(" union all "),
+        };
+        Ok(TableSnapshot {
+            rows: RowsRead {
+                tx,
+                select,
+                json_row: json_row(def),
+            },
+            content,
+        })
     }
 
     /// Drops partition `ds`; false when it did not exist.
@@ -250,22 +339,47 @@ impl Store {
 
 /// A partition's registry entry and, in the same snapshot, its rows.
 pub struct PartitionSnapshot {
-    tx: sqlx::Transaction<'static, sqlx::Postgres>,
-    select: String,
-    json_row: String,
+    rows: RowsRead,
     pub info: PartitionInfo,
 }
 
 impl PartitionSnapshot {
-    /// Streams the partition's user columns. The rows travel through a
-    /// small channel: a slow client slows the query, nothing piles up.
+    /// Streams the partition's user columns (see `RowsRead::stream`).
     pub fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
+        self.rows.stream(format)
+    }
+}
+
+/// A whole table's content and, in the same snapshot, its rows.
+pub struct TableSnapshot {
+    rows: RowsRead,
+    pub content: TableContent,
+}
+
+impl TableSnapshot {
+    /// Streams the table's user columns (see `RowsRead::stream`).
+    pub fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
+        self.rows.stream(format)
+    }
+}
+
+/// A read of rows in an open snapshot: the query and how a row is written
+/// as JSON.
+struct RowsRead {
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    select: String,
+    json_row: String,
+}
+
+impl RowsRead {
+    /// Streams the rows. They travel through a small channel: a slow
+    /// client slows the query, nothing piles up.
+    fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
         let (tx, rx) = mpsc::channel(4);
         let Self {
             tx: mut snapshot,
             select,
             json_row,
-            ..
         } = self;
         tokio::spawn(async move {
             let result = match format {
@@ -275,9 +389,9 @@ impl PartitionSnapshot {
                 }
             };
             if let Err(e) = result {
-                tracing::error!(error = %e, "reading a partition failed");
+                tracing::error!(error = %e, "reading rows failed");
                 let _ = tx
-                    .send(Err(std::io::Error::other("reading the partition failed")))
+                    .send(Err(std::io::Error::other("reading the rows failed")))
                     .await;
             }
             // Read only: ending it is all a commit does; dropping would too.

@@ -429,7 +429,9 @@ impl RejectRow {
             load_id: self.load_id,
             record: super::stored_count(self.record)?,
             line: super::stored_count(self.line)?,
-            ds: self.ds,
+            // A plain table's one partition (`Period::whole()`, stored as
+            // `''`) is no ds.
+            ds: self.ds.filter(|ds| !ds.is_empty()),
             origin: self.origin,
             mode: self.mode,
             format: self.format,

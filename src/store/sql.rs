@@ -97,12 +97,12 @@ pub fn staging_table(name: &str) -> Ident {
 }
 
 /// The column a table's partitions are keyed on: its partition column, or
-/// `_part` (see `TableDef::keyed_by_part`).
+/// `_part` (see `TableDef::keyed_by_part`; a plain table's one partition,
+/// `Period::whole()`, holds a fixed `_part`).
 pub fn partition_key(def: &TableDef) -> Ident {
-    if def.keyed_by_part() {
-        Ident::system(PART_COLUMN)
-    } else {
-        Ident::column(&def.partition_by)
+    match &def.partition_by {
+        Some(column) if !def.keyed_by_part() => Ident::column(column),
+        _ => Ident::system(PART_COLUMN),
     }
 }
 
@@ -221,12 +221,14 @@ pub fn label_sql(def: &TableDef, alias: &str) -> String {
     label_of(def, &format!("{alias}.{}", partition_key(def)))
 }
 
-/// The label of the partition whose key is `key` (an SQL expression).
+/// The label of the partition whose key is `key` (an SQL expression); a
+/// plain table's is always `Period::whole()`'s, `''`.
 pub fn label_of(def: &TableDef, key: &str) -> String {
     let form = match def.grain {
         Grain::Hour => "YYYY-MM-DD\"T\"HH24",
         Grain::Day => "YYYY-MM-DD",
         Grain::Month => "YYYY-MM",
+        Grain::Whole => return "''::text".into(),
     };
     match def.partition_type() {
         ColumnType::Date => format!("to_char({key}, '{form}')"),

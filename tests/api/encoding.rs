@@ -360,6 +360,7 @@ fn table() -> TableDef {
 /// The cases as one binary COPY, and idem's verdict on each.
 fn encode(def: &TableDef, cases: &[Case]) -> (Vec<u8>, Vec<Result<(), String>>) {
     let options = EncodeOptions {
+        allowed: None,
         ds: NaiveDate::from_ymd_opt(2026, 10, 12).map(idem::period::Period::day),
         row_id_scope: None,
         tombstones: false,

@@ -2,10 +2,12 @@
 //! test against a fresh database on a real Postgres (`DATABASE_URL`, which
 //! `scripts/test` provides).
 
+mod audits;
 mod auth;
 mod cli;
 mod cli_backfill_get;
 mod cli_commands;
+mod cli_loads;
 mod cli_put_post;
 mod concurrency;
 mod container;
@@ -21,10 +23,13 @@ mod helpers;
 mod layout;
 mod ledger;
 mod limits;
+mod load_races;
+mod loads;
 mod numeric_limits;
 mod ops;
 mod partitions;
 mod patch;
+mod plain_tables;
 mod policies;
 mod processes;
 mod quarantine;

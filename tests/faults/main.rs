@@ -14,6 +14,7 @@ mod support;
 mod scenario;
 
 mod hostile;
+mod kill_load;
 mod kill_post;
 mod kill_put;
 mod pg_outage;

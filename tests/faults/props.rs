@@ -47,6 +47,7 @@ struct Sink<'d> {
 impl<'d> Sink<'d> {
     fn new(def: &'d TableDef, ds: Option<chrono::NaiveDate>) -> Self {
         let options = EncodeOptions {
+            allowed: None,
             ds: ds.map(idem::period::Period::day),
             row_id_scope: Some(b"key".to_vec()),
             tombstones: ds.is_none(),

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::names::TableName;
 use crate::period::Period;
+use crate::schema::TableDef;
 use crate::store::sql::row_hash;
 use crate::store::{count, stored_count, Store, StoreError, StoreResult};
 
@@ -105,6 +106,22 @@ pub async fn live(
         .fetch_optional(conn)
         .await?;
     row.as_ref().map(Live::from_row).transpose()
+}
+
+/// The periods of `def`'s live partitions, in order.
+pub async fn periods(conn: &mut PgConnection, def: &TableDef) -> StoreResult<Vec<Period>> {
+    let labels: Vec<String> =
+        sqlx::query_scalar("select ds from idem.partitions where table_name = $1 order by ds")
+            .bind(def.name.as_str())
+            .fetch_all(conn)
+            .await?;
+    labels
+        .iter()
+        .map(|label| {
+            Period::parse(label, def.grain)
+                .ok_or(StoreError::Corrupt("a partition's label is no period"))
+        })
+        .collect()
 }
 
 /// The INSERT of what writes changed in each partition they touched (in

@@ -22,6 +22,7 @@
 //! `janitor` removes stages a crashed process left behind.
 
 pub mod arrays;
+pub mod assemble;
 pub mod closing;
 pub mod contents;
 pub mod duplicates;
@@ -29,6 +30,8 @@ pub mod incoming;
 pub mod janitor;
 pub mod merge;
 pub mod merge_sql;
+pub mod parts;
 pub mod publish;
+pub mod publish_many;
 pub mod stage;
 pub mod touched;

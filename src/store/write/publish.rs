@@ -124,7 +124,7 @@ pub async fn publish(
         Published::Unchanged
     } else {
         swap_in(&mut tx, def, ds, stage_name, live.is_some()).await?;
-        register(&mut tx, def, ds, body, entry).await?;
+        register_swapped(&mut tx, def, ds, body, entry.rows_written, entry.load_id).await?;
         entry.status = LoadStatus::Published;
         entry.changed = true;
         Published::Swapped
@@ -159,7 +159,7 @@ async fn lock_for_swap(
 
 /// The stage becomes the partition: the old one detached and dropped, the
 /// stage moved, renamed and attached (its CHECK spares ATTACH a scan).
-async fn swap_in(
+pub(super) async fn swap_in(
     tx: &mut PgConnection,
     def: &TableDef,
     ds: Period,
@@ -192,13 +192,15 @@ async fn swap_in(
     Ok(())
 }
 
-/// The registry entry of the new partition.
-async fn register(
+/// The registry entry of the partition load `load_id` swapped in, holding
+/// `row_count` rows.
+pub(super) async fn register_swapped(
     tx: &mut PgConnection,
     def: &TableDef,
     ds: Period,
     body: BodyFacts<'_>,
-    entry: &LoadEntry<'_>,
+    row_count: u64,
+    load_id: uuid::Uuid,
 ) -> StoreResult<()> {
     // language=PostgreSQL
     sqlx::query(
@@ -214,11 +216,11 @@ async fn register(
     )
     .bind(def.name.as_str())
     .bind(ds.label())
-    .bind(count(entry.rows_written)?)
+    .bind(count(row_count)?)
     .bind(body.content.hex())
     .bind(body.sha256)
     .bind(count(body.rows_received)?)
-    .bind(entry.load_id)
+    .bind(load_id)
     .bind(&body.content.sum_bytes()[..])
     .bind(count(body.rejected)?)
     .execute(&mut *tx)

@@ -98,18 +98,8 @@ pub async fn stage_rows(
 ) -> StoreResult<Staged> {
     let name = &staging_name(repeats.load_id);
     let stage = staging_table(name);
-    let partition_col = partition_key(def);
     let mut tx = conn.begin().await?;
-    // The CHECK matches the partition bound, so ATTACH PARTITION can skip
-    // scanning the rows to prove it.
-    sqlx::query(&format!(
-        "create table {stage} ({}, \
-         constraint idem_partition_bound check ({partition_col} is not null and {partition_col} = {}))",
-        column_ddl(def),
-        period_literal(def, ds),
-    ))
-    .execute(&mut *tx)
-    .await?;
+    create_bounded(&mut tx, def, name, ds).await?;
     let copied = copy_binary(&mut tx, &stage, def, &[], rows).await?;
 
     let dropped_row_hashes = build_unique_index(&mut tx, def, &stage, repeats).await?;
@@ -121,10 +111,96 @@ pub async fn stage_rows(
     })
 }
 
+/// Creates stage `name` for partition `period` of `def`, empty. Its CHECK
+/// matches the partition bound, so ATTACH PARTITION can skip scanning the
+/// rows to prove it.
+pub(super) async fn create_bounded(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    name: &str,
+    period: Period,
+) -> StoreResult<()> {
+    let partition_col = partition_key(def);
+    sqlx::query(&format!(
+        "create table {} ({}, \
+         constraint idem_partition_bound check ({partition_col} is not null and {partition_col} = {}))",
+        staging_table(name),
+        column_ddl(def),
+        period_literal(def, period),
+    ))
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Whether stage `name` has its partition bound already (a part adopted as
+/// a stage by an earlier attempt to publish its load).
+pub(super) async fn has_bound(conn: &mut PgConnection, name: &str) -> StoreResult<bool> {
+    // language=PostgreSQL
+    Ok(sqlx::query_scalar(
+        "select exists (select 1 from pg_constraint c
+                          join pg_class t on t.oid = c.conrelid
+                          join pg_namespace n on n.oid = t.relnamespace
+                         where n.nspname = $1 and t.relname = $2
+                           and c.conname = 'idem_partition_bound')",
+    )
+    .bind(STAGING_SCHEMA)
+    .bind(name)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Whether stage `name` has a unique index (its key's).
+pub(super) async fn has_key_index(conn: &mut PgConnection, name: &str) -> StoreResult<bool> {
+    // language=PostgreSQL
+    Ok(sqlx::query_scalar(
+        "select exists (select 1 from pg_index i
+                          join pg_class t on t.oid = i.indrelid
+                          join pg_namespace n on n.oid = t.relnamespace
+                         where n.nspname = $1 and t.relname = $2 and i.indisunique)",
+    )
+    .bind(STAGING_SCHEMA)
+    .bind(name)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Builds `stage`'s unique index on the key unless two of its rows share a
+/// key (then it is left without one, and the caller's transaction goes on).
+pub(super) async fn try_key_index(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    stage: &Ident,
+) -> StoreResult<()> {
+    sqlx::query("set local maintenance_work_mem = '256MB'")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("savepoint key_index").execute(&mut *tx).await?;
+    let index = format!(
+        "create unique index on {stage} ({})",
+        key_index_columns(def)
+    );
+    match sqlx::query(&index).execute(&mut *tx).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_unique_violation(&e) => {
+            sqlx::query("rollback to savepoint key_index")
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Every column a stage holds, user and system, quoted and comma-separated.
+pub(super) fn copied_columns(def: &TableDef) -> String {
+    sql::join(&all_columns(def))
+}
+
 /// Builds the stage's unique index on the key, resolving duplicates first
 /// when the build says there are some; returns the digests of the versions
 /// not written.
-async fn build_unique_index(
+pub(super) async fn build_unique_index(
     tx: &mut PgConnection,
     def: &TableDef,
     stage: &Ident,

@@ -1,0 +1,369 @@
+//! `idem backfill … --atomic`: the range as one load that goes live at once.
+//! It opens a load whose target is the range (keyed by the range and the
+//! files' content, so a rerun resumes the same load), stages each day's file
+//! as a part (numbered by the day's place in the range, `?ds=` the day),
+//! `--parallel` at a time, each retried alone, then publishes once: every
+//! day of the range changes, or none does.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::args::BackfillArgs;
+use super::load::{self, open_body, Target};
+use super::progress::{watched, Progress, Unit};
+use super::put::file_sha256;
+use super::send::FileBody;
+use super::{backfill_key, say, with_audit, Exit};
+
+/// Parts sent at once unless `--parallel` says otherwise.
+const DEFAULT_PARALLEL: u16 = 4;
+
+/// A day of the range and its file.
+struct Day {
+    /// Its part number: its place in the range, from 1.
+    part: u16,
+    ds: String,
+    file: PathBuf,
+    /// The file's SHA-256; `None` when the day has no file.
+    sha256: Option<String>,
+}
+
+/// Runs `idem backfill --atomic` over `periods` (the range, in order): the
+/// publish's receipt on stdout.
+pub(super) async fn backfill_atomic(args: &BackfillArgs, periods: Vec<String>) -> Exit {
+    let started = Instant::now();
+    match run(args, periods).await {
+        Ok(receipt) => {
+            eprintln!(
+                "idem backfill: {}: load {} published: {} partitions, {} rows written, {} in {:.1} s",
+                args.table,
+                receipt["load_id"].as_str().unwrap_or("?"),
+                receipt["partitions"].as_array().map_or(0, Vec::len),
+                receipt["rows_written"],
+                match receipt["changed"] == true {
+                    true => "changed",
+                    false => "unchanged",
+                },
+                started.elapsed().as_secs_f64()
+            );
+            say(&receipt);
+            Exit::Done
+        }
+        Err(outcome) => outcome,
+    }
+}
+
+async fn run(args: &BackfillArgs, periods: Vec<String>) -> Result<Value, Exit> {
+    let days = find_files(args, periods).await?;
+    check_missing(args, &days)?;
+    let files: Vec<(String, String)> = days
+        .iter()
+        .filter_map(|day| Some((day.ds.clone(), day.sha256.clone()?)))
+        .collect();
+    let audit = args.audit.as_deref();
+    let key = args.key.clone().unwrap_or_else(|| {
+        let files = backfill_key(&args.table, &args.from, &args.to, &files);
+        with_audit(files, audit)
+    });
+    let target = Target::Range {
+        from: &args.from,
+        to: &args.to,
+    };
+    let audits = load::audits_of(audit).map_err(|why| {
+        eprintln!("idem backfill: {why}");
+        Exit::Usage
+    })?;
+    let body = open_body(&args.table, target, audits);
+    let view = load::open(&args.server, &body, key).await?;
+    let Some(load_id) = view["load_id"].as_str() else {
+        eprintln!("idem backfill: the server's answer names no load: {view}");
+        return Err(Exit::Refused);
+    };
+    match view["status"].as_str().unwrap_or("") {
+        "open" | "audit_failed" => send_parts(args, load_id, &days).await?,
+        "published" => eprintln!("idem backfill: load {load_id} was published before"),
+        status => {
+            eprintln!(
+                "idem backfill: load {load_id} is {status}: run again with --key NEW for a new load"
+            );
+            return Err(Exit::Refused);
+        }
+    }
+    load::publish(&args.server, load_id, None)
+        .await
+        .inspect_err(|_| {
+            eprintln!(
+                "idem backfill: load {load_id} was not published; nothing changed. Run the same \
+                 command again, or see `idem load status {load_id}`"
+            )
+        })
+}
+
+/// Every day of the range with its file's place and hash; a file that is
+/// there but cannot be read is a usage error.
+async fn find_files(args: &BackfillArgs, periods: Vec<String>) -> Result<Vec<Day>, Exit> {
+    let mut days = Vec::with_capacity(periods.len());
+    for (place, ds) in periods.into_iter().enumerate() {
+        let Ok(part) = u16::try_from(place + 1) else {
+            eprintln!("idem backfill: a load takes at most 10000 parts; split the range");
+            return Err(Exit::Usage);
+        };
+        let file = PathBuf::from(args.files.replace("{ds}", &ds));
+        let sha256 = match file_sha256(&file).await {
+            Ok(sha256) => Some(sha256),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                eprintln!("idem backfill: {}: {e}", file.display());
+                return Err(Exit::Usage);
+            }
+        };
+        days.push(Day {
+            part,
+            ds,
+            file,
+            sha256,
+        });
+    }
+    Ok(days)
+}
+
+/// No file at all, or a missing one under `--require-files`, stops the
+/// command before anything is sent; otherwise the days without a file are
+/// named: they end empty when the load is published.
+fn check_missing(args: &BackfillArgs, days: &[Day]) -> Result<(), Exit> {
+    let missing: Vec<&str> = days
+        .iter()
+        .filter(|day| day.sha256.is_none())
+        .map(|day| day.ds.as_str())
+        .collect();
+    if missing.len() == days.len() {
+        eprintln!(
+            "idem backfill: no file of the range was found (--files {:?}); nothing was loaded",
+            args.files
+        );
+        return Err(Exit::Usage);
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if args.require_files {
+        eprintln!(
+            "idem backfill: no file for {}; nothing was loaded",
+            missing.join(", ")
+        );
+        return Err(Exit::Usage);
+    }
+    eprintln!(
+        "idem backfill: no file for {}: published, they end empty",
+        missing.join(", ")
+    );
+    Ok(())
+}
+
+/// Stages every day that has a file, `--parallel` at a time. Every part is
+/// tried (a failing one does not stop the others); the worst failure wins:
+/// gave up, then refused, then unreadable.
+async fn send_parts(args: &BackfillArgs, load_id: &str, days: &[Day]) -> Result<(), Exit> {
+    let with_files: Vec<&Day> = days.iter().filter(|day| day.sha256.is_some()).collect();
+    let progress = Arc::new(Progress::new(
+        format!("{} load {load_id}", args.table),
+        Unit::Days,
+        Some(u64::try_from(with_files.len()).unwrap_or(u64::MAX)),
+        watched(args.server.quiet),
+    ));
+    let parallel = usize::from(args.parallel.unwrap_or(DEFAULT_PARALLEL));
+    let outcomes: Vec<Result<(), Exit>> = futures::stream::iter(with_files)
+        .map(|day| send_day(args, load_id, day, &progress))
+        .buffer_unordered(parallel)
+        .collect()
+        .await;
+    progress.finish();
+    let failed = outcomes.iter().filter(|outcome| outcome.is_err()).count();
+    if failed == 0 {
+        return Ok(());
+    }
+    eprintln!(
+        "idem backfill: {failed} of {} parts failed; load {load_id} stays open, nothing changed",
+        outcomes.len()
+    );
+    let any = |exit| outcomes.contains(&Err(exit));
+    Err([Exit::GaveUp, Exit::Refused]
+        .into_iter()
+        .find(|exit| any(*exit))
+        .unwrap_or(Exit::Usage))
+}
+
+/// Stages one day's file as its part.
+async fn send_day(
+    args: &BackfillArgs,
+    load_id: &str,
+    day: &Day,
+    progress: &Progress,
+) -> Result<(), Exit> {
+    let started = Instant::now();
+    let body = FileBody::open(&day.file, args.format.as_deref())
+        .await
+        .map_err(|why| {
+            progress.note(&format!("idem: {}: {why}", day.ds));
+            Exit::Usage
+        })?;
+    let bar = Arc::new(progress.day(format!("{} {}", args.table, day.ds), None));
+    let part = (day.part, Some(day.ds.as_str()));
+    let sent = load::send_part(&args.server, load_id, part, &body, bar).await;
+    progress.advance(1);
+    let receipt = sent?;
+    progress.note(&format!(
+        "idem: {} {}: part {} staged, {} rows{} in {:.1} s",
+        args.table,
+        day.ds,
+        day.part,
+        receipt["rows_staged"],
+        match receipt["changed"] == false {
+            true => " (unchanged)",
+            false => "",
+        },
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use axum::extract::{Path, Query, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::{post, put};
+    use axum::{Json, Router};
+    use clap::Parser;
+    use serde_json::json;
+
+    use super::*;
+
+    /// What the stand-in server was sent.
+    #[derive(Default)]
+    struct Seen {
+        keys: Vec<String>,
+        parts: Vec<(u16, String, String)>,
+        publishes: usize,
+        /// Parts are answered 409 `load_not_open`.
+        closed: bool,
+    }
+
+    type Shared = Arc<Mutex<Seen>>;
+
+    async fn open(
+        State(seen): State<Shared>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> (StatusCode, Json<Value>) {
+        let key = headers["idempotency-key"].to_str().unwrap().to_string();
+        seen.lock().unwrap().keys.push(key);
+        let range = json!({"range": {"from": "2026-10-01", "to": "2026-10-03"}});
+        assert_eq!(body["target"], range);
+        let view = json!({"load_id": "L1", "status": "open"});
+        (StatusCode::CREATED, Json(view))
+    }
+
+    async fn part(
+        State(seen): State<Shared>,
+        Path((_, n)): Path<(String, u16)>,
+        Query(query): Query<HashMap<String, String>>,
+        body: String,
+    ) -> (StatusCode, Json<Value>) {
+        let mut seen = seen.lock().unwrap();
+        seen.parts.push((n, query["ds"].clone(), body));
+        match seen.closed {
+            true => (
+                StatusCode::CONFLICT,
+                Json(json!({"title": "Load not open", "code": "load_not_open"})),
+            ),
+            false => (StatusCode::OK, Json(json!({"part": n, "changed": true}))),
+        }
+    }
+
+    async fn publish(State(seen): State<Shared>) -> Json<Value> {
+        seen.lock().unwrap().publishes += 1;
+        Json(json!({"load_id": "L1", "status": "published", "changed": true}))
+    }
+
+    /// The stand-in server's URL.
+    async fn serve(seen: Shared) -> String {
+        let app = Router::new()
+            .route("/loads", post(open))
+            .route("/loads/{id}/parts/{n}", put(part))
+            .route("/loads/{id}/publish", post(publish))
+            .with_state(seen);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BackfillArgs,
+    }
+
+    /// Days 01 and 03 of 2026-10-01..03 have a file; the args and the
+    /// range.
+    fn backfill(dir: &std::path::Path, url: &str) -> (BackfillArgs, Vec<String>) {
+        for ds in ["2026-10-01", "2026-10-03"] {
+            std::fs::write(dir.join(format!("{ds}.csv")), format!("id\n{ds}\n")).unwrap();
+        }
+        let pattern = dir.join("{ds}.csv");
+        let argv = [
+            "idem",
+            "orders",
+            "--from",
+            "2026-10-01",
+            "--to",
+            "2026-10-03",
+        ];
+        let more = ["--atomic", "--quiet", "--max-time", "5", "--url", url];
+        let files = ["--files", pattern.to_str().unwrap()];
+        let args = Cli::parse_from([&argv[..], &files, &more].concat()).args;
+        let periods = ["2026-10-01", "2026-10-02", "2026-10-03"].map(str::to_string);
+        (args, periods.to_vec())
+    }
+
+    #[tokio::test]
+    async fn an_atomic_backfill_opens_one_load_sends_a_part_a_day_and_publishes_once() {
+        let seen = Shared::default();
+        let url = serve(Arc::clone(&seen)).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (args, periods) = backfill(dir.path(), &url);
+        assert_eq!(backfill_atomic(&args, periods).await, Exit::Done);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.keys.len(), 1);
+        assert!(seen.keys[0].starts_with("idem-backfill:orders:2026-10-01:2026-10-03:"));
+        let mut parts = seen.parts.clone();
+        parts.sort();
+        let part = |n: u16, ds: &str| (n, ds.to_string(), format!("id\n{ds}\n"));
+        assert_eq!(
+            parts,
+            [part(1, "2026-10-01"), part(3, "2026-10-03")],
+            "numbered by the day's place; the day without a file sends nothing"
+        );
+        assert_eq!(seen.publishes, 1);
+    }
+
+    #[tokio::test]
+    async fn a_closed_load_is_refused_at_once_and_never_published() {
+        let seen = Shared::default();
+        seen.lock().unwrap().closed = true;
+        let url = serve(Arc::clone(&seen)).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (args, periods) = backfill(dir.path(), &url);
+        assert_eq!(backfill_atomic(&args, periods).await, Exit::Refused);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.parts.len(), 2, "each part tried once, not retried");
+        assert_eq!(seen.publishes, 0);
+    }
+}
