@@ -14,8 +14,8 @@ use serde::Deserialize;
 
 use super::observe::RequestSpan;
 use super::{
-    bad_rows_override, body_limits, body_source, etag, preconditions, spawn_write, ApiQuery,
-    AppState, BodyKind, Caller, TablePath,
+    bad_rows_override, body_limits, body_source, etag, idempotency_key, preconditions, spawn_write,
+    ApiQuery, AppState, BodyKind, Caller, TablePath,
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
@@ -121,6 +121,9 @@ pub(super) async fn put_many(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    // Such a load keeps no key (the same content again changes nothing),
+    // but a malformed one is refused as everywhere.
+    idempotency_key(&headers)?;
     let request = PutMany {
         table: table.clone(),
         target,
