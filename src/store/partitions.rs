@@ -309,32 +309,45 @@ impl Store {
         let mut conn = self.acquire().await?;
         let mut tx = conn.begin().await?;
         lock_partition(&mut tx, &def.name, ds).await?;
-        let deleted = sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
-            .bind(def.name.as_str())
-            .bind(ds.label())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if deleted == 0 {
+        if !remove_partition(&mut tx, def, ds).await? {
             return Ok(false);
         }
-        contents::clear_deltas(&mut tx, &def.name, ds).await?;
         // The day's pending rejects belonged to a version of it that is gone:
         // a replay must not bring the day back.
         super::rejects::supersede(&mut tx, &def.name, ds, uuid::Uuid::nil()).await?;
-        let partition = partition_table(&def.name, ds);
-        sqlx::query(&format!(
-            "alter table {} detach partition {partition}",
-            parent_table(&def.name)
-        ))
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(&format!("drop table {partition}"))
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(true)
     }
+}
+
+/// Removes partition `ds` of `def` (its registry row, its deltas, its
+/// table) under the caller's lock on it; false when it did not exist.
+pub(crate) async fn remove_partition(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    ds: Period,
+) -> StoreResult<bool> {
+    let deleted = sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
+        .bind(def.name.as_str())
+        .bind(ds.label())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if deleted == 0 {
+        return Ok(false);
+    }
+    contents::clear_deltas(tx, &def.name, ds).await?;
+    let partition = partition_table(&def.name, ds);
+    sqlx::query(&format!(
+        "alter table {} detach partition {partition}",
+        parent_table(&def.name)
+    ))
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(&format!("drop table {partition}"))
+        .execute(&mut *tx)
+        .await?;
+    Ok(true)
 }
 
 /// A partition's registry entry and, in the same snapshot, its rows.

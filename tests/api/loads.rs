@@ -52,6 +52,14 @@ async fn part(app: &TestApp, load_id: &str, n: u32, ds: &str, body: String) -> V
     json_body(r).await
 }
 
+/// Tables in idem's staging schema (stages and parts).
+async fn staged_tables(app: &TestApp) -> i64 {
+    sqlx::query_scalar("select count(*) from pg_tables where schemaname = 'idem_staging'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
 /// Each day's row count as the API tells it (`None`: no partition).
 async fn day_counts(app: &TestApp, days: u32) -> Vec<Option<u64>> {
     let mut counts = Vec::new();
@@ -243,12 +251,7 @@ async fn a_load_of_seven_parts_publishes_their_union_once() {
     assert_eq!(view["status"], "published");
     assert_eq!(view["receipt"]["rows_written"], receipt["rows_written"]);
     // No part table is left behind.
-    let left: i64 =
-        sqlx::query_scalar("select count(*) from pg_tables where schemaname = 'idem_staging'")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
-    assert_eq!(left, 0);
+    assert_eq!(staged_tables(&app).await, 0);
 }
 
 #[tokio::test]
@@ -319,12 +322,7 @@ async fn an_abandoned_load_takes_no_part_and_a_key_reused_for_another_load_is_re
     let r = publish(&app, load_id).await;
     assert_eq!(r.status(), 409);
     assert_eq!(day_counts(&app, 2).await, [None, None]);
-    let left: i64 =
-        sqlx::query_scalar("select count(*) from pg_tables where schemaname = 'idem_staging'")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
-    assert_eq!(left, 0);
+    assert_eq!(staged_tables(&app).await, 0);
 }
 
 #[tokio::test]

@@ -17,8 +17,8 @@ use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::locks::{lock_partition, lock_table, lock_table_shared};
+use crate::store::partitions::remove_partition;
 use crate::store::rejects::{self, RejectSpool};
-use crate::store::sql::{parent_table, partition_table};
 use crate::store::staged_loads::{self, StagedStatus, StatusChange};
 use crate::store::{catalog, StoreError, StoreResult};
 use crate::versions::Expected;
@@ -216,7 +216,8 @@ async fn apply(
     let def = swap.def;
     let period = outcome.period;
     if outcome.dropped {
-        drop_partition(tx, def, period).await?;
+        // A whole-table load's body had no rows for it: it goes.
+        remove_partition(tx, def, period).await?;
         return rejects::supersede(tx, &def.name, period, load_id).await;
     }
     let stage = swap
@@ -235,25 +236,4 @@ async fn apply(
     };
     register_swapped(tx, def, period, body, outcome.row_count, load_id).await?;
     rejects::supersede(tx, &def.name, period, load_id).await
-}
-
-/// A whole-table load's body had no rows for `period`: it goes.
-async fn drop_partition(tx: &mut PgConnection, def: &TableDef, period: Period) -> StoreResult<()> {
-    sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
-        .bind(def.name.as_str())
-        .bind(period.label())
-        .execute(&mut *tx)
-        .await?;
-    contents::clear_deltas(tx, &def.name, period).await?;
-    let partition = partition_table(&def.name, period);
-    sqlx::query(&format!(
-        "alter table {} detach partition {partition}",
-        parent_table(&def.name)
-    ))
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(&format!("drop table {partition}"))
-        .execute(&mut *tx)
-        .await?;
-    Ok(())
 }
