@@ -433,3 +433,113 @@ async fn parts_staged_before_the_table_changed_are_refused_at_publish_until_sent
     assert_eq!(r.status(), 200);
     assert_eq!(day_counts(&app, 1).await, [Some(3)]);
 }
+
+#[tokio::test]
+async fn a_load_is_seen_and_driven_only_as_its_tables_grants_allow() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let token = |name: &str, scopes: Value, tables: Value| json!({"name": name, "scopes": scopes, "tables": tables});
+    let (_, reader) = make_token(
+        &app.client,
+        &app.base,
+        &token("reader", json!(["read"]), json!(["orders"])),
+    )
+    .await;
+    let (_, writer) = make_token(
+        &app.client,
+        &app.base,
+        &token("writer", json!(["read", "write"]), json!(["orders"])),
+    )
+    .await;
+    let (_, stranger) = make_token(
+        &app.client,
+        &app.base,
+        &token("other", json!(["read", "write"]), json!(["sales"])),
+    )
+    .await;
+    let (reader, writer, stranger) = (
+        client_with_token(&reader),
+        client_with_token(&writer),
+        client_with_token(&stranger),
+    );
+    let request =
+        json!({"table": "orders", "target": {"partitions": [day(0)]}, "audits": {"min_rows": 5}});
+    let post = |client: &reqwest::Client| {
+        client
+            .post(app.url("/loads"))
+            .header("idempotency-key", "grants")
+            .json(&request)
+            .send()
+    };
+    assert_eq!(post(&reader).await.unwrap().status(), 403);
+    let r = post(&writer).await.unwrap();
+    assert_eq!(r.status(), 201);
+    let load_id = json_body(r).await["load_id"].as_str().unwrap().to_string();
+    let view = format!("/loads/{load_id}");
+    assert_eq!(
+        reader.get(app.url(&view)).send().await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        stranger.get(app.url(&view)).send().await.unwrap().status(),
+        404
+    );
+    let publish = format!("/loads/{load_id}/publish");
+    assert_eq!(
+        reader
+            .post(app.url(&publish))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(
+        stranger
+            .post(app.url(&publish))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    part(&app, &load_id, 1, &day(0), day_body(&day(0), 1, 2, "x")).await;
+    let r = writer.post(app.url(&publish)).send().await.unwrap();
+    assert_eq!(r.status(), 422);
+    assert_eq!(json_body(r).await["report"]["passed"], false);
+    // Past a failed audit only an admin may publish, and says why.
+    let force = json!({"force": true, "reason": "a short day, known at the source"});
+    let r = writer
+        .post(app.url(&publish))
+        .json(&force)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = app
+        .client
+        .post(app.url(&publish))
+        .json(&force)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let receipt = json_body(r).await;
+    assert_eq!(
+        receipt["forced"]["reason"],
+        "a short day, known at the source"
+    );
+    assert_eq!(day_counts(&app, 1).await, [Some(2)]);
+    let ledger: Value =
+        json_body(app.get(&format!("/loads?table=orders&ds={}", day(0))).await).await;
+    let entry = ledger
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["load_id"] == load_id.as_str())
+        .expect("the forced publish is in the ledger");
+    assert_eq!(
+        entry["error"]["forced"]["reason"],
+        "a short day, known at the source"
+    );
+}
