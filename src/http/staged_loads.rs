@@ -221,6 +221,13 @@ async fn publish_load(
 ) -> ApiResult<Response> {
     let view = load_for(&state, &caller, &load_id, Scope::Write).await?;
     let request: PublishRequest = read_json(body).await?.unwrap_or_default();
+    if request
+        .reason
+        .as_deref()
+        .is_some_and(|r| r.trim().is_empty())
+    {
+        return Err(ApiError::InvalidRequest("reason is empty".into()));
+    }
     let force = match (request.force, request.reason) {
         (false, _) => None,
         (true, Some(reason)) if !reason.trim().is_empty() => {
