@@ -47,7 +47,8 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
+/// The table's stored definition (404 `table_not_found` without one).
+pub(super) async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
     state
         .store
         .table(table)

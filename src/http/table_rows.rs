@@ -11,24 +11,13 @@ use axum::routing::get;
 use axum::Router;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::partitions::{read_format, rows_headers, ReadQuery};
+use super::partitions::{read_format, rows_headers, table_def, ReadQuery};
 use super::{preconditions, ApiQuery, AppState, Caller, TablePath};
 use crate::access::Scope;
 use crate::http::error::ApiResult;
-use crate::names::TableName;
-use crate::pipeline::WriteError;
-use crate::schema::TableDef;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/tables/{table}/rows", get(get_rows).head(head_rows))
-}
-
-async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
-    state
-        .store
-        .table(table)
-        .await?
-        .ok_or_else(|| WriteError::TableNotFound(table.clone()).into())
 }
 
 #[tracing::instrument(skip_all, fields(table = %table))]

@@ -419,15 +419,22 @@ async fn audit(
         .iter()
         .map(|s| staging_table(&s.stage_name))
         .collect();
-    let mut staged = Vec::with_capacity(stages.len());
-    for (stage, ident) in stages.iter().zip(&idents) {
-        let live = contents::live(&mut *conn, &def.name, stage.period).await?;
-        staged.push(StagedPartition {
+    let periods: Vec<Period> = stages.iter().map(|s| s.period).collect();
+    let live = contents::live_set(&mut *conn, def, Some(&periods)).await?;
+    let live_rows = |period: Period| {
+        live.iter()
+            .find(|(p, _)| *p == period)
+            .map(|(_, l)| l.content.rows())
+    };
+    let staged: Vec<StagedPartition> = stages
+        .iter()
+        .zip(&idents)
+        .map(|(stage, ident)| StagedPartition {
             period: stage.period,
             stage: ident,
             rows: stage.content.rows(),
-            live_rows: live.map(|l| l.content.rows()),
-        });
-    }
+            live_rows: live_rows(stage.period),
+        })
+        .collect();
     Ok(Some(run_audits(conn, def, audits, &staged).await?))
 }

@@ -108,18 +108,29 @@ pub async fn live(
     row.as_ref().map(Live::from_row).transpose()
 }
 
-/// The periods of `def`'s live partitions, in order.
-pub async fn periods(conn: &mut PgConnection, def: &TableDef) -> StoreResult<Vec<Period>> {
-    let labels: Vec<String> =
-        sqlx::query_scalar("select ds from idem.partitions where table_name = $1 order by ds")
-            .bind(def.name.as_str())
-            .fetch_all(conn)
-            .await?;
-    labels
-        .iter()
-        .map(|label| {
-            Period::parse(label, def.grain)
-                .ok_or(StoreError::Corrupt("a partition's label is no period"))
+/// The live partitions of `def` among `periods` (every one when `None`),
+/// in order, read in one statement.
+pub async fn live_set(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    periods: Option<&[Period]>,
+) -> StoreResult<Vec<(Period, Live)>> {
+    let labels: Option<Vec<String>> = periods.map(|ps| ps.iter().map(Period::label).collect());
+    let sql = format!(
+        "{LIVE_SELECT} where p.table_name = $1 and ($2::text[] is null or p.ds = any($2)) \
+         {LIVE_GROUP} order by p.ds"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(def.name.as_str())
+        .bind(labels)
+        .fetch_all(conn)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let live = Live::from_row(row)?;
+            let period = Period::parse(&live.ds, def.grain)
+                .ok_or(StoreError::Corrupt("a partition's label is no period"))?;
+            Ok((period, live))
         })
         .collect()
 }

@@ -141,18 +141,10 @@ async fn lock_target(tx: &mut PgConnection, swap: &ManySwap<'_>) -> StoreResult<
 }
 
 async fn read_live(conn: &mut PgConnection, swap: &ManySwap<'_>) -> StoreResult<LiveSet> {
-    let periods: Vec<Period> = if swap.whole_table {
-        contents::periods(&mut *conn, swap.def).await?
-    } else {
-        swap.stages.iter().map(|s| s.period).collect()
-    };
-    let mut live = Vec::with_capacity(periods.len());
-    for period in periods {
-        if let Some(partition) = contents::live(&mut *conn, &swap.def.name, period).await? {
-            live.push((period, partition.content));
-        }
-    }
-    Ok(live)
+    let periods: Option<Vec<Period>> =
+        (!swap.whole_table).then(|| swap.stages.iter().map(|s| s.period).collect());
+    let live = contents::live_set(conn, swap.def, periods.as_deref()).await?;
+    Ok(live.into_iter().map(|(p, l)| (p, l.content)).collect())
 }
 
 fn check_conditions(conditions: &Expected, live: &LiveSet) -> StoreResult<()> {
