@@ -72,7 +72,7 @@ async fn put_range(
             "a PUT of several partitions names its range: ?from=DS&to=DS (both included)".into(),
         ));
     };
-    let def = super::partitions::table_def(&state, &table).await?;
+    let def = super::table_def(&state, &table).await?;
     let target = LoadTarget::range(&def, from, to).map_err(WriteError::from)?;
     put_many(state, span, caller, table, target, query, headers, body).await
 }

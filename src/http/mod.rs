@@ -176,6 +176,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
 pub const MAX_PAGE: i64 = 1000;
 pub const DEFAULT_PAGE: i64 = 100;
 
+/// The table's stored definition (404 `table_not_found` without one).
+pub async fn table_def(state: &AppState, table: &TableName) -> ApiResult<crate::schema::TableDef> {
+    state
+        .store
+        .table(table)
+        .await?
+        .ok_or_else(|| WriteError::TableNotFound(table.clone()).into())
+}
+
 /// A list's page size: `DEFAULT_PAGE` when not asked; a `limit` outside 1 to
 /// `MAX_PAGE` is refused rather than bent, so a client never gets a page of
 /// another size than it asked for without being told.

@@ -17,8 +17,8 @@ use super::preconditions;
 use super::receipts::{self, RECEIPTS};
 use super::{
     bad_rows_override, body_limits, body_source, etag, idempotency_key, keyed_request,
-    keyed_response, page, page_limit, parse_period, spawn_write, ApiQuery, AppState, BodyKind,
-    Caller, PartitionPath, TablePath,
+    keyed_response, page, page_limit, parse_period, spawn_write, table_def, ApiQuery, AppState,
+    BodyKind, Caller, PartitionPath, TablePath,
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
@@ -28,7 +28,6 @@ use crate::pipeline::body::DigestMode;
 use crate::pipeline::keyed::KeyedWrite;
 use crate::pipeline::load::LoadTarget;
 use crate::pipeline::partition::PutPartition;
-use crate::pipeline::WriteError;
 use crate::schema::TableDef;
 use crate::store::partitions::{PartitionInfo, RowFormat};
 
@@ -45,15 +44,6 @@ pub fn router() -> Router<AppState> {
                 .put(put_partition)
                 .delete(delete_partition),
         )
-}
-
-/// The table's stored definition (404 `table_not_found` without one).
-pub(super) async fn table_def(state: &AppState, table: &TableName) -> ApiResult<TableDef> {
-    state
-        .store
-        .table(table)
-        .await?
-        .ok_or_else(|| WriteError::TableNotFound(table.clone()).into())
 }
 
 /// The table's definition, refused when it has no partitions (a plain

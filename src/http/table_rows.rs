@@ -11,7 +11,8 @@ use axum::routing::get;
 use axum::Router;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::partitions::{read_format, rows_headers, table_def, ReadQuery};
+use super::partitions::{read_format, rows_headers, ReadQuery};
+use super::table_def;
 use super::{preconditions, ApiQuery, AppState, Caller, TablePath};
 use crate::access::Scope;
 use crate::http::error::ApiResult;
