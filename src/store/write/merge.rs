@@ -276,9 +276,7 @@ impl MergeWrite<'_> {
             .map(|(load_id, tally)| (load_id, tally.into_merged()))
             .collect())
     }
-}
 
-impl MergeWrite<'_> {
     /// Tells each load how many rows the upsert left alone because their
     /// identity is stored already: as the same row (`already_present`), or,
     /// for a versions write, as another version (conflicts, which refuse
