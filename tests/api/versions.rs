@@ -370,3 +370,45 @@ async fn clients_posting_overlapping_versions_at_once_store_each_version_once() 
         i64::try_from(versions).unwrap()
     );
 }
+
+#[tokio::test]
+async fn a_staged_load_and_a_whole_table_put_keep_a_days_versions() {
+    let app = spawn_app().await;
+    declare_versions(&app, "").await;
+    let request = json!({"table": "orders", "target": {"partitions": [DAY]}});
+    let r = app
+        .client
+        .post(app.url("/loads"))
+        .header("idempotency-key", "load")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let load_id = json_body(r).await["load_id"].as_str().unwrap().to_string();
+    // Each part brings some versions of orders 1..=20; parts 2 and 3 repeat
+    // part 1's versions, which count once.
+    for (n, steps) in [(1, 0..2), (2, 1..3), (3, 0..3)] {
+        let rows: Vec<Value> = steps
+            .flat_map(|step| (1..=20).map(move |id| version(id, step)))
+            .collect();
+        let path = format!("/loads/{load_id}/parts/{n}?ds={DAY}");
+        let r = app.put_ndjson(&path, &rows).await;
+        assert_eq!(r.status(), 200, "part {n}: {}", r.text().await.unwrap());
+    }
+    let r = app
+        .client
+        .post(app.url(&format!("/loads/{load_id}/publish")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    assert_eq!(app.count("orders", DAY).await, 60);
+
+    let rows: Vec<Value> = (1..=5).map(|id| version(id, 2)).collect();
+    let r = app
+        .put_ndjson("/tables/orders/rows?mode=versions", &rows)
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    assert_eq!(app.count("orders", DAY).await, 5);
+}
