@@ -221,6 +221,10 @@ impl ApiError {
             ApiError::Write(WriteError::Store(StoreError::RepeatedKeys { keys, listed })) => {
                 Some((listed, Some(*keys)))
             }
+            ApiError::Write(WriteError::Store(StoreError::ConflictingVersions {
+                versions,
+                listed,
+            })) => Some((listed, Some(*versions))),
             _ => None,
         }
     }

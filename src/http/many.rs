@@ -14,8 +14,8 @@ use serde::Deserialize;
 
 use super::observe::RequestSpan;
 use super::{
-    bad_rows_override, body_limits, body_source, etag, idempotency_key, preconditions, spawn_write,
-    ApiQuery, AppState, BodyKind, Caller, TablePath,
+    bad_rows_override, body_limits, body_source, check_put_mode, etag, idempotency_key,
+    preconditions, spawn_write, ApiQuery, AppState, BodyKind, Caller, TablePath,
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
@@ -35,6 +35,8 @@ pub fn router() -> Router<AppState> {
 /// What a range or whole-table PUT takes in its query.
 #[derive(Deserialize)]
 pub struct ManyQuery {
+    /// `versions`, for a table that keeps versions (see `check_put_mode`).
+    pub mode: Option<String>,
     pub from: Option<String>,
     pub to: Option<String>,
     pub bad_rows: Option<String>,
@@ -120,6 +122,10 @@ pub(super) async fn put_many(
     // Such a load keeps no key (the same content again changes nothing),
     // but a malformed one is refused as everywhere.
     idempotency_key(&headers)?;
+    if query.mode.is_some() {
+        let def = state.store.table(&table).await?;
+        check_put_mode(query.mode.as_deref(), def.as_ref())?;
+    }
     let request = PutMany {
         table: table.clone(),
         target,

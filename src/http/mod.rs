@@ -276,6 +276,27 @@ pub fn bad_rows_override(text: Option<&str>) -> ApiResult<Option<crate::schema::
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))
 }
 
+/// `?mode=` on a PUT, which replaces rows whatever the mode: only
+/// `versions` is taken, and only by a table that keeps versions (`def`, the
+/// stored table if any), so that a caller who means a versions write learns
+/// when the table is not one.
+pub fn check_put_mode(mode: Option<&str>, def: Option<&crate::schema::TableDef>) -> ApiResult<()> {
+    use crate::schema::MergeMode;
+    let Some(name) = mode else {
+        return Ok(());
+    };
+    let versions = def.is_some_and(crate::schema::TableDef::keeps_versions);
+    match MergeMode::from_name(name) {
+        Some(MergeMode::Versions) if versions => Ok(()),
+        Some(MergeMode::Versions) => Err(ApiError::InvalidRequest(
+            "mode=versions needs a table declared with \"write_mode\": \"versions\"".into(),
+        )),
+        _ => Err(ApiError::InvalidRequest(format!(
+            "a PUT replaces rows and takes no mode {name:?}; its only mode is versions, for a table that keeps versions"
+        ))),
+    }
+}
+
 /// Path parameters, with a malformed one answered in the API's own format.
 pub struct ApiPath<T>(pub T);
 

@@ -16,9 +16,9 @@ use super::observe::RequestSpan;
 use super::preconditions;
 use super::receipts::{self, RECEIPTS};
 use super::{
-    bad_rows_override, body_limits, body_source, etag, idempotency_key, keyed_request,
-    keyed_response, page, page_limit, parse_period, spawn_write, table_def, ApiQuery, AppState,
-    BodyKind, Caller, PartitionPath, TablePath,
+    bad_rows_override, body_limits, body_source, check_put_mode, etag, idempotency_key,
+    keyed_request, keyed_response, page, page_limit, parse_period, spawn_write, table_def,
+    ApiQuery, AppState, BodyKind, Caller, PartitionPath, TablePath,
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
@@ -101,12 +101,15 @@ async fn put_partition(
     if stored.as_ref().is_some_and(TableDef::is_plain) {
         return Err(ApiError::NotPartitioned(table));
     }
+    check_put_mode(query.mode.as_deref(), stored.as_ref())?;
     let grain = stored.as_ref().map_or(Grain::Day, |d| d.grain);
     let audited = stored.as_ref().is_some_and(|d| !d.audits.is_empty());
     let ds = parse_period(&ds, grain)?;
     if audited || query.audit.is_some() || query.dry_run == Some(true) {
         // Audited or tried: a load of one partition, staged then checked.
         let query = ManyQuery {
+            // Checked above.
+            mode: None,
             from: None,
             to: None,
             bad_rows: query.bad_rows,
@@ -162,6 +165,7 @@ async fn run_put(
 
 #[derive(Deserialize)]
 struct PutQuery {
+    mode: Option<String>,
     bad_rows: Option<String>,
     audit: Option<String>,
     dry_run: Option<bool>,

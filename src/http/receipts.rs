@@ -106,6 +106,8 @@ struct RowsAnswer<'a> {
     updated: u64,
     deleted: u64,
     unchanged: u64,
+    already_present: u64,
+    conflicts: u64,
     duplicates: u64,
     rejected: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,6 +131,8 @@ fn rows(r: &RowsReceipt) -> RowsAnswer<'_> {
         updated: r.updated,
         deleted: r.deleted,
         unchanged: r.unchanged,
+        already_present: r.already_present,
+        conflicts: r.conflicts,
         duplicates: r.duplicates,
         rejected: r.rejected,
         rejects: rejects_link(&r.table, r.load_id, r.rejected),

@@ -35,18 +35,14 @@ struct RowsQuery {
 }
 
 fn parse_mode(mode: Option<&str>) -> ApiResult<Option<MergeMode>> {
-    Ok(match mode {
-        None => None,
-        Some("merge") => Some(MergeMode::Merge),
-        Some("append") => Some(MergeMode::Append),
-        Some("insert_missing") => Some(MergeMode::InsertMissing),
-        Some("patch") => Some(MergeMode::Patch),
-        Some(other) => {
-            return Err(ApiError::InvalidRequest(format!(
-                "mode {other:?} is not merge, patch, append or insert_missing"
-            )))
-        }
+    mode.map(|name| {
+        MergeMode::from_name(name).ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "mode {name:?} is not merge, patch, append, insert_missing or versions"
+            ))
+        })
     })
+    .transpose()
 }
 
 async fn post_rows(

@@ -133,9 +133,11 @@ impl<'d> RowEncoder<'d> {
             options,
             load_id,
             partition_index: def.partition_index(),
+            // A stored row is found by its identity: a version's id differs
+            // from its key's other versions'.
             key_indexes: def
-                .primary_key
-                .iter()
+                .identity()
+                .into_iter()
                 .map(|k| def.column_index(k).expect("validated key"))
                 .collect(),
             bad: vec![false; def.columns.len()],
@@ -217,9 +219,13 @@ impl<'d> RowEncoder<'d> {
         let mut deleted = false;
         for (name, raw) in record.fields {
             let Some(i) = self.def.column_index(name) else {
-                if self.options.tombstones && name == DELETED_FIELD {
+                if name == DELETED_FIELD && (self.options.tombstones || self.def.keeps_versions()) {
                     match parse_cell(ColumnType::Boolean, *raw) {
-                        Ok(Cell::Bool(b)) => deleted = b,
+                        Ok(Cell::Bool(b)) if self.options.tombstones => deleted = b,
+                        // A version log keeps versions: nothing removes one.
+                        Ok(Cell::Bool(true)) => {
+                            errors.push(row_error(record, Some(name), no_tombstones(self.def)));
+                        }
                         Ok(_) => {}
                         Err(message) => errors.push(row_error(record, Some(name), message)),
                     }
@@ -265,11 +271,14 @@ impl<'d> RowEncoder<'d> {
                     self.check_partition(record, &mut cells[i], errors);
                 }
             } else if !column.nullable && !self.bad[i] && cells[i].is_null() {
-                errors.push(row_error(
-                    record,
-                    name,
-                    "is part of the primary key and must not be null".into(),
-                ));
+                // Besides the key, only a cursor that orders stored
+                // versions (`versions`, `history`) is declared not null.
+                let message = if self.def.primary_key.contains(&column.name) {
+                    "is part of the primary key and must not be null"
+                } else {
+                    "is the cursor, which orders a key's versions, and must not be null"
+                };
+                errors.push(row_error(record, name, message.into()));
             }
         }
     }
@@ -481,6 +490,14 @@ fn without_trailing_nulls<'c, 'v>(cells: &'c [Cell<'v>]) -> &'c [Cell<'v>] {
         .rposition(|c| !matches!(c, Cell::Null))
         .map_or(0, |last| last + 1);
     &cells[..kept]
+}
+
+/// Why a tombstone is refused by a table that keeps every version.
+fn no_tombstones(def: &TableDef) -> String {
+    format!(
+        "marks a tombstone, and table {:?} keeps every version (write_mode \"versions\"): a version is never removed",
+        def.name
+    )
 }
 
 /// What is wrong with a field or CSV header `name` the table does not have,

@@ -256,7 +256,7 @@ impl Pipeline {
 
     /// Reads and decodes a small POST's body for its table's definition, as
     /// this process knows it; hands back a POST that is not for a batch
-    /// (batching off, a table not known, a patch, a large body).
+    /// (batching off, a table not known, a patch or versions write, a large body).
     async fn predecode(&self, mut rows: Box<PostRows>) -> WriteResult<Predecoding> {
         let Some(def) = rows
             .known_def
@@ -265,8 +265,10 @@ impl Pipeline {
         else {
             return Ok(Predecoding::Alone(rows));
         };
+        // A patch reads stored rows, and a versions write may be refused
+        // for its conflicts alone: both are written alone.
         let mode = match choose_mode(&def, rows.mode) {
-            Ok(mode) if mode != MergeMode::Patch => mode,
+            Ok(mode) if !matches!(mode, MergeMode::Patch | MergeMode::Versions) => mode,
             _ => return Ok(Predecoding::Alone(rows)),
         };
         let ticket = rows.ticket();

@@ -45,6 +45,11 @@ pub struct RowsReceipt {
     /// Rows that changed nothing: the same as stored, an older cursor, an
     /// existing key under `insert_missing`, a tombstone for nothing.
     pub unchanged: u64,
+    /// The unchanged rows that are stored already as they are (a versions
+    /// write's: the version is stored).
+    pub already_present: u64,
+    /// Versions stored already with other content, held (versions only).
+    pub conflicts: u64,
     pub duplicates: u64,
     /// Bad rows kept in the rejects store (`bad_rows: quarantine`).
     pub rejected: u64,
@@ -126,12 +131,27 @@ pub fn encode_options(
     }
 }
 
-/// The mode asked for, or the table's default: merge with a key, append without.
+/// The mode asked for, or the table's default: its `write_mode`, else merge
+/// with a key and append without. A table that keeps versions takes no
+/// other mode, and no other table takes `versions`.
 pub fn choose_mode(def: &TableDef, asked: Option<MergeMode>) -> WriteResult<MergeMode> {
     let keyed = !def.primary_key.is_empty();
+    let versions = def.keeps_versions();
     match asked {
-        None if keyed => Ok(MergeMode::Merge),
-        None => Ok(MergeMode::Append),
+        None => Ok(def.write_mode.unwrap_or(if keyed {
+            MergeMode::Merge
+        } else {
+            MergeMode::Append
+        })),
+        Some(mode) if versions && mode != MergeMode::Versions => Err(WriteError::Mode(format!(
+            "table {:?} keeps every version (write_mode \"versions\"); send mode=versions or no mode, not mode={}",
+            def.name,
+            mode.as_str()
+        ))),
+        Some(MergeMode::Versions) if !versions => Err(WriteError::Mode(format!(
+            "mode=versions needs a table declared with \"write_mode\": \"versions\", and table {:?} is not",
+            def.name
+        ))),
         Some(MergeMode::Append) if keyed => Err(WriteError::Mode(format!(
             "table {:?} has a primary key; use mode=merge or mode=insert_missing",
             def.name
@@ -197,6 +217,7 @@ impl Pipeline {
             maybe_repeated: decoded.maybe_repeated,
             // Under a quarantine (its bad rows set aside) a repeat is held.
             refuse_repeats: def.duplicates == DuplicatePolicy::Reject && decoded.rejects.is_none(),
+            refuse_conflicts: decoded.rejects.is_none(),
             periods: decoded.periods.clone(),
             additions: decoded.additions.clone(),
         };
@@ -395,6 +416,8 @@ impl RowsReceipt {
         merged: Merged,
     ) -> Self {
         let rows_written = merged.inserted + merged.updated + merged.deleted;
+        // A held conflict was neither written nor left as it is stored.
+        let left_alone = rows_written + merged.conflicts;
         RowsReceipt {
             load_id: ticket.load_id,
             table: def.name.clone(),
@@ -408,7 +431,9 @@ impl RowsReceipt {
             inserted: merged.inserted,
             updated: merged.updated,
             deleted: merged.deleted,
-            unchanged: merged.rows_after_dedup - rows_written,
+            unchanged: merged.rows_after_dedup - left_alone,
+            already_present: merged.already_present,
+            conflicts: merged.conflicts,
             duplicates: merged.duplicates,
             rejected: 0,
             discarded_fields: decoded.discarded_fields,

@@ -45,6 +45,11 @@ pub enum StoreError {
     /// refused: `keys` of them, the first listed as bad rows.
     #[error("{keys} key(s) occur more than once in the body; nothing was written")]
     RepeatedKeys { keys: u64, listed: Vec<BadRow> },
+    /// Versions a versions write carries that are stored already with
+    /// other content, with bad rows refused: `versions` of them, the first
+    /// listed as bad rows.
+    #[error("{versions} version(s) are stored already with other content; nothing was written")]
+    ConflictingVersions { versions: u64, listed: Vec<BadRow> },
     /// `If-Match` / `If-None-Match` did not hold.
     #[error("{0}")]
     PreconditionFailed(Unmet),
@@ -70,7 +75,9 @@ impl StoreError {
             StoreError::Schema(e) => e.code(),
             StoreError::TableChanged(_) => ProblemCode::SchemaConflict,
             StoreError::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
-            StoreError::RepeatedKeys { .. } => ProblemCode::BadRows,
+            StoreError::RepeatedKeys { .. } | StoreError::ConflictingVersions { .. } => {
+                ProblemCode::BadRows
+            }
             StoreError::KeyInFlight { .. } => ProblemCode::IdempotencyKeyInFlight,
             StoreError::Database(_)
             | StoreError::Migrate(_)
@@ -100,6 +107,7 @@ impl StoreError {
                 | StoreError::PreconditionFailed(_)
                 | StoreError::KeyInFlight { .. }
                 | StoreError::RepeatedKeys { .. }
+                | StoreError::ConflictingVersions { .. }
         )
     }
 }

@@ -179,9 +179,10 @@ pub fn all_columns(def: &TableDef) -> Vec<Ident> {
 }
 
 /// The columns of a partition's unique index: the partition key, then
-/// the primary key, or `_row_id` for a table without one. (`_row_id` is a
-/// function of the key, so both say the same; a bigint key sorts far faster
-/// than a 32-byte digest when the index is built.)
+/// the row's identity (the primary key, and the cursor where the table keeps
+/// versions), or `_row_id` for a table without a key. (`_row_id` is a
+/// function of the identity, so both say the same; a bigint key sorts far
+/// faster than a 32-byte digest when the index is built.)
 pub fn key_index_columns(def: &TableDef) -> String {
     join(&key_index_column_list(def))
 }
@@ -189,10 +190,11 @@ pub fn key_index_columns(def: &TableDef) -> String {
 /// The unique index's columns, one by one.
 pub fn key_index_column_list(def: &TableDef) -> Vec<Ident> {
     let mut cols = vec![partition_key(def)];
-    if def.primary_key.is_empty() {
+    let identity = def.identity();
+    if identity.is_empty() {
         cols.push(Ident::system("_row_id"));
     } else {
-        cols.extend(def.primary_key.iter().map(Ident::column));
+        cols.extend(identity.into_iter().map(Ident::column));
     }
     cols
 }

@@ -118,10 +118,10 @@ async fn a_post_answers_and_stores_the_same_bytes_as_before() {
         order(2, "paid", "2026-10-13T01:00:00Z"),
     ];
     let written = answer(app.post_rows("table=orders", Some("post-1"), &rows).await).await;
-    assert_eq!(written, "200 etag=None replayed=Some(\"false\")\n{\"changed\":true,\"deleted\":0,\"ds\":\"2026-10-12\",\"duplicates\":0,\"inserted\":2,\"load_id\":\"LOAD\",\"mode\":\"merge\",\"partitions\":[{\"ds\":\"2026-10-12\",\"row_delta\":2}],\"rejected\":0,\"replayed\":false,\"rows_received\":2,\"rows_written\":2,\"table\":\"orders\",\"unchanged\":0,\"updated\":0}\n");
-    assert_eq!(stored(&app, "post-1").await, "e0d48f2b7f90283ab069d1c97e90643e06e5c66393f0f4cf44883881cb6ebdff 200 etag=None\n{\"ds\": \"2026-10-12\", \"mode\": \"merge\", \"table\": \"orders\", \"changed\": true, \"deleted\": 0, \"load_id\": \"LOAD\", \"updated\": 0, \"inserted\": 2, \"rejected\": 0, \"replayed\": false, \"unchanged\": 0, \"duplicates\": 0, \"partitions\": [{\"ds\": \"2026-10-12\", \"row_delta\": 2}], \"rows_written\": 2, \"rows_received\": 2}");
+    assert_eq!(written, "200 etag=None replayed=Some(\"false\")\n{\"already_present\":0,\"changed\":true,\"conflicts\":0,\"deleted\":0,\"ds\":\"2026-10-12\",\"duplicates\":0,\"inserted\":2,\"load_id\":\"LOAD\",\"mode\":\"merge\",\"partitions\":[{\"ds\":\"2026-10-12\",\"row_delta\":2}],\"rejected\":0,\"replayed\":false,\"rows_received\":2,\"rows_written\":2,\"table\":\"orders\",\"unchanged\":0,\"updated\":0}\n");
+    assert_eq!(stored(&app, "post-1").await, "e0d48f2b7f90283ab069d1c97e90643e06e5c66393f0f4cf44883881cb6ebdff 200 etag=None\n{\"ds\": \"2026-10-12\", \"mode\": \"merge\", \"table\": \"orders\", \"changed\": true, \"deleted\": 0, \"load_id\": \"LOAD\", \"updated\": 0, \"inserted\": 2, \"rejected\": 0, \"replayed\": false, \"conflicts\": 0, \"unchanged\": 0, \"duplicates\": 0, \"partitions\": [{\"ds\": \"2026-10-12\", \"row_delta\": 2}], \"rows_written\": 2, \"rows_received\": 2, \"already_present\": 0}");
     let replayed = answer(app.post_rows("table=orders", Some("post-1"), &rows).await).await;
-    assert_eq!(replayed, "200 etag=None replayed=Some(\"true\")\n{\"changed\":true,\"deleted\":0,\"ds\":\"2026-10-12\",\"duplicates\":0,\"inserted\":2,\"load_id\":\"LOAD\",\"mode\":\"merge\",\"partitions\":[{\"ds\":\"2026-10-12\",\"row_delta\":2}],\"rejected\":0,\"replayed\":true,\"rows_received\":2,\"rows_written\":2,\"table\":\"orders\",\"unchanged\":0,\"updated\":0}\n");
+    assert_eq!(replayed, "200 etag=None replayed=Some(\"true\")\n{\"already_present\":0,\"changed\":true,\"conflicts\":0,\"deleted\":0,\"ds\":\"2026-10-12\",\"duplicates\":0,\"inserted\":2,\"load_id\":\"LOAD\",\"mode\":\"merge\",\"partitions\":[{\"ds\":\"2026-10-12\",\"row_delta\":2}],\"rejected\":0,\"replayed\":true,\"rows_received\":2,\"rows_written\":2,\"table\":\"orders\",\"unchanged\":0,\"updated\":0}\n");
 }
 
 #[tokio::test]
@@ -133,14 +133,14 @@ async fn a_post_with_rejects_links_them_and_their_replay_answers_as_before() {
             .await,
     )
     .await;
-    assert_eq!(written, "200 etag=None replayed=Some(\"false\")\n{\"changed\":true,\"deleted\":0,\"ds\":\"2026-10-12\",\"duplicates\":0,\"inserted\":1,\"load_id\":\"LOAD\",\"mode\":\"merge\",\"partitions\":[{\"ds\":\"2026-10-12\",\"row_delta\":1}],\"rejected\":2,\"rejects\":\"/rejects?table=events&load_id=LOAD\",\"replayed\":false,\"rows_received\":3,\"rows_written\":1,\"table\":\"events\",\"unchanged\":0,\"updated\":0}\n");
-    assert_eq!(stored(&app, "post-r").await, "7f9376c713d587a637ba2621b4fd42ff0d908f19b68273459c61a3fc0255fe5e 200 etag=None\n{\"ds\": \"2026-10-12\", \"mode\": \"merge\", \"table\": \"events\", \"changed\": true, \"deleted\": 0, \"load_id\": \"LOAD\", \"rejects\": \"/rejects?table=events&load_id=LOAD\", \"updated\": 0, \"inserted\": 1, \"rejected\": 2, \"replayed\": false, \"unchanged\": 0, \"duplicates\": 0, \"partitions\": [{\"ds\": \"2026-10-12\", \"row_delta\": 1}], \"rows_written\": 1, \"rows_received\": 3}");
+    assert_eq!(written, "200 etag=None replayed=Some(\"false\")\n{\"already_present\":0,\"changed\":true,\"conflicts\":0,\"deleted\":0,\"ds\":\"2026-10-12\",\"duplicates\":0,\"inserted\":1,\"load_id\":\"LOAD\",\"mode\":\"merge\",\"partitions\":[{\"ds\":\"2026-10-12\",\"row_delta\":1}],\"rejected\":2,\"rejects\":\"/rejects?table=events&load_id=LOAD\",\"replayed\":false,\"rows_received\":3,\"rows_written\":1,\"table\":\"events\",\"unchanged\":0,\"updated\":0}\n");
+    assert_eq!(stored(&app, "post-r").await, "7f9376c713d587a637ba2621b4fd42ff0d908f19b68273459c61a3fc0255fe5e 200 etag=None\n{\"ds\": \"2026-10-12\", \"mode\": \"merge\", \"table\": \"events\", \"changed\": true, \"deleted\": 0, \"load_id\": \"LOAD\", \"rejects\": \"/rejects?table=events&load_id=LOAD\", \"updated\": 0, \"inserted\": 1, \"rejected\": 2, \"replayed\": false, \"conflicts\": 0, \"unchanged\": 0, \"duplicates\": 0, \"partitions\": [{\"ds\": \"2026-10-12\", \"row_delta\": 1}], \"rows_written\": 1, \"rows_received\": 3, \"already_present\": 0}");
     let replayed = answer(
         app.post_rows("table=events", Some("post-r"), &events())
             .await,
     )
     .await;
-    assert_eq!(replayed, "200 etag=None replayed=Some(\"true\")\n{\"changed\":true,\"deleted\":0,\"ds\":\"2026-10-12\",\"duplicates\":0,\"inserted\":1,\"load_id\":\"LOAD\",\"mode\":\"merge\",\"partitions\":[{\"ds\":\"2026-10-12\",\"row_delta\":1}],\"rejected\":2,\"rejects\":\"/rejects?table=events&load_id=LOAD\",\"replayed\":true,\"rows_received\":3,\"rows_written\":1,\"table\":\"events\",\"unchanged\":0,\"updated\":0}\n");
+    assert_eq!(replayed, "200 etag=None replayed=Some(\"true\")\n{\"already_present\":0,\"changed\":true,\"conflicts\":0,\"deleted\":0,\"ds\":\"2026-10-12\",\"duplicates\":0,\"inserted\":1,\"load_id\":\"LOAD\",\"mode\":\"merge\",\"partitions\":[{\"ds\":\"2026-10-12\",\"row_delta\":1}],\"rejected\":2,\"rejects\":\"/rejects?table=events&load_id=LOAD\",\"replayed\":true,\"rows_received\":3,\"rows_written\":1,\"table\":\"events\",\"unchanged\":0,\"updated\":0}\n");
 
     let fixed = EVENTS.replace(r#""bad_rows""#, r#""schema": "evolve", "bad_rows""#);
     assert_eq!(app.declare("events", &fixed).await.status(), 200);

@@ -44,5 +44,6 @@ mod rows;
 #[path = "../support/mod.rs"]
 mod support;
 mod tables;
+mod versions;
 mod wide_tables;
 mod wire;

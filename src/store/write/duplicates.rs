@@ -80,12 +80,6 @@ fn removal_sql(def: &TableDef, table: &Ident, policy: DuplicatePolicy) -> String
         DuplicatePolicy::KeepOne => ("r.version > 1", "r.winner"),
         DuplicatePolicy::Hold | DuplicatePolicy::Reject => ("r.versions > 1", "null::bytea"),
     };
-    let key = def
-        .primary_key
-        .iter()
-        .map(|c| format!("{}, _s.{}", quote_literal(c.as_str()), Ident::column(c)))
-        .collect::<Vec<_>>()
-        .join(", ");
     // language=PostgreSQL
     format!(
         "ranked as (
@@ -97,13 +91,33 @@ fn removal_sql(def: &TableDef, table: &Ident, policy: DuplicatePolicy) -> String
          removed as (
             delete from {table} _s using ranked r
              where _s.ctid = r.at and {removed}
-         returning _s.\"_row_id\", _s.\"_row_hash\", {ds} as ds, jsonb_build_object({key}) as key,
-                   (select jsonb_object_agg(k, v) from jsonb_each({logged}) as e(k, v)
-                     where k not like '\\_%') as row,
+         returning _s.\"_row_id\", _s.\"_row_hash\", {ds} as ds, {key} as key, {row} as row,
                    r.version, {kept} as kept)",
-        // `_s`: no user column is named like it, to be taken for the row.
         ds = label_sql(def, "_s"),
-        logged = logged_row(def),
+        key = logged_key(def),
+        row = logged_version(def),
+    )
+}
+
+/// The key of row `_s` as the log keeps it, e.g. `{"order_id": 5}`; a
+/// version's names its cursor too (`TableDef::identity`).
+pub(super) fn logged_key(def: &TableDef) -> String {
+    let pairs = def
+        .identity()
+        .into_iter()
+        .map(|c| format!("{}, _s.{}", quote_literal(c.as_str()), Ident::column(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("jsonb_build_object({pairs})")
+}
+
+/// Row `_s`'s user columns as the log keeps them (`logged_row`, without
+/// the system columns). `_s`: no user column is named like it, to be taken
+/// for the row.
+pub(super) fn logged_version(def: &TableDef) -> String {
+    format!(
+        "(select jsonb_object_agg(k, v) from jsonb_each({}) as e(k, v) where k not like '\\_%')",
+        logged_row(def)
     )
 }
 

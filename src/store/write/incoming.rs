@@ -92,6 +92,9 @@ pub struct Incoming {
     pub maybe_repeated: bool,
     /// A repeated key refuses the load (`Resolve::refuse`).
     pub refuse_repeats: bool,
+    /// A version stored already with other content refuses the load (a
+    /// versions write with bad rows refused); otherwise it is held.
+    pub refuse_conflicts: bool,
     /// The partitions the rows belong to (the decoder saw each row's).
     pub periods: BTreeSet<Period>,
     /// What the rows other than tombstones add to each partition if every

@@ -31,6 +31,7 @@ pub use super::merge_sql::Rehash;
 use super::merge_sql::{fill_in_patches, partition_gone_is_busy, period_of, MergeSql};
 use super::stage::number_identical_rows;
 use super::touched::lock_touched_partitions;
+use super::versions;
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
 use crate::schema::MergeMode;
@@ -57,6 +58,12 @@ pub struct Merged {
     /// Rows after in-body duplicates collapsed (tombstones included).
     pub rows_after_dedup: u64,
     pub duplicates: u64,
+    /// Rows not written because the same row (for a versions write, the
+    /// same version) is stored already.
+    pub already_present: u64,
+    /// Versions stored already with other content, held in the duplicates
+    /// log (a versions write under a quarantine).
+    pub conflicts: u64,
     pub partitions: Vec<PartitionAfter>,
     /// What the write changed in each partition, not recorded yet: the
     /// caller records them before it commits (`closing::close_rows_write`),
@@ -157,8 +164,10 @@ pub async fn apply_batch(
     arrays: TupleArrays,
     tombstones: u64,
 ) -> StoreResult<BTreeMap<Uuid, Merged>> {
-    if mode == MergeMode::Patch {
-        return Err(StoreError::Corrupt("a patch came in a batch"));
+    if matches!(mode, MergeMode::Patch | MergeMode::Versions) {
+        return Err(StoreError::Corrupt(
+            "a patch or a versions write came in a batch",
+        ));
     }
     let incoming = Incoming {
         rows: loads.iter().map(|l| l.rows).sum(),
@@ -167,6 +176,7 @@ pub async fn apply_batch(
         // A batch's rows repeat no row id.
         maybe_repeated: false,
         refuse_repeats: false,
+        refuse_conflicts: true,
         periods: loads
             .iter()
             .flat_map(|l| l.periods.iter().copied())
@@ -258,14 +268,57 @@ impl MergeWrite<'_> {
             delete_tombstoned(conn, sql, &mut tallies).await?;
         }
         upsert_rows(conn, sql, mode, self.loads, &mut tallies).await?;
+        if mode != MergeMode::Append && tallies.values().any(Tally::left_rows_alone) {
+            self.count_stored(conn, &mut tallies).await?;
+        }
         Ok(tallies
             .into_iter()
             .map(|(load_id, tally)| (load_id, tally.into_merged()))
             .collect())
     }
+
+    /// Tells each load how many rows the upsert left alone because their
+    /// identity is stored already: as the same row (`already_present`), or,
+    /// for a versions write, as another version (conflicts, which refuse
+    /// the write or are held; see `versions`).
+    async fn count_stored(
+        &self,
+        conn: &mut PgConnection,
+        tallies: &mut Tallies,
+    ) -> StoreResult<()> {
+        let count = self.sql.stored_matches();
+        let rows = self.sql.query(&count).fetch_all(&mut *conn).await?;
+        let versions = self.mode == MergeMode::Versions;
+        let mut conflicts = 0;
+        for row in rows {
+            let Some(tally) = tallies.get_mut(&row.try_get::<Uuid, _>(0)?) else {
+                continue;
+            };
+            tally.merged.already_present += count_from(row.try_get(1)?)?;
+            if versions {
+                let other = count_from(row.try_get(2)?)?;
+                tally.merged.conflicts += other;
+                conflicts += other;
+            }
+        }
+        if conflicts == 0 {
+            return Ok(());
+        }
+        if self.incoming.refuse_conflicts {
+            return Err(versions::refusal(conn, self.def, self.sql, conflicts).await?);
+        }
+        versions::hold(conn, self.def, self.sql).await?;
+        Ok(())
+    }
 }
 
 impl Tally {
+    /// Whether the statements left some of the load's rows alone.
+    fn left_rows_alone(&self) -> bool {
+        let m = &self.merged;
+        m.rows_after_dedup > m.inserted + m.updated + m.deleted
+    }
+
     /// A load's tally before any statement: each of its partitions changed
     /// by nothing yet.
     fn of(load: &LoadRows) -> (Uuid, Tally) {
@@ -433,8 +486,7 @@ async fn upsert(
             Ok(WrittenShare {
                 ds: period_of(&row.try_get::<String, _>(0)?, sql.grain)?,
                 load_id: row.try_get(1)?,
-                rows: u64::try_from(row.try_get::<i64, _>(2)?)
-                    .map_err(|_| StoreError::Corrupt("a negative count"))?,
+                rows: count_from(row.try_get(2)?)?,
                 replaced: replaced
                     .into_iter()
                     .map(row_hash)
@@ -482,6 +534,10 @@ async fn add_written_hashes(
         }
     }
     Ok(())
+}
+
+fn count_from(n: i64) -> StoreResult<u64> {
+    u64::try_from(n).map_err(|_| StoreError::Corrupt("a negative count"))
 }
 
 fn count_of<T>(items: &[T]) -> u64 {

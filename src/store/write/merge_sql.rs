@@ -164,7 +164,7 @@ impl MergeSql {
             from_incoming,
             ..
         } = self;
-        let loads_param = self.arrays.as_ref().map_or(0, |a| a.columns.len()) + 1;
+        let loads_param = self.next_param();
         // language=PostgreSQL
         format!(
             "select {label}, t.\"_load_id\", array_agg(t.\"_row_hash\")
@@ -172,6 +172,31 @@ impl MergeSql {
           where not s.\"_deleted\" and s.\"_load_id\" = any(${loads_param}::uuid[])
           group by 1, 2"
         )
+    }
+
+    /// Counts, per load, the incoming rows (tombstones aside) whose identity
+    /// another load stored: with the same row hash (the row is there
+    /// already), and with another.
+    pub(super) fn stored_matches(&self) -> String {
+        let MergeSql {
+            parent,
+            join,
+            from_incoming,
+            ..
+        } = self;
+        // language=PostgreSQL
+        format!(
+            "select s.\"_load_id\", count(*) filter (where t.\"_row_hash\" = s.\"_row_hash\"),
+                count(*) filter (where t.\"_row_hash\" <> s.\"_row_hash\")
+           from {from_incoming} join {parent} t on {join} and t.\"_load_id\" <> s.\"_load_id\"
+          where not s.\"_deleted\"
+          group by 1"
+        )
+    }
+
+    /// The number of a statement's first parameter after the arrays.
+    pub(super) fn next_param(&self) -> usize {
+        self.arrays.as_ref().map_or(0, |a| a.columns.len()) + 1
     }
 
     /// A statement that reads `from_incoming`, with its arrays bound.

@@ -15,7 +15,8 @@
 //!    (`duplicates`);
 //! 2. `merge`: under each touched partition's lock, tombstones delete and
 //!    one upsert writes the rows, each partition's delta counted
-//!    (`contents`);
+//!    (`contents`); a versions write's versions stored already with other
+//!    content are refused or held (`versions`);
 //! 3. `closing`: deltas, ledger row and key completion in one statement,
 //!    just before the commit.
 //!
@@ -35,3 +36,4 @@ pub mod publish;
 pub mod publish_many;
 pub mod stage;
 pub mod touched;
+pub mod versions;
