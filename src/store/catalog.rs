@@ -195,6 +195,7 @@ pub async fn declare(
 
 async fn create(conn: &mut PgConnection, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
     create_table(&mut *conn, def).await?;
+    super::history::create(&mut *conn, def).await?;
     sqlx::query("insert into idem.tables (name, definition, inferred) values ($1, $2, $3)")
         .bind(def.name.as_str())
         .bind(sqlx::types::Json(def))
@@ -243,6 +244,7 @@ async fn apply_changes(
     };
     let new_def = stored.apply(changes);
     alter_table(&mut *conn, &new_def, changes).await?;
+    super::history::evolve(&mut *conn, stored, &new_def, changes).await?;
     // A change a write made keeps the table's origin; a declaration makes
     // the table declared.
     sqlx::query(
@@ -332,31 +334,39 @@ async fn alter_table(
     changes: &[SchemaChange],
 ) -> StoreResult<()> {
     let parent = parent_table(&def.name);
-    for change in changes.iter().filter(|c| !c.is_policy()) {
-        let sql = match change {
-            SchemaChange::AddColumn { column, ty } => format!(
-                "alter table {parent} add column {} {}",
-                Ident::column(column),
-                ty.sql_name()
-            ),
-            // A date becomes its midnight in UTC, as idem reads a date sent
-            // for a timestamptz, whatever the session's time zone.
-            SchemaChange::WidenColumn {
-                column,
-                from: ColumnType::Date,
-                to: ColumnType::Timestamptz,
-            } => format!(
-                "alter table {parent} alter column {c} type timestamptz using ({c}::timestamp at time zone 'UTC')",
-                c = Ident::column(column),
-            ),
-            SchemaChange::WidenColumn { column, to, .. } => format!(
-                "alter table {parent} alter column {} type {}",
-                Ident::column(column),
-                to.sql_name()
-            ),
-            _ => continue,
-        };
+    for sql in changes.iter().filter_map(|c| column_change_ddl(&parent, c)) {
         sqlx::query(&sql).execute(&mut *conn).await?;
     }
     Ok(())
+}
+
+/// The DDL that makes a column change (`change`, when it is one) to `table`:
+/// the table itself, or its history.
+pub(super) fn column_change_ddl(table: &Ident, change: &SchemaChange) -> Option<String> {
+    match change {
+        SchemaChange::AddColumn { column, ty } => Some(format!(
+            "alter table {table} add column {} {}",
+            Ident::column(column),
+            ty.sql_name()
+        )),
+        SchemaChange::WidenColumn { column, from, to } => {
+            Some(widen_ddl(table, &Ident::column(column), *from, *to))
+        }
+        _ => None,
+    }
+}
+
+/// Widens `column` of `table` from type `from` to `to`.
+pub(super) fn widen_ddl(table: &Ident, column: &Ident, from: ColumnType, to: ColumnType) -> String {
+    match (from, to) {
+        // A date becomes its midnight in UTC, as idem reads a date sent
+        // for a timestamptz, whatever the session's time zone.
+        (ColumnType::Date, ColumnType::Timestamptz) => format!(
+            "alter table {table} alter column {column} type timestamptz using ({column}::timestamp at time zone 'UTC')"
+        ),
+        _ => format!(
+            "alter table {table} alter column {column} type {}",
+            to.sql_name()
+        ),
+    }
 }

@@ -55,6 +55,10 @@ pub enum StoreError {
     /// was aborted and the caller knows why.
     #[error("the row source failed")]
     RowSource(#[source] io::Error),
+    /// A value a read was asked for is not of its column's type (the
+    /// message names the parameter).
+    #[error("{0}")]
+    BadValue(String),
     /// A stored value is not what idem wrote (a row hash of the wrong size).
     #[error("corrupt stored data: {0}")]
     Corrupt(&'static str),
@@ -72,6 +76,7 @@ impl StoreError {
             StoreError::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
             StoreError::RepeatedKeys { .. } => ProblemCode::BadRows,
             StoreError::KeyInFlight { .. } => ProblemCode::IdempotencyKeyInFlight,
+            StoreError::BadValue(_) => ProblemCode::InvalidRequest,
             StoreError::Database(_)
             | StoreError::Migrate(_)
             | StoreError::RowSource(_)
@@ -100,6 +105,7 @@ impl StoreError {
                 | StoreError::PreconditionFailed(_)
                 | StoreError::KeyInFlight { .. }
                 | StoreError::RepeatedKeys { .. }
+                | StoreError::BadValue(_)
         )
     }
 }

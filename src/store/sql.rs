@@ -21,6 +21,8 @@ use crate::store::{StoreError, StoreResult};
 pub const DATA_SCHEMA: &str = "idem_data";
 pub const PARTS_SCHEMA: &str = "idem_parts";
 pub const STAGING_SCHEMA: &str = "idem_staging";
+/// The schema of the tables that keep a table's versions (`"history"`).
+pub const HISTORY_SCHEMA: &str = "idem_history";
 
 /// A quoted SQL identifier, possibly schema-qualified: `idem_data."orders"`.
 /// `Display` writes it as SQL.
@@ -78,6 +80,11 @@ pub fn join(idents: &[Ident]) -> String {
 /// The parent (partitioned) table: `idem_data."orders"`.
 pub fn parent_table(table: &TableName) -> Ident {
     Ident::qualified(DATA_SCHEMA, Ident::table(table))
+}
+
+/// The table that keeps `table`'s versions: `idem_history."orders"`.
+pub fn history_table(table: &TableName) -> Ident {
+    Ident::qualified(HISTORY_SCHEMA, Ident::table(table))
 }
 
 /// A partition's own table name: `orders__20261012` (`…__2026101213` for an

@@ -1,0 +1,397 @@
+//! The tables that keep a table's versions (`"history": "scd2"`): their
+//! shape, made (and seeded from the stored rows) with their table or when
+//! history is turned on, evolved and dropped with it, and read back with
+//! each version's validity range. The statements that record a write's
+//! versions live in `write::history`.
+//!
+//! A history table (`idem_history.<table>`) holds the user columns (key and
+//! cursor NOT NULL; the others NULL in a removal), `_part` where the table's
+//! partitions are keyed by it, then `_valid_from` (the version's cursor),
+//! `_deleted`, `_load_id`, `_row_hash` (NULL for a removal) and
+//! `_recorded_at`. A version's end is not stored: it is the next version's
+//! start, computed when read, so ranges are contiguous and never overlap
+//! whatever order writers commit in, and writers only ever insert.
+
+use sqlx::{Connection, PgConnection};
+
+use super::catalog::{column_change_ddl, widen_ddl};
+use super::partitions::{json_row_with, RowFormat, RowsRead};
+use super::sql::{self, history_table, label_sql, parent_table, partition_key, Ident, PART_COLUMN};
+use super::{Store, StoreError, StoreResult};
+use crate::names::{ColumnName, TableName};
+use crate::period::Period;
+use crate::schema::{ColumnType, SchemaChange, TableDef};
+
+/// The fields a history read adds after the user columns.
+const READ_FIELDS: [&str; 5] = [
+    "_valid_from",
+    "_valid_to",
+    "_is_current",
+    "_deleted",
+    "_load_id",
+];
+
+/// A history table's shape, from its table's definition.
+pub(crate) struct HistoryShape {
+    pub table: Ident,
+    /// A version's key: the partition key (a partitioned table's), then the
+    /// primary key.
+    pub key: Vec<Ident>,
+    pub cursor: Ident,
+    pub cursor_type: ColumnType,
+    /// The user columns, and whether a removal keeps their value (the key,
+    /// the partition column and the cursor).
+    pub user: Vec<(Ident, ColumnType, bool)>,
+    /// `_part`, where the table's partitions are keyed by it.
+    pub part: Option<(Ident, ColumnType)>,
+}
+
+impl HistoryShape {
+    /// The shape of `def`'s history; none when it keeps none.
+    pub fn of(def: &TableDef) -> Option<HistoryShape> {
+        def.history?;
+        let cursor_name = def.cursor.as_ref()?;
+        let cursor_type = def.column(cursor_name)?.ty;
+        let mut key = Vec::new();
+        if !def.is_plain() {
+            key.push(partition_key(def));
+        }
+        for column in def.primary_key.iter().map(Ident::column) {
+            if !key.contains(&column) {
+                key.push(column);
+            }
+        }
+        let kept = |name: &ColumnName| {
+            def.primary_key.contains(name)
+                || def.partition_by.as_ref() == Some(name)
+                || name == cursor_name
+        };
+        let user = def
+            .columns
+            .iter()
+            .map(|c| (Ident::column(&c.name), c.ty, kept(&c.name)))
+            .collect();
+        let part = (!def.is_plain() && def.keyed_by_part())
+            .then(|| (Ident::system(PART_COLUMN), def.partition_type()));
+        Some(HistoryShape {
+            table: history_table(&def.name),
+            key,
+            cursor: Ident::column(cursor_name),
+            cursor_type,
+            user,
+            part,
+        })
+    }
+
+    /// The key's columns, comma-separated.
+    pub fn key_list(&self) -> String {
+        sql::join(&self.key)
+    }
+
+    /// The columns a recorded version fills, in the order `version_values`
+    /// gives them.
+    pub fn columns(&self) -> String {
+        sql::join(&self.column_idents())
+    }
+
+    fn column_idents(&self) -> Vec<Ident> {
+        let mut columns: Vec<Ident> = self.user.iter().map(|(c, _, _)| c.clone()).collect();
+        columns.extend(self.part.iter().map(|(c, _)| c.clone()));
+        columns.extend(["_valid_from", "_deleted", "_load_id", "_row_hash"].map(Ident::system));
+        columns
+    }
+
+    /// A version of row `alias` as the values `columns` names: valid from
+    /// `valid_from` (which is also its cursor), a removal where `deleted`
+    /// holds (keeping only the key, partition column and cursor), written by
+    /// `load_id`. Each value is named after its column.
+    pub fn version_values(
+        &self,
+        alias: &str,
+        valid_from: &str,
+        deleted: &str,
+        load_id: &str,
+    ) -> String {
+        let mut values: Vec<String> = self
+            .user
+            .iter()
+            .map(|(c, _, kept)| match (c == &self.cursor, kept) {
+                (true, _) => format!("{valid_from} as {c}"),
+                (false, true) => format!("{alias}.{c}"),
+                (false, false) => {
+                    format!("case when {deleted} then null else {alias}.{c} end as {c}")
+                }
+            })
+            .collect();
+        values.extend(self.part.iter().map(|(c, _)| format!("{alias}.{c}")));
+        values.push(format!("{valid_from} as \"_valid_from\""));
+        values.push(format!("{deleted} as \"_deleted\""));
+        values.push(format!("{load_id} as \"_load_id\""));
+        values.push(format!(
+            "case when {deleted} then null else {alias}.\"_row_hash\" end as \"_row_hash\""
+        ));
+        values.join(", ")
+    }
+
+    /// An insert's end: a version already recorded at the same instant with
+    /// the same hash stays as it is; another content replaces it (the latest
+    /// write wins, as the `>=` cursor rule of the current rows has it).
+    pub fn on_conflict(&self) -> String {
+        let update = self
+            .column_idents()
+            .iter()
+            .map(|c| format!("{c} = excluded.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "on conflict ({}, \"_valid_from\") do update set {update}, \"_recorded_at\" = now()
+              where h.\"_row_hash\" is distinct from excluded.\"_row_hash\"",
+            self.key_list()
+        )
+    }
+
+    /// The instant a removal takes effect: now, or just after the removed
+    /// version's cursor `cursor` when that is later (so it follows it).
+    pub fn after(&self, cursor: &str) -> String {
+        match self.cursor_type {
+            ColumnType::Date => format!("greatest(current_date, {cursor} + 1)"),
+            _ => format!("greatest(now(), {cursor} + interval '1 microsecond')"),
+        }
+    }
+
+    /// The transaction's instant, in the cursor's type (a tombstone's
+    /// version when it carries no cursor).
+    pub fn now(&self) -> &'static str {
+        match self.cursor_type {
+            ColumnType::Date => "current_date",
+            _ => "now()",
+        }
+    }
+}
+
+/// Makes `def`'s history table, empty (a new table's).
+pub(crate) async fn create(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
+    let Some(shape) = HistoryShape::of(def) else {
+        return Ok(());
+    };
+    let user = shape.user.iter().map(|(c, ty, _)| {
+        let not_null = shape.key.contains(c) || c == &shape.cursor;
+        format!(
+            "{c} {}{}",
+            ty.sql_name(),
+            if not_null { " not null" } else { "" }
+        )
+    });
+    let part = shape
+        .part
+        .iter()
+        .map(|(c, ty)| format!("{c} {} not null", ty.sql_name()));
+    let system = [
+        format!("\"_valid_from\" {} not null", shape.cursor_type.sql_name()),
+        "\"_deleted\" boolean not null".into(),
+        "\"_load_id\" uuid not null".into(),
+        "\"_row_hash\" bytea".into(),
+        "\"_recorded_at\" timestamptz not null default now()".into(),
+    ];
+    let columns: Vec<String> = user.chain(part).chain(system).collect();
+    let table = &shape.table;
+    sqlx::query(&format!("create table {table} ({})", columns.join(", ")))
+        .execute(&mut *conn)
+        .await?;
+    // The key and instant name a version; readers scan a key's versions in
+    // order along it.
+    sqlx::query(&format!(
+        "create unique index {} on {table} ({}, \"_valid_from\")",
+        Ident::system(&format!("{}__versions", def.name)),
+        shape.key_list()
+    ))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Makes `def`'s history table and records every stored row as a version
+/// (history turned on for a table that has rows).
+async fn create_seeded(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
+    create(&mut *conn, def).await?;
+    let Some(shape) = HistoryShape::of(def) else {
+        return Ok(());
+    };
+    let values = shape.version_values(
+        "t",
+        &format!("t.{}", shape.cursor),
+        "false",
+        "t.\"_load_id\"",
+    );
+    // language=PostgreSQL
+    sqlx::query(&format!(
+        "insert into {} ({}) select {values} from {} t",
+        shape.table,
+        shape.columns(),
+        parent_table(&def.name)
+    ))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Follows a schema change of the table (`old` to `new` by `changes`) in
+/// its history: made and seeded when history is turned on, the same column
+/// added or widened otherwise. In the change's transaction.
+pub(crate) async fn evolve(
+    conn: &mut PgConnection,
+    old: &TableDef,
+    new: &TableDef,
+    changes: &[SchemaChange],
+) -> StoreResult<()> {
+    let Some(shape) = HistoryShape::of(new) else {
+        return Ok(());
+    };
+    if old.history.is_none() {
+        return create_seeded(conn, new).await;
+    }
+    for change in changes {
+        let mut statements: Vec<String> = column_change_ddl(&shape.table, change)
+            .into_iter()
+            .collect();
+        // The versions' instants are the cursor's values, in its type.
+        if let SchemaChange::WidenColumn { column, from, to } = change {
+            if Ident::column(column) == shape.cursor {
+                let valid_from = Ident::system("_valid_from");
+                statements.push(widen_ddl(&shape.table, &valid_from, *from, *to));
+            }
+        }
+        for statement in statements {
+            sqlx::query(&statement).execute(&mut *conn).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Drops `table`'s history, if it keeps one.
+pub(crate) async fn drop(conn: &mut PgConnection, table: &TableName) -> StoreResult<()> {
+    sqlx::query(&format!("drop table if exists {}", history_table(table)))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// What a history read asks for.
+#[derive(Clone, Debug, Default)]
+pub struct HistoryQuery {
+    /// The key's value, column by column (every primary key column, or none
+    /// for every key); each named in errors by its query parameter.
+    pub key: Vec<(ColumnName, String, String)>,
+    /// One partition's versions (none: every partition's).
+    pub ds: Option<Period>,
+    /// The versions valid at this instant, as the cursor's type reads it.
+    pub as_of: Option<String>,
+}
+
+/// A history read, open in its snapshot.
+pub struct HistorySnapshot {
+    rows: RowsRead,
+}
+
+impl HistorySnapshot {
+    /// Streams the versions as NDJSON.
+    pub fn stream(self) -> tokio::sync::mpsc::Receiver<std::io::Result<bytes::Bytes>> {
+        self.rows.stream(RowFormat::Ndjson)
+    }
+}
+
+impl Store {
+    /// Opens a read of `def`'s history: the versions `query` asks for, in
+    /// key and instant order, each with its range. A value that is not of
+    /// its column's type is refused before anything is read.
+    pub async fn open_history(
+        &self,
+        def: &TableDef,
+        query: &HistoryQuery,
+    ) -> StoreResult<HistorySnapshot> {
+        let shape = HistoryShape::of(def).ok_or(StoreError::Corrupt("a table without history"))?;
+        let conn = self.acquire().await?;
+        let begin = "begin isolation level repeatable read read only";
+        let mut tx = sqlx::Transaction::begin(conn, Some(begin.into())).await?;
+        let mut params = Vec::new();
+        let mut filters = vec!["true".to_string()];
+        for (column, value, parameter) in &query.key {
+            let ty = def.column(column).map_or(ColumnType::Text, |c| c.ty);
+            check_value(&mut tx, value, ty, parameter).await?;
+            params.push(value.clone());
+            let c = Ident::column(column);
+            filters.push(format!("h.{c} = ${}::{}", params.len(), ty.sql_name()));
+        }
+        if let Some(ds) = query.ds {
+            params.push(ds.label());
+            filters.push(format!("{} = ${}", label_sql(def, "h"), params.len()));
+        }
+        let mut as_of = "true".to_string();
+        if let Some(at) = &query.as_of {
+            check_value(&mut tx, at, shape.cursor_type, "as_of").await?;
+            params.push(at.clone());
+            let at = format!("${}::{}", params.len(), shape.cursor_type.sql_name());
+            as_of = format!(
+                "v.\"_valid_from\" <= {at} and (v.\"_valid_to\" is null or {at} < v.\"_valid_to\")
+                 and not v.\"_deleted\""
+            );
+        }
+        let select = history_select(&shape, &filters.join(" and "), &as_of);
+        let fields: Vec<&str> = READ_FIELDS.to_vec();
+        let json_row = json_row_with(def, &fields);
+        Ok(HistorySnapshot {
+            rows: RowsRead::new(tx, select, json_row, params),
+        })
+    }
+}
+
+/// The versions `filters` (on `h`) selects, each with its range, those of
+/// them that `as_of` (on `v`) keeps, in key and instant order.
+fn history_select(shape: &HistoryShape, filters: &str, as_of: &str) -> String {
+    let user: Vec<String> = shape
+        .user
+        .iter()
+        .map(|(c, _, _)| format!("v.{c}"))
+        .collect();
+    let key = shape.key_list();
+    let key_v: Vec<String> = shape.key.iter().map(|c| format!("v.{c}")).collect();
+    // language=PostgreSQL
+    format!(
+        "select {}, v.\"_valid_from\", v.\"_valid_to\", v.\"_valid_to\" is null as \"_is_current\",
+                v.\"_deleted\", v.\"_load_id\"
+           from (select h.*, lead(h.\"_valid_from\") over (partition by {key} order by h.\"_valid_from\") as \"_valid_to\"
+                   from {} h where {filters}) v
+          where {as_of}
+          order by {}, v.\"_valid_from\"",
+        user.join(", "),
+        shape.table,
+        key_v.join(", ")
+    )
+}
+
+/// Refuses `value` when it is not a `ty` (`parameter` names it to the
+/// caller). Tried in a savepoint, so the read goes on after a refusal's
+/// check fails nothing else.
+async fn check_value(
+    conn: &mut PgConnection,
+    value: &str,
+    ty: ColumnType,
+    parameter: &str,
+) -> StoreResult<()> {
+    let mut savepoint = conn.begin().await?;
+    let cast = sqlx::query(&format!("select $1::{}", ty.sql_name()))
+        .bind(value)
+        .execute(&mut *savepoint)
+        .await;
+    match cast {
+        Ok(_) => Ok(savepoint.commit().await?),
+        Err(sqlx::Error::Database(db)) if db.code().is_some_and(|c| c.starts_with("22")) => {
+            savepoint.rollback().await?;
+            Err(StoreError::BadValue(format!(
+                "{parameter}: {value:?} is not a {}",
+                ty.sql_name()
+            )))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,157 @@
+//! A write's versions recorded in its table's history (see
+//! `store::history`), one statement in the write's own transaction: a
+//! POST's incoming rows after its upsert, a swap's differences between the
+//! live partition and its stage before the swap, a dropped partition's keys
+//! as removals. Tables without history pay nothing: no statement runs.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::merge_sql::MergeSql;
+use crate::schema::{MergeMode, TableDef};
+use crate::store::history::HistoryShape;
+use crate::store::sql::{partition_key, Ident};
+use crate::store::StoreResult;
+
+/// Records the incoming rows a merge read (`sql.from_incoming`) as
+/// versions, after its upsert: under `merge` and `patch` (filled in) every
+/// version sent, late ones included, and tombstones as removals at their
+/// cursor (or now, without one); under the other modes the rows the table
+/// now holds as sent (the ones written, or found written already).
+pub(super) async fn record_incoming(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    sql: &MergeSql,
+    mode: MergeMode,
+) -> StoreResult<()> {
+    let Some(shape) = HistoryShape::of(def) else {
+        return Ok(());
+    };
+    let cursor = &shape.cursor;
+    let valid_from = format!("coalesce(s.{cursor}, {})", shape.now());
+    let values = shape.version_values("s", &valid_from, "s.\"_deleted\"", "s.\"_load_id\"");
+    let filter = match mode {
+        MergeMode::Merge | MergeMode::Patch => "true".to_string(),
+        MergeMode::InsertMissing | MergeMode::Append | MergeMode::Versions => {
+            stored_as_sent(def, sql)
+        }
+    };
+    let key = shape.key_list();
+    // In key order, as the upsert locked its keys: two writers wait for
+    // each other's versions of a key in one order, and cannot deadlock.
+    // language=PostgreSQL
+    let insert = format!(
+        "insert into {} as h ({})
+         select distinct on ({key}, \"_valid_from\") *
+           from (select {values} from {} where {filter}) v
+          order by {key}, \"_valid_from\"
+         {}",
+        shape.table,
+        shape.columns(),
+        sql.from_incoming,
+        shape.on_conflict()
+    );
+    sql.query(&insert).execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// Whether incoming row `s` is stored as it was sent: a row of the same
+/// identity and hash is in the table.
+fn stored_as_sent(def: &TableDef, sql: &MergeSql) -> String {
+    let identity: Vec<String> = std::iter::once(partition_key(def))
+        .chain(def.identity().into_iter().map(Ident::column))
+        .map(|c| format!("t.{c} = s.{c}"))
+        .collect();
+    format!(
+        "not s.\"_deleted\" and exists (select 1 from {} t where {} and t.\"_row_hash\" = s.\"_row_hash\")",
+        sql.parent,
+        identity.join(" and ")
+    )
+}
+
+/// The partition a swap replaces and the stage it is replaced with (either
+/// may be absent: a new partition, a dropped one).
+pub(crate) struct Replacement<'a> {
+    pub live: Option<&'a Ident>,
+    pub stage: Option<&'a Ident>,
+    pub load_id: Uuid,
+}
+
+/// Records what replacing `live` by `stage` changes, before the swap: each
+/// staged row that is not in the live partition as it is (a new key, or a
+/// new content) is a version; each key of the live partition that the stage
+/// lacks is removed, just after its latest version or now, whichever is
+/// later.
+pub(crate) async fn record_replacement(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    replacement: Replacement<'_>,
+) -> StoreResult<()> {
+    let Some(shape) = HistoryShape::of(def) else {
+        return Ok(());
+    };
+    let Replacement {
+        live,
+        stage,
+        load_id,
+    } = replacement;
+    let cursor = &shape.cursor;
+    let key = shape.key_list();
+    let matching = |columns: &[Ident]| {
+        columns
+            .iter()
+            .map(|c| format!("p.{c} = s.{c}"))
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    let mut parts = Vec::with_capacity(2);
+    if let Some(stage) = stage {
+        let values = shape.version_values("s", &format!("s.{cursor}"), "false", "$1::uuid");
+        let unchanged = live.map_or(String::new(), |live| {
+            let identity: Vec<Ident> = std::iter::once(partition_key(def))
+                .chain(def.identity().into_iter().map(Ident::column))
+                .collect();
+            format!(
+                "where not exists (select 1 from {live} p where {} and p.\"_row_hash\" = s.\"_row_hash\")",
+                matching(&identity)
+            )
+        });
+        parts.push(format!("select {values} from {stage} s {unchanged}"));
+    }
+    if let Some(live) = live {
+        let values = shape.version_values(
+            "p",
+            &shape.after(&format!("p.{cursor}")),
+            "true",
+            "$1::uuid",
+        );
+        let kept = stage.map_or(String::new(), |stage| {
+            format!(
+                "where not exists (select 1 from {stage} s where {})",
+                matching(&shape.key)
+            )
+        });
+        parts.push(format!(
+            "select {values} from (select distinct on ({key}) * from {live} p {kept}
+                                    order by {key}, {cursor} desc) p"
+        ));
+    }
+    if parts.is_empty() {
+        return Ok(());
+    }
+    // language=PostgreSQL
+    let insert = format!(
+        "insert into {} as h ({})
+         select * from ({}) v order by {key}, \"_valid_from\"
+         {}",
+        shape.table,
+        shape.columns(),
+        parts.join(" union all "),
+        shape.on_conflict()
+    );
+    sqlx::query(&insert)
+        .bind(load_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
