@@ -249,7 +249,7 @@ async fn history_turned_on_later_starts_from_the_stored_rows() {
     assert_eq!(r.status(), 409);
     assert_eq!(json_body(r).await["code"], "no_history");
 
-    let with_history = plain.replace("}\"", "}\"").replace(
+    let with_history = plain.replace(
         "\"write_mode\": \"versions\"",
         "\"write_mode\": \"versions\", \"history\": \"scd2\"",
     );
@@ -331,8 +331,9 @@ async fn concurrent_writers_leave_each_key_the_history_of_every_version_sent() {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_nanos() as u64
+        .subsec_nanos()
         | 1;
+    let seed = u64::from(seed);
     println!("seed {seed}");
     const KEYS: i64 = 50;
     const HOURS: u64 = 12;
@@ -355,7 +356,10 @@ async fn concurrent_writers_leave_each_key_the_history_of_every_version_sent() {
             }
             // Each body in its own order.
             for i in (1..body.len()).rev() {
-                body.swap(i, usize::try_from(choices.next(i as u64 + 1)).unwrap());
+                body.swap(
+                    i,
+                    usize::try_from(choices.next(u64::try_from(i + 1).unwrap())).unwrap(),
+                );
             }
             bodies.push(body);
         }
@@ -417,4 +421,40 @@ async fn concurrent_writers_leave_each_key_the_history_of_every_version_sent() {
         versions.len(),
         sent.values().map(BTreeSet::len).sum::<usize>()
     );
+}
+
+#[tokio::test]
+async fn a_plain_table_and_a_monthly_one_keep_history_by_their_keys() {
+    let plain = ACCOUNTS.replace("\"partition_by\": \"ds\"", "\"partition_by\": null");
+    let app = declared(&plain).await;
+    merge(&app, "merge", &[version(1, "a", 1), version(2, "a", 1)]).await;
+    merge(&app, "merge", &[version(1, "b", 2)]).await;
+    let r = app
+        .put_ndjson("/tables/accounts/rows", &[version(1, "b", 2)])
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let versions = history(&app, "").await;
+    let statuses = [json!("a"), json!("b"), json!("a"), Value::Null];
+    assert_eq!(
+        field(&versions, "status"),
+        statuses.iter().collect::<Vec<_>>()
+    );
+    assert_eq!(field(&versions, "_deleted"), [false, false, false, true]);
+    let r = app.get("/tables/accounts/history/rows?ds=2026-10-12").await;
+    assert_eq!(r.status(), 400);
+
+    let monthly = ACCOUNTS.replace(
+        "\"partition_by\": \"ds\"",
+        "\"partition_by\": \"ds\", \"grain\": \"month\"",
+    );
+    let app = declared(&monthly).await;
+    let mut next_day = version(1, "b", 2);
+    next_day["ds"] = json!("2026-10-13");
+    merge(&app, "merge", &[version(1, "a", 1)]).await;
+    merge(&app, "merge", &[next_day]).await;
+    let versions = history(&app, "key=1&ds=2026-10").await;
+    assert_eq!(field(&versions, "status"), ["a", "b"]);
+    assert_eq!(field(&versions, "ds"), ["2026-10-12", "2026-10-13"]);
+    assert_contiguous(&versions);
+    assert!(history(&app, "ds=2026-11").await.is_empty());
 }
