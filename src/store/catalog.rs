@@ -9,12 +9,12 @@ use serde::Serialize;
 use sqlx::{Connection, PgConnection, Row};
 
 use super::locks::lock_table;
-use super::sql::{column_ddl, key_index_columns, parent_table, partition_key, Ident};
+use super::sql::{
+    column_change_ddl, column_ddl, key_index_columns, parent_table, partition_key, Ident,
+};
 use super::{Store, StoreResult};
 use crate::names::TableName;
-use crate::schema::{
-    check_width, plan_changes, ColumnType, SchemaChange, SchemaPolicy, SchemaWants, TableDef,
-};
+use crate::schema::{check_width, plan_changes, SchemaChange, SchemaPolicy, SchemaWants, TableDef};
 use uuid::Uuid;
 
 #[derive(Clone, Debug, Serialize)]
@@ -338,35 +338,4 @@ async fn alter_table(
         sqlx::query(&sql).execute(&mut *conn).await?;
     }
     Ok(())
-}
-
-/// The DDL that makes a column change (`change`, when it is one) to `table`:
-/// the table itself, or its history.
-pub(super) fn column_change_ddl(table: &Ident, change: &SchemaChange) -> Option<String> {
-    match change {
-        SchemaChange::AddColumn { column, ty } => Some(format!(
-            "alter table {table} add column {} {}",
-            Ident::column(column),
-            ty.sql_name()
-        )),
-        SchemaChange::WidenColumn { column, from, to } => {
-            Some(widen_ddl(table, &Ident::column(column), *from, *to))
-        }
-        _ => None,
-    }
-}
-
-/// Widens `column` of `table` from type `from` to `to`.
-pub(super) fn widen_ddl(table: &Ident, column: &Ident, from: ColumnType, to: ColumnType) -> String {
-    match (from, to) {
-        // A date becomes its midnight in UTC, as idem reads a date sent
-        // for a timestamptz, whatever the session's time zone.
-        (ColumnType::Date, ColumnType::Timestamptz) => format!(
-            "alter table {table} alter column {column} type timestamptz using ({column}::timestamp at time zone 'UTC')"
-        ),
-        _ => format!(
-            "alter table {table} alter column {column} type {}",
-            to.sql_name()
-        ),
-    }
 }
