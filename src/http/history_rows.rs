@@ -15,7 +15,7 @@ use super::{parse_period, table_def, ApiQuery, AppState, Caller, TablePath};
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::schema::TableDef;
-use crate::store::history::HistoryQuery;
+use crate::store::history::{HistoryQuery, KeyValue};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/tables/{table}/history/rows", get(get_history_rows))
@@ -74,9 +74,11 @@ fn history_query(def: &TableDef, params: &[(String, String)]) -> ApiResult<Histo
                 let Some(column) = def.primary_key.iter().find(|c| c.as_str() == column) else {
                     return invalid(format!("{name}: {column:?} is not a primary key column"));
                 };
-                query
-                    .key
-                    .push((column.clone(), value.clone(), name.clone()));
+                query.key.push(KeyValue {
+                    column: column.clone(),
+                    value: value.clone(),
+                    parameter: name.clone(),
+                });
             }
         }
     }
@@ -90,13 +92,17 @@ fn history_query(def: &TableDef, params: &[(String, String)]) -> ApiResult<Histo
         if !query.key.is_empty() {
             return invalid("key: give key= or key.<column>=, not both".into());
         }
-        query.key.push((column.clone(), value, "key".into()));
+        query.key.push(KeyValue {
+            column: column.clone(),
+            value,
+            parameter: "key".into(),
+        });
     }
     if !query.key.is_empty() && query.key.len() != def.primary_key.len() {
         let missing: Vec<String> = def
             .primary_key
             .iter()
-            .filter(|c| !query.key.iter().any(|(k, _, _)| k == *c))
+            .filter(|c| !query.key.iter().any(|k| &k.column == *c))
             .map(|c| format!("key.{}", c.as_str()))
             .collect();
         return invalid(format!(

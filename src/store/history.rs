@@ -1,8 +1,8 @@
-//! The tables that keep a table's versions (`"history": "scd2"`): their
-//! shape, made (and seeded from the stored rows) with their table or when
-//! history is turned on, evolved and dropped with it, and read back with
-//! each version's validity range. The statements that record a write's
-//! versions live in `write::history`.
+//! The tables that keep a table's versions (`"history": "scd2"`): made (and
+//! seeded from the stored rows) with their table or when history is turned
+//! on, evolved and dropped with it, and read back with each version's
+//! validity range. Their shape (`HistoryShape`) and the statements that
+//! record a write's versions live in `write::history`.
 //!
 //! A history table (`idem_history.<table>`) holds the user columns (key and
 //! cursor NOT NULL; the others NULL in a removal), `_part` where the table's
@@ -142,12 +142,21 @@ pub(crate) async fn drop(conn: &mut PgConnection, table: &TableName) -> StoreRes
 #[derive(Clone, Debug, Default)]
 pub struct HistoryQuery {
     /// The key's value, column by column (every primary key column, or none
-    /// for every key); each named in errors by its query parameter.
-    pub key: Vec<(ColumnName, String, String)>,
+    /// for every key).
+    pub key: Vec<KeyValue>,
     /// One partition's versions (none: every partition's).
     pub ds: Option<Period>,
     /// The versions valid at this instant, as the cursor's type reads it.
     pub as_of: Option<String>,
+}
+
+/// One key column's value in a history read.
+#[derive(Clone, Debug)]
+pub struct KeyValue {
+    pub column: ColumnName,
+    pub value: String,
+    /// The query parameter that gave it, named when the value is refused.
+    pub parameter: String,
 }
 
 /// A history read, open in its snapshot.
@@ -177,7 +186,12 @@ impl Store {
         let mut tx = sqlx::Transaction::begin(conn, Some(begin.into())).await?;
         let mut params = Vec::new();
         let mut filters = vec!["true".to_string()];
-        for (column, value, parameter) in &query.key {
+        for KeyValue {
+            column,
+            value,
+            parameter,
+        } in &query.key
+        {
             let ty = def.column(column).map_or(ColumnType::Text, |c| c.ty);
             check_value(&mut tx, value, ty, parameter).await?;
             params.push(value.clone());
