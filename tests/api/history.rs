@@ -458,3 +458,57 @@ async fn a_plain_table_and_a_monthly_one_keep_history_by_their_keys() {
     assert_contiguous(&versions);
     assert!(history(&app, "ds=2026-11").await.is_empty());
 }
+
+#[tokio::test]
+async fn a_range_put_and_a_staged_load_record_what_they_change() {
+    let app = declared(ACCOUNTS).await;
+    let on = |day: &str, mut row: Value| {
+        row["ds"] = json!(day);
+        row
+    };
+    let (d12, d13) = ("2026-10-12", "2026-10-13");
+    merge(
+        &app,
+        "merge",
+        &[version(1, "a", 1), on(d13, version(2, "a", 1))],
+    )
+    .await;
+    let body = ndjson(&[version(1, "b", 2), on(d13, version(3, "a", 1))]);
+    let range = format!("/partitions/accounts?from={d12}&to={d13}");
+    let r = app.put(&range, "application/x-ndjson", body).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    assert_eq!(field(&history(&app, "key=1").await, "status"), ["a", "b"]);
+    let two = history(&app, &format!("key=2&ds={d13}")).await;
+    assert_eq!(field(&two, "_deleted"), [false, true]);
+
+    let request = json!({"table": "accounts", "target": {"range": {"from": d12, "to": d13}}});
+    let r = app
+        .client
+        .post(app.url("/loads"))
+        .header("idempotency-key", fresh_key())
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let load_id = json_body(r).await["load_id"].as_str().unwrap().to_string();
+    for (n, day, row) in [
+        (1, d12, version(1, "c", 3)),
+        (2, d13, on(d13, version(3, "a", 1))),
+    ] {
+        let path = format!("/loads/{load_id}/parts/{n}?ds={day}");
+        let r = app.put_ndjson(&path, &[row]).await;
+        assert_eq!(r.status(), 200, "part {n}");
+    }
+    let r = app
+        .client
+        .post(app.url(&format!("/loads/{load_id}/publish")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let one = history(&app, "key=1").await;
+    assert_eq!(field(&one, "status"), ["a", "b", "c"]);
+    assert_eq!(one[2]["_load_id"], load_id.as_str());
+    assert_eq!(history(&app, "key=3").await.len(), 1, "unchanged");
+}
