@@ -56,6 +56,8 @@ problem_codes! {
     SchemaConflict => "schema_conflict",
     /// A `/partitions` request for a table without partitions.
     NotPartitioned => "not_partitioned",
+    /// A history read of a table declared without `"history"`.
+    NoHistory => "no_history",
     PreconditionFailed => "precondition_failed",
     InvalidAuthorization => "invalid_authorization",
     Unauthorized => "unauthorized",

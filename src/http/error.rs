@@ -56,6 +56,9 @@ pub enum ApiError {
     /// A partition of a table that has none (`"partition_by": null`).
     #[error("table {0:?} has no partitions; use /tables/{0}/rows")]
     NotPartitioned(crate::names::TableName),
+    /// A history read of a table that keeps none.
+    #[error("table {0:?} keeps no history; declare it with \"history\": \"scd2\"")]
+    NoHistory(crate::names::TableName),
     /// The `Host` is not one of `IDEM_ALLOWED_HOSTS`.
     #[error("{0}")]
     HostNotAllowed(String),
@@ -126,6 +129,7 @@ impl ApiError {
             Forbidden(_) => ProblemCode::Forbidden,
             InvalidTokenRequest(_) => ProblemCode::InvalidTokenRequest,
             NotPartitioned(_) => ProblemCode::NotPartitioned,
+            NoHistory(_) => ProblemCode::NoHistory,
             HostNotAllowed(_) => ProblemCode::HostNotAllowed,
             InvalidAuthorization(_) => ProblemCode::InvalidAuthorization,
             Name(_) => ProblemCode::InvalidName,
@@ -171,6 +175,7 @@ impl ApiError {
             ProblemCode::LoadNotOpen => (StatusCode::CONFLICT, "Load not open"),
             ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
             ProblemCode::NotPartitioned => (StatusCode::CONFLICT, "Table not partitioned"),
+            ProblemCode::NoHistory => (StatusCode::CONFLICT, "Table keeps no history"),
             ProblemCode::AuditFailed => (StatusCode::UNPROCESSABLE_ENTITY, "Audit failed"),
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
             ProblemCode::PreconditionFailed => {

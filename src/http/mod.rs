@@ -4,6 +4,7 @@ pub mod auth;
 pub mod duplicates;
 pub mod edge;
 pub mod error;
+pub mod history_rows;
 pub mod idempotency_keys;
 pub mod loads;
 pub mod many;
@@ -144,6 +145,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .merge(tables::router())
         .merge(table_rows::router())
+        .merge(history_rows::router())
         .merge(partitions::router())
         .merge(many::router())
         .merge(rows::router())

@@ -9,12 +9,12 @@ use serde::Serialize;
 use sqlx::{Connection, PgConnection, Row};
 
 use super::locks::lock_table;
-use super::sql::{column_ddl, key_index_columns, parent_table, partition_key, Ident};
+use super::sql::{
+    column_change_ddl, column_ddl, key_index_columns, parent_table, partition_key, Ident,
+};
 use super::{Store, StoreResult};
 use crate::names::TableName;
-use crate::schema::{
-    check_width, plan_changes, ColumnType, SchemaChange, SchemaPolicy, SchemaWants, TableDef,
-};
+use crate::schema::{check_width, plan_changes, SchemaChange, SchemaPolicy, SchemaWants, TableDef};
 use uuid::Uuid;
 
 #[derive(Clone, Debug, Serialize)]
@@ -195,6 +195,7 @@ pub async fn declare(
 
 async fn create(conn: &mut PgConnection, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
     create_table(&mut *conn, def).await?;
+    super::history::create(&mut *conn, def).await?;
     sqlx::query("insert into idem.tables (name, definition, inferred) values ($1, $2, $3)")
         .bind(def.name.as_str())
         .bind(sqlx::types::Json(def))
@@ -243,6 +244,7 @@ async fn apply_changes(
     };
     let new_def = stored.apply(changes);
     alter_table(&mut *conn, &new_def, changes).await?;
+    super::history::evolve(&mut *conn, stored, &new_def, changes).await?;
     // A change a write made keeps the table's origin; a declaration makes
     // the table declared.
     sqlx::query(
@@ -332,30 +334,7 @@ async fn alter_table(
     changes: &[SchemaChange],
 ) -> StoreResult<()> {
     let parent = parent_table(&def.name);
-    for change in changes.iter().filter(|c| !c.is_policy()) {
-        let sql = match change {
-            SchemaChange::AddColumn { column, ty } => format!(
-                "alter table {parent} add column {} {}",
-                Ident::column(column),
-                ty.sql_name()
-            ),
-            // A date becomes its midnight in UTC, as idem reads a date sent
-            // for a timestamptz, whatever the session's time zone.
-            SchemaChange::WidenColumn {
-                column,
-                from: ColumnType::Date,
-                to: ColumnType::Timestamptz,
-            } => format!(
-                "alter table {parent} alter column {c} type timestamptz using ({c}::timestamp at time zone 'UTC')",
-                c = Ident::column(column),
-            ),
-            SchemaChange::WidenColumn { column, to, .. } => format!(
-                "alter table {parent} alter column {} type {}",
-                Ident::column(column),
-                to.sql_name()
-            ),
-            _ => continue,
-        };
+    for sql in changes.iter().filter_map(|c| column_change_ddl(&parent, c)) {
         sqlx::query(&sql).execute(&mut *conn).await?;
     }
     Ok(())

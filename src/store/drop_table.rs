@@ -1,5 +1,5 @@
 //! Dropping a whole table (`DELETE /tables/{table}`): its Postgres table
-//! and partitions, its registry rows, rejects, duplicates, schema history,
+//! and partitions, its history, its registry rows, rejects, duplicates, schema history,
 //! partition deltas, the Idempotency-Keys of its loads and the staged rows
 //! of its open loads (abandoned), in one
 //! transaction. The ledger keeps the table's loads, each marked with the
@@ -67,6 +67,7 @@ async fn remove(
     sqlx::query(&format!("drop table if exists {}", parent_table(table)))
         .execute(&mut *tx)
         .await?;
+    super::history::drop(&mut *tx, table).await?;
     // A key's stored answer tells of rows that are gone: the same request
     // sent again (a rerun after a fix) must write again, not replay.
     // language=PostgreSQL

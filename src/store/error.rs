@@ -60,6 +60,10 @@ pub enum StoreError {
     /// was aborted and the caller knows why.
     #[error("the row source failed")]
     RowSource(#[source] io::Error),
+    /// A value a read was asked for is not of its column's type (the
+    /// message names the parameter).
+    #[error("{0}")]
+    BadValue(String),
     /// A stored value is not what idem wrote (a row hash of the wrong size).
     #[error("corrupt stored data: {0}")]
     Corrupt(&'static str),
@@ -79,6 +83,7 @@ impl StoreError {
                 ProblemCode::BadRows
             }
             StoreError::KeyInFlight { .. } => ProblemCode::IdempotencyKeyInFlight,
+            StoreError::BadValue(_) => ProblemCode::InvalidRequest,
             StoreError::Database(_)
             | StoreError::Migrate(_)
             | StoreError::RowSource(_)
@@ -108,6 +113,7 @@ impl StoreError {
                 | StoreError::KeyInFlight { .. }
                 | StoreError::RepeatedKeys { .. }
                 | StoreError::ConflictingVersions { .. }
+                | StoreError::BadValue(_)
         )
     }
 }

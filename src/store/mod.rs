@@ -16,6 +16,7 @@ pub mod completed_keys;
 pub mod drop_table;
 pub mod duplicates_log;
 pub mod error;
+pub mod history;
 pub mod idempotency;
 pub mod ledger;
 pub mod locks;

@@ -15,6 +15,7 @@ use super::sql::{
     column_list, parent_table, partition_key, partition_table, period_literal, quote_literal, Ident,
 };
 use super::write::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
+use super::write::history::{record_replacement, Replacement};
 use super::StoreError;
 use super::{Store, StoreResult};
 use crate::ingest::ContentHash;
@@ -115,10 +116,21 @@ async fn send_csv(conn: &mut PgConnection, select: &str, tx: &Chunks) -> Result<
 /// jsonb column out, as a JSON body leaves it out. `||` rather than
 /// `concat_ws`: a function takes at most 100 arguments, a table has more columns.
 fn json_row(def: &TableDef) -> String {
+    json_row_with(def, &[])
+}
+
+/// `json_row` of a read that selects idem's fields `extra` (none of them
+/// jsonb) after the user columns.
+pub(super) fn json_row_with(def: &TableDef, extra: &[&str]) -> String {
     let nullable_jsonb = |c: &Column| c.ty == ColumnType::Jsonb && c.nullable;
     if !def.columns.iter().any(nullable_jsonb) {
         return "row_to_json(_row)::text".into();
     }
+    let extra = extra.iter().map(|name| {
+        let key = quote_literal(&format!(",\"{name}\":"));
+        let value = format!("_row.{}", Ident::system(name));
+        format!("{key} || coalesce(to_json({value})::text, 'null')")
+    });
     let fields: Vec<String> = def
         .columns
         .iter()
@@ -132,6 +144,7 @@ fn json_row(def: &TableDef) -> String {
                 format!("{key} || coalesce(to_json({value})::text, 'null')")
             }
         })
+        .chain(extra)
         .collect();
     format!("'{{' || substr({}, 2) || '}}'", fields.join(" || "))
 }
@@ -140,16 +153,20 @@ fn json_row(def: &TableDef) -> String {
 /// elements of one JSON array.
 async fn send_json(
     conn: &mut PgConnection,
-    select: &str,
-    json_row: &str,
+    read: (&str, &str, &[String]),
     format: RowFormat,
     tx: &Chunks,
 ) -> Result<(), sqlx::Error> {
+    let (select, json_row, params) = read;
     let array = format == RowFormat::Json;
     // The alias starts with `_`, as no user column does: a column named
     // like it would be taken for the whole row.
     let sql = format!("select {json_row} from ({select}) _row");
-    let mut rows = sqlx::query_scalar::<_, String>(&sql).fetch(&mut *conn);
+    let mut query = sqlx::query_scalar::<_, String>(&sql);
+    for param in params {
+        query = query.bind(param);
+    }
+    let mut rows = query.fetch(&mut *conn);
     let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
     let mut first = true;
     if array {
@@ -246,11 +263,7 @@ impl Store {
             period_literal(def, ds)
         );
         Ok(info.map(|info| PartitionSnapshot {
-            rows: RowsRead {
-                tx,
-                select,
-                json_row: json_row(def),
-            },
+            rows: RowsRead::new(tx, select, json_row(def), Vec::new()),
             info,
         }))
     }
@@ -294,11 +307,7 @@ impl Store {
             false => parts.join(" union all "),
         };
         Ok(TableSnapshot {
-            rows: RowsRead {
-                tx,
-                select,
-                json_row: json_row(def),
-            },
+            rows: RowsRead::new(tx, select, json_row(def), Vec::new()),
             content,
         })
     }
@@ -309,23 +318,27 @@ impl Store {
         let mut conn = self.acquire().await?;
         let mut tx = conn.begin().await?;
         lock_partition(&mut tx, &def.name, ds).await?;
-        if !remove_partition(&mut tx, def, ds).await? {
+        // No load removes it: its keys' removals name the nil load.
+        if !remove_partition(&mut tx, def, ds, Uuid::nil()).await? {
             return Ok(false);
         }
         // The day's pending rejects belonged to a version of it that is gone:
         // a replay must not bring the day back.
-        super::rejects::supersede(&mut tx, &def.name, ds, uuid::Uuid::nil()).await?;
+        super::rejects::supersede(&mut tx, &def.name, ds, Uuid::nil()).await?;
         tx.commit().await?;
         Ok(true)
     }
 }
 
 /// Removes partition `ds` of `def` (its registry row, its deltas, its
-/// table) under the caller's lock on it; false when it did not exist.
+/// table; its keys recorded as removed by `load_id` in the table's history,
+/// if it keeps one) under the caller's lock on it; false when it did not
+/// exist.
 pub(crate) async fn remove_partition(
     tx: &mut PgConnection,
     def: &TableDef,
     ds: Period,
+    load_id: Uuid,
 ) -> StoreResult<bool> {
     let deleted = sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
         .bind(def.name.as_str())
@@ -338,6 +351,12 @@ pub(crate) async fn remove_partition(
     }
     contents::clear_deltas(tx, &def.name, ds).await?;
     let partition = partition_table(&def.name, ds);
+    let removal = Replacement {
+        live: Some(&partition),
+        stage: None,
+        load_id,
+    };
+    record_replacement(&mut *tx, def, removal).await?;
     sqlx::query(&format!(
         "alter table {} detach partition {partition}",
         parent_table(&def.name)
@@ -376,29 +395,46 @@ impl TableSnapshot {
     }
 }
 
-/// A read of rows in an open snapshot: the query and how a row is written
-/// as JSON.
-struct RowsRead {
+/// A read of rows in an open snapshot: the query, its parameters (text,
+/// cast by the query; not for CSV, whose COPY takes none) and how a row is
+/// written as JSON.
+pub(super) struct RowsRead {
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     select: String,
     json_row: String,
+    params: Vec<String>,
 }
 
 impl RowsRead {
+    pub(super) fn new(
+        tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        select: String,
+        json_row: String,
+        params: Vec<String>,
+    ) -> Self {
+        RowsRead {
+            tx,
+            select,
+            json_row,
+            params,
+        }
+    }
+
     /// Streams the rows. They travel through a small channel: a slow
     /// client slows the query, nothing piles up.
-    fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
+    pub(super) fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
         let (tx, rx) = mpsc::channel(4);
         let Self {
             tx: mut snapshot,
             select,
             json_row,
+            params,
         } = self;
         tokio::spawn(async move {
             let result = match format {
                 RowFormat::Csv => send_csv(&mut snapshot, &select, &tx).await,
                 RowFormat::Ndjson | RowFormat::Json => {
-                    send_json(&mut snapshot, &select, &json_row, format, &tx).await
+                    send_json(&mut snapshot, (&select, &json_row, &params), format, &tx).await
                 }
             };
             if let Err(e) = result {

@@ -14,13 +14,15 @@ use std::fmt;
 
 use crate::names::{quote_ident, ColumnName, TableName};
 use crate::period::{Grain, Period};
-use crate::schema::{ColumnType, TableDef};
+use crate::schema::{ColumnType, SchemaChange, TableDef};
 use crate::store::{StoreError, StoreResult};
 
 /// Postgres schemas that hold user data (see the first migration).
 pub const DATA_SCHEMA: &str = "idem_data";
 pub const PARTS_SCHEMA: &str = "idem_parts";
 pub const STAGING_SCHEMA: &str = "idem_staging";
+/// The schema of the tables that keep a table's versions (`"history"`).
+pub const HISTORY_SCHEMA: &str = "idem_history";
 
 /// A quoted SQL identifier, possibly schema-qualified: `idem_data."orders"`.
 /// `Display` writes it as SQL.
@@ -78,6 +80,11 @@ pub fn join(idents: &[Ident]) -> String {
 /// The parent (partitioned) table: `idem_data."orders"`.
 pub fn parent_table(table: &TableName) -> Ident {
     Ident::qualified(DATA_SCHEMA, Ident::table(table))
+}
+
+/// The table that keeps `table`'s versions: `idem_history."orders"`.
+pub fn history_table(table: &TableName) -> Ident {
+    Ident::qualified(HISTORY_SCHEMA, Ident::table(table))
 }
 
 /// A partition's own table name: `orders__20261012` (`…__2026101213` for an
@@ -269,6 +276,37 @@ pub fn row_hash(bytes: Vec<u8>) -> StoreResult<[u8; 32]> {
     bytes
         .try_into()
         .map_err(|_| StoreError::Corrupt("a row hash is not 32 bytes"))
+}
+
+/// The DDL that makes a column change (`change`, when it is one) to `table`:
+/// the table itself, or its history.
+pub(crate) fn column_change_ddl(table: &Ident, change: &SchemaChange) -> Option<String> {
+    match change {
+        SchemaChange::AddColumn { column, ty } => Some(format!(
+            "alter table {table} add column {} {}",
+            Ident::column(column),
+            ty.sql_name()
+        )),
+        SchemaChange::WidenColumn { column, from, to } => {
+            Some(widen_ddl(table, &Ident::column(column), *from, *to))
+        }
+        _ => None,
+    }
+}
+
+/// Widens `column` of `table` from type `from` to `to`.
+pub(crate) fn widen_ddl(table: &Ident, column: &Ident, from: ColumnType, to: ColumnType) -> String {
+    match (from, to) {
+        // A date becomes its midnight in UTC, as idem reads a date sent
+        // for a timestamptz, whatever the session's time zone.
+        (ColumnType::Date, ColumnType::Timestamptz) => format!(
+            "alter table {table} alter column {column} type timestamptz using ({column}::timestamp at time zone 'UTC')"
+        ),
+        _ => format!(
+            "alter table {table} alter column {column} type {}",
+            to.sql_name()
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod examples;
 mod golden_answers;
 mod grains;
 mod helpers;
+mod history;
 mod layout;
 mod ledger;
 mod limits;

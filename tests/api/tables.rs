@@ -156,6 +156,7 @@ async fn the_served_openapi_document_names_every_route() {
         "/loads/{load_id}/parts/{n}:",
         "/loads/{load_id}/publish:",
         "/tables/{table}/rows:",
+        "/tables/{table}/history/rows:",
         "/idempotency-keys/{key}:",
         "/healthz:",
         "/readyz:",

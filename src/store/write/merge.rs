@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 use super::arrays::TupleArrays;
 use super::duplicates::{self, Resolve};
+use super::history;
 use super::incoming::{fits_arrays, Incoming, IncomingRows};
 pub use super::merge_sql::Rehash;
 use super::merge_sql::{fill_in_patches, partition_gone_is_busy, period_of, MergeSql};
@@ -271,6 +272,7 @@ impl MergeWrite<'_> {
         if mode != MergeMode::Append && tallies.values().any(Tally::left_rows_alone) {
             self.count_stored(conn, &mut tallies).await?;
         }
+        history::record_incoming(conn, def, sql, mode).await?;
         Ok(tallies
             .into_iter()
             .map(|(load_id, tally)| (load_id, tally.into_merged()))

@@ -27,6 +27,7 @@ pub mod assemble;
 pub mod closing;
 pub mod contents;
 pub mod duplicates;
+pub mod history;
 pub mod incoming;
 pub mod janitor;
 pub mod merge;

@@ -12,6 +12,7 @@
 use sqlx::{Connection, PgConnection};
 
 use super::contents;
+use super::history::{self, Replacement};
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
@@ -123,7 +124,8 @@ pub async fn publish(
         entry.rows_written = 0;
         Published::Unchanged
     } else {
-        swap_in(&mut tx, def, ds, stage_name, live.is_some()).await?;
+        let replacing = live.is_some();
+        swap_in(&mut tx, def, ds, stage_name, replacing, entry.load_id).await?;
         register_swapped(&mut tx, def, ds, body, entry.rows_written, entry.load_id).await?;
         entry.status = LoadStatus::Published;
         entry.changed = true;
@@ -157,17 +159,25 @@ async fn lock_for_swap(
     current(&mut *tx, &def.name, ds).await
 }
 
-/// The stage becomes the partition: the old one detached and dropped, the
-/// stage moved, renamed and attached (its CHECK spares ATTACH a scan).
+/// The stage becomes the partition: what it changes recorded in the
+/// table's history, if it keeps one, then the old one detached and dropped,
+/// the stage moved, renamed and attached (its CHECK spares ATTACH a scan).
 pub(super) async fn swap_in(
     tx: &mut PgConnection,
     def: &TableDef,
     ds: Period,
     stage_name: &str,
     replacing: bool,
+    load_id: uuid::Uuid,
 ) -> StoreResult<()> {
     let parent = parent_table(&def.name);
     let partition = partition_table(&def.name, ds);
+    let replacement = Replacement {
+        live: replacing.then_some(&partition),
+        stage: Some(&staging_table(stage_name)),
+        load_id,
+    };
+    history::record_replacement(&mut *tx, def, replacement).await?;
     let mut statements = Vec::with_capacity(5);
     if replacing {
         statements.push(format!("alter table {parent} detach partition {partition}"));

@@ -209,7 +209,7 @@ async fn apply(
     let period = outcome.period;
     if outcome.dropped {
         // A whole-table load's body had no rows for it: it goes.
-        remove_partition(tx, def, period).await?;
+        remove_partition(tx, def, period, load_id).await?;
         return rejects::supersede(tx, &def.name, period, load_id).await;
     }
     let stage = swap
@@ -218,7 +218,7 @@ async fn apply(
         .find(|s| s.period == period)
         .expect("a changed partition has its stage");
     let replacing = live.iter().any(|(p, _)| *p == period);
-    swap_in(tx, def, period, &stage.stage_name, replacing).await?;
+    swap_in(tx, def, period, &stage.stage_name, replacing, load_id).await?;
     let body = BodyFacts {
         // No one body built it: a re-sent body is never taken for it.
         sha256: "",
