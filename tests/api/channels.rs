@@ -387,6 +387,13 @@ async fn with_an_idempotency_key_both_the_key_and_the_channel_apply() {
         app.loads_with_key("k1").await,
         vec![("published".to_string(), 2)]
     );
+    assert_eq!(
+        app.loads_with_key("k2").await,
+        vec![],
+        "a skip makes no load"
+    );
+    let (_, k2) = get_with(&app.client, &app, "/idempotency-keys/k2").await;
+    assert_eq!(k2["load_id"], Value::Null, "{k2}");
 }
 
 #[tokio::test]
