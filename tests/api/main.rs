@@ -4,6 +4,7 @@
 
 mod audits;
 mod auth;
+mod channels;
 mod cli;
 mod cli_backfill_get;
 mod cli_commands;
