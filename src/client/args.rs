@@ -125,17 +125,41 @@ pub struct PostArgs {
     /// The body's format when the file's name does not say it (stdin).
     #[arg(long)]
     pub format: Option<String>,
-    /// `merge`, `patch`, `append` or `insert_missing` (the table's default
-    /// when not given).
-    #[arg(long, value_parser = ["merge", "patch", "append", "insert_missing"])]
+    /// `merge`, `patch`, `append`, `insert_missing` or `versions` (the
+    /// table's `write_mode` when not given).
+    #[arg(long, value_parser = ["merge", "patch", "append", "insert_missing", "versions"])]
     pub mode: Option<String>,
     /// Rows a POST carries.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_rows: u32,
+    /// Send on this channel (`?channel=`): the server commits each batch's
+    /// offset with its rows, so a rerun on the grown file sends only the
+    /// records after the committed offset. Needs --offset-from-line.
+    #[arg(long, value_name = "NAME", requires = "offset_from_line")]
+    pub channel: Option<String>,
+    /// With --channel: a batch's offset is the number of its last record
+    /// (an NDJSON line, a CSV record after the header, from 1); the
+    /// records up to the channel's committed offset are skipped. Batches
+    /// go without an Idempotency-Key: the offset is the idempotency.
+    #[arg(long, requires = "channel")]
+    pub offset_from_line: bool,
     #[command(flatten)]
     pub bad_rows: BadRowsArg,
     #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// `idem channels [NAME [--reset]]`.
+#[derive(Clone, Debug, Args)]
+pub struct ChannelsArgs {
+    /// One channel, as JSON (all of the caller's as a table when absent).
+    pub name: Option<String>,
+    /// Forget NAME's committed offset (`DELETE /channels/{name}`, an admin
+    /// token): the next `idem post --channel NAME` sends every record.
+    #[arg(long, requires = "name")]
+    pub reset: bool,
+    #[command(flatten)]
+    pub list: ListArgs,
 }
 
 /// `idem backfill TABLE --from DS --to DS --files PATTERN`.
