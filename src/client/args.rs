@@ -448,8 +448,10 @@ mod tests {
     #[derive(Subcommand)]
     enum Command {
         Put(PutArgs),
+        Post(PostArgs),
         Backfill(BackfillArgs),
         Get(GetArgs),
+        Channels(ChannelsArgs),
     }
 
     fn parse(args: &[&str]) -> Result<Command, clap::Error> {
@@ -476,6 +478,34 @@ mod tests {
         assert!(parse(&["get", "orders", "2026-10-12", "--whole"]).is_err());
         assert!(parse(&["get", "orders"]).is_err(), "a day or --whole");
         assert!(parse(&["put", "orders", "2026-10-12", "d.csv", "--whole", "c.csv"]).is_err());
+    }
+
+    #[test]
+    fn post_takes_versions_and_a_channel_only_with_its_offset_rule() {
+        let Ok(Command::Post(post)) = parse(&["post", "t", "f.ndjson", "--mode", "versions"])
+        else {
+            panic!("a versions post")
+        };
+        assert_eq!(post.mode.as_deref(), Some("versions"));
+        let channel = ["post", "t", "f.ndjson", "--channel", "feed"];
+        assert!(
+            parse(&channel).is_err(),
+            "--channel needs --offset-from-line"
+        );
+        assert!(parse(&["post", "t", "f.ndjson", "--offset-from-line"]).is_err());
+        let Ok(Command::Post(post)) = parse(&[&channel[..], &["--offset-from-line"]].concat())
+        else {
+            panic!("a channel post")
+        };
+        assert_eq!(post.channel.as_deref(), Some("feed"));
+        assert!(matches!(
+            parse(&["channels", "feed", "--reset"]),
+            Ok(Command::Channels(c)) if c.reset && c.name.as_deref() == Some("feed")
+        ));
+        assert!(
+            parse(&["channels", "--reset"]).is_err(),
+            "--reset needs a name"
+        );
     }
 
     #[test]

@@ -118,6 +118,7 @@ async fn send_batches(
         tally.add(&receipt);
         progress.advance(batch.file_bytes);
         progress.add_rows(batch.rows);
+        catch_up(&receipt, &mut records).await.map_err(unreadable)?;
     }
     progress.finish();
     progress.note(&format!(
@@ -157,6 +158,26 @@ async fn skip_committed(
         name: name.to_string(),
         skipped,
     })
+}
+
+/// After a `"committed": false` answer: passes over the records up to the
+/// offset the channel committed when it is past the batch's end (a run
+/// killed with a request in flight, whose batch the server committed after
+/// this run read the offset), so that no next batch starts inside a range
+/// the server holds.
+async fn catch_up(receipt: &serde_json::Value, records: &mut Records) -> std::io::Result<()> {
+    let committed = match (&receipt["committed"], &receipt["committed_offset"]) {
+        (serde_json::Value::Bool(false), serde_json::Value::String(offset)) => {
+            offset.parse::<u64>()
+        }
+        _ => return Ok(()),
+    };
+    if let Ok(committed) = committed {
+        records
+            .skip_records(committed.saturating_sub(records.taken()))
+            .await?;
+    }
+    Ok(())
 }
 
 /// Where batch `batch` (from 0), ending at record `last`, goes, and under
