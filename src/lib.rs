@@ -10,9 +10,9 @@
 //! store      every SQL statement: idem's own tables, and write/ for a write's steps
 //! ingest     pure: body formats -> checked values -> COPY tuples and hashes
 //! schema     table definitions, policies and safe changes
-//! names, period, access, problem, idempotency, versions, binary_copy
+//! names, period, access, problem, idempotency, channel, versions, binary_copy
 //!            validated names, grains, grants, error codes, the
-//!            Idempotency-Key, the expected version, COPY framing
+//!            Idempotency-Key, channel offsets, the expected version, COPY framing
 //! ```
 //!
 //! The client commands that send files to a server are the binary's
@@ -25,6 +25,8 @@ pub mod access;
 pub mod app;
 /// Postgres's binary COPY framing: header, tuples, trailer.
 pub mod binary_copy;
+/// Channels: their names, offset kinds and the order of offsets.
+pub mod channel;
 /// The server's settings, from flags and environment, validated once.
 pub mod config;
 /// The HTTP edge: one module per resource, errors as problem+json.

@@ -137,6 +137,8 @@ struct RowFamilies {
     duplicates: IntCounterVec,
     rejected: IntCounterVec,
     replays: IntCounterVec,
+    channel_commits: IntCounterVec,
+    channel_skips: IntCounterVec,
 }
 
 impl RowFamilies {
@@ -152,6 +154,10 @@ impl RowFamilies {
                 "Bad rows, by table: in refused writes, kept under a quarantine, or still bad after a replay."),
             replays: by_table(r, "idem_idempotent_replays_total",
                 "Writes answered from a completed Idempotency-Key (Idempotent-Replayed: true), by table."),
+            channel_commits: by_table(r, "idem_channel_commits_total",
+                "POSTs on a channel that committed their offset, by table."),
+            channel_skips: by_table(r, "idem_channel_offsets_skipped_total",
+                "POSTs on a channel whose offset was committed already (nothing written), by table."),
         }
     }
 }
@@ -316,6 +322,16 @@ impl Metrics {
     /// A write answered from its completed Idempotency-Key.
     pub fn replay(&self, table: &str) {
         self.rows.replays.with_label_values(&[table]).inc();
+    }
+
+    /// A POST on a channel to `table`: its offset committed, or skipped.
+    pub fn channel(&self, table: &str, committed: bool) {
+        let family = if committed {
+            &self.rows.channel_commits
+        } else {
+            &self.rows.channel_skips
+        };
+        family.with_label_values(&[table]).inc();
     }
 
     /// A publish transaction of `table`: timed always, counted when it

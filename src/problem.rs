@@ -70,6 +70,10 @@ problem_codes! {
     LoadNotOpen => "load_not_open",
     /// A `DELETE` of a load that is already published.
     LoadPublished => "load_published",
+    /// A channel that never committed an offset (or was reset).
+    ChannelNotFound => "channel_not_found",
+    /// An `offset_kind` other than the one the channel's first commit fixed.
+    ChannelKind => "channel_kind",
     DatabaseUnavailable => "database_unavailable",
     Busy => "busy",
     SpoolFull => "spool_full",

@@ -8,6 +8,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::channel::ChannelError;
 use crate::ingest::BadRow;
 use crate::names::NameError;
 use crate::pipeline::body::BodyError;
@@ -63,6 +64,11 @@ pub enum ApiError {
     /// would be a guess.
     #[error("{0}")]
     InvalidAuthorization(&'static str),
+    /// A channel the caller never committed an offset on.
+    #[error("{0}")]
+    ChannelNotFound(String),
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
     #[error(transparent)]
     Name(#[from] NameError),
     #[error(transparent)]
@@ -128,6 +134,8 @@ impl ApiError {
             NotPartitioned(_) => ProblemCode::NotPartitioned,
             HostNotAllowed(_) => ProblemCode::HostNotAllowed,
             InvalidAuthorization(_) => ProblemCode::InvalidAuthorization,
+            ChannelNotFound(_) => ProblemCode::ChannelNotFound,
+            Channel(e) => e.code(),
             Name(_) => ProblemCode::InvalidName,
             Schema(e) => e.code(),
             Body(e) => e.code(),
@@ -170,6 +178,8 @@ impl ApiError {
             ProblemCode::SchemaConflict => (StatusCode::CONFLICT, "Schema conflict"),
             ProblemCode::LoadNotOpen => (StatusCode::CONFLICT, "Load not open"),
             ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
+            ProblemCode::ChannelNotFound => (StatusCode::NOT_FOUND, "Channel not found"),
+            ProblemCode::ChannelKind => (StatusCode::CONFLICT, "Channel offset kind"),
             ProblemCode::NotPartitioned => (StatusCode::CONFLICT, "Table not partitioned"),
             ProblemCode::AuditFailed => (StatusCode::UNPROCESSABLE_ENTITY, "Audit failed"),
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
@@ -363,6 +373,17 @@ mod tests {
                 422,
             ),
             (StoreError::TableChanged(orders()).into(), 409),
+            (ApiError::ChannelNotFound("x".into()), 404),
+            (ChannelError::Invalid("x".into()).into(), 400),
+            (
+                WriteError::Channel(ChannelError::KindMismatch {
+                    name: "c".into(),
+                    stored: crate::channel::OffsetKind::Lsn,
+                    asked: crate::channel::OffsetKind::Integer,
+                })
+                .into(),
+                409,
+            ),
             (ApiError::HostNotAllowed("x".into()), 421),
             (ApiError::ConfirmRequired("x".into()), 400),
             (

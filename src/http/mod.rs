@@ -1,6 +1,7 @@
 //! The HTTP surface: one module per resource, each with its own `router()`.
 
 pub mod auth;
+pub mod channels;
 pub mod duplicates;
 pub mod edge;
 pub mod error;
@@ -113,14 +114,18 @@ impl AppState {
     }
 
     /// Counts what a write to `table` did (a replay wrote nothing and
-    /// counts as a replay), and puts its load id on the request's log line.
+    /// counts as a replay; a POST on a channel counts its commit or skip),
+    /// and puts its load id on the request's log line.
     fn saw_answer(&self, span: &RequestSpan, table: &TableName, answer: &KeyedAnswer) {
         if let Some(load_id) = answer.body.get("load_id").and_then(|id| id.as_str()) {
             span.record("load_id", tracing::field::display(load_id));
         }
         match answer.counts {
             Some(counts) => self.metrics.rows(table.as_str(), counts),
-            None => self.metrics.replay(table.as_str()),
+            None => return self.metrics.replay(table.as_str()),
+        }
+        if let Some(committed) = answer.body.get("committed").and_then(|c| c.as_bool()) {
+            self.metrics.channel(table.as_str(), committed);
         }
     }
 
@@ -147,6 +152,7 @@ pub fn router() -> Router<AppState> {
         .merge(partitions::router())
         .merge(many::router())
         .merge(rows::router())
+        .merge(channels::router())
         .merge(idempotency_keys::router())
         .merge(loads::router())
         .merge(staged_loads::router())

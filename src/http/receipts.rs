@@ -7,6 +7,7 @@
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::channel::{ChannelName, ChannelSkipped, Offset};
 use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::answer::AnswerForm;
@@ -34,6 +35,14 @@ impl AnswerForm for ReceiptForm {
 
     fn replay(&self, receipt: &ReplayReceipt) -> serde_json::Value {
         json(&replay(receipt))
+    }
+
+    fn channel_skipped(&self, skipped: &ChannelSkipped) -> serde_json::Value {
+        json(&SkippedAnswer {
+            table: &skipped.table,
+            channel: ChannelFields::skipped(skipped),
+            replayed: false,
+        })
     }
 }
 
@@ -113,6 +122,56 @@ struct RowsAnswer<'a> {
     #[serde(skip_serializing_if = "is_zero")]
     discarded_fields: u64,
     changed: bool,
+    /// A POST on a channel: the offset it committed.
+    #[serde(flatten)]
+    channel: Option<ChannelFields<'a>>,
+    replayed: bool,
+}
+
+/// A channel POST's fields in its answer; offsets are strings, since an
+/// integer offset or an LSN may not fit a JSON number as JavaScript reads it.
+#[derive(Serialize)]
+struct ChannelFields<'a> {
+    channel: &'a str,
+    offset: String,
+    offset_kind: &'static str,
+    /// Whether this POST committed its offset (and wrote its rows).
+    committed: bool,
+    /// The channel's offset after this POST.
+    committed_offset: String,
+}
+
+impl<'a> ChannelFields<'a> {
+    /// A POST that committed `offset`.
+    fn committed(name: &'a ChannelName, offset: &Offset) -> Self {
+        ChannelFields {
+            channel: name.as_str(),
+            offset: offset.to_string(),
+            offset_kind: offset.kind().as_str(),
+            committed: true,
+            committed_offset: offset.to_string(),
+        }
+    }
+
+    /// A POST whose `offset` was not after the channel's `committed`.
+    fn skipped(skipped: &'a ChannelSkipped) -> Self {
+        ChannelFields {
+            channel: skipped.name.as_str(),
+            offset: skipped.offset.to_string(),
+            offset_kind: skipped.offset.kind().as_str(),
+            committed: false,
+            committed_offset: skipped.committed.to_string(),
+        }
+    }
+}
+
+/// The answer to a POST on a channel whose offset was committed already:
+/// nothing was written.
+#[derive(Serialize)]
+struct SkippedAnswer<'a> {
+    table: &'a TableName,
+    #[serde(flatten)]
+    channel: ChannelFields<'a>,
     replayed: bool,
 }
 
@@ -134,6 +193,10 @@ fn rows(r: &RowsReceipt) -> RowsAnswer<'_> {
         rejects: rejects_link(&r.table, r.load_id, r.rejected),
         discarded_fields: r.discarded_fields,
         changed: r.changed,
+        channel: r
+            .channel
+            .as_ref()
+            .map(|c| ChannelFields::committed(&c.name, &c.offset)),
         replayed: false,
     }
 }

@@ -1,5 +1,5 @@
-//! `POST /rows?table={table}&mode=`: append or merge rows, under a required
-//! `Idempotency-Key`.
+//! `POST /rows?table={table}&mode=`: append or merge rows, under an
+//! `Idempotency-Key`, on a channel (`&channel=&offset=`), or both.
 
 use axum::body::Body;
 use axum::extract::{OriginalUri, State};
@@ -16,6 +16,7 @@ use super::{
     spawn_write, ApiQuery, AppState, BodyKind, Caller,
 };
 use crate::access::Scope;
+use crate::channel::ChannelOffset;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
@@ -32,6 +33,28 @@ struct RowsQuery {
     table: Option<String>,
     mode: Option<String>,
     bad_rows: Option<String>,
+    channel: Option<String>,
+    offset: Option<String>,
+    offset_kind: Option<String>,
+}
+
+/// `channel`, `offset` and `offset_kind`: each of the first two needs the other.
+fn channel_offset(query: &RowsQuery) -> ApiResult<Option<ChannelOffset>> {
+    match (&query.channel, &query.offset) {
+        (Some(name), Some(offset)) => Ok(Some(ChannelOffset::parse(
+            name,
+            offset,
+            query.offset_kind.as_deref(),
+        )?)),
+        (None, None) if query.offset_kind.is_none() => Ok(None),
+        (None, _) => Err(ApiError::InvalidRequest(
+            "offset and offset_kind go with a channel: POST /rows?table=…&channel=…&offset=…"
+                .into(),
+        )),
+        (Some(_), None) => Err(ApiError::InvalidRequest(
+            "a POST on a channel needs its offset: POST /rows?table=…&channel=…&offset=…".into(),
+        )),
+    }
 }
 
 fn parse_mode(mode: Option<&str>) -> ApiResult<Option<MergeMode>> {
@@ -58,7 +81,11 @@ async fn post_rows(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let key = idempotency_key(&headers)?.ok_or(ApiError::IdempotencyKeyMissing)?;
+    let key = idempotency_key(&headers)?;
+    let channel = channel_offset(&query)?;
+    if key.is_none() && channel.is_none() {
+        return Err(ApiError::IdempotencyKeyMissing);
+    }
     let table = query.table.ok_or_else(|| {
         ApiError::InvalidRequest("the table query parameter is required: POST /rows?table=…".into())
     })?;
@@ -68,23 +95,35 @@ async fn post_rows(
     let mode = parse_mode(query.mode.as_deref())?;
     let bad_rows = bad_rows_override(query.bad_rows.as_deref())?;
     let limits = body_limits(&state.settings, BodyKind::Rows);
-    let body = body_source(&headers, body, limits, DigestMode::Take)?;
-    let principal = caller.principal.clone();
-    let actor = caller.actor.clone();
-    let request = keyed_request(caller, key.clone(), "POST", &uri, &headers);
-    let write = KeyedWrite::Rows(PostRows {
+    // Only a key's fingerprint needs the body's digest.
+    let digest = if key.is_some() {
+        DigestMode::Take
+    } else {
+        DigestMode::Skip
+    };
+    let body = body_source(&headers, body, limits, digest)?;
+    let rows = PostRows {
         table: table.clone(),
         mode,
         body,
-        principal,
-        idempotency_key: key,
-        actor,
+        principal: caller.principal.clone(),
+        idempotency_key: key.clone(),
+        channel: channel.map(Box::new),
+        actor: caller.actor.clone(),
         known_def: None,
         predecoded: None,
         bad_rows,
-    });
+    };
     let pipeline = state.pipeline();
-    match spawn_write(async move { pipeline.run_keyed(request, write, RECEIPTS).await }).await {
+    let written = match key {
+        Some(key) => {
+            let request = keyed_request(caller, key, "POST", &uri, &headers);
+            let write = KeyedWrite::Rows(rows);
+            spawn_write(async move { pipeline.run_keyed(request, write, RECEIPTS).await }).await
+        }
+        None => spawn_write(async move { pipeline.post_on_channel(rows, RECEIPTS).await }).await,
+    };
+    match written {
         Ok(answer) => Ok(keyed_response(&state, &span, &table, answer)),
         Err(e) => {
             state.saw_refusal(&table, &e);

@@ -7,6 +7,7 @@
 use super::partition::Receipt;
 use super::replay::ReplayReceipt;
 use super::rows::RowsReceipt;
+use crate::channel::ChannelSkipped;
 use crate::metrics::RowCounts;
 
 /// Renders each receipt as the body a keyed write stores and answers.
@@ -17,6 +18,8 @@ pub trait AnswerForm: Send + Sync {
     fn rows(&self, receipt: &RowsReceipt) -> serde_json::Value;
     /// A replay of rejects' receipt.
     fn replay(&self, receipt: &ReplayReceipt) -> serde_json::Value;
+    /// A POST on a channel whose offset was committed already.
+    fn channel_skipped(&self, skipped: &ChannelSkipped) -> serde_json::Value;
 }
 
 /// A keyed write's answer: status and body (in the caller's form), the

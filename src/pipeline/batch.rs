@@ -105,7 +105,7 @@ impl BatchItem {
     pub fn new(
         rows: Box<PostRows>,
         pre: Box<Predecoded>,
-        fingerprint: String,
+        (key, fingerprint): (IdempotencyKey, String),
         form: &'static dyn AnswerForm,
     ) -> Result<Self, Box<PostRows>> {
         let Ok(row_ids) = row_id_prefixes(&pre.def, pre.mode, &pre.copy) else {
@@ -113,7 +113,7 @@ impl BatchItem {
         };
         let data = BatchData {
             principal: rows.principal.clone(),
-            key: rows.idempotency_key.clone(),
+            key,
             fingerprint,
             form,
             pre,
@@ -238,7 +238,8 @@ impl Pipeline {
         if !fits_arrays(pre.mode, pre.decoded.maybe_repeated) {
             return Ok(Batched::Alone(with_predecoded(rows, pre)));
         }
-        let item = match BatchItem::new(rows, pre, req.fingerprint(&digest.hex()), form) {
+        let keyed = (req.key.clone(), req.fingerprint(&digest.hex()));
+        let item = match BatchItem::new(rows, pre, keyed, form) {
             Ok(item) => item,
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
@@ -279,7 +280,7 @@ impl Pipeline {
                 return Ok(Predecoding::Alone(rows));
             }
         };
-        let options = encode_options(&def, mode, &rows.principal, rows.idempotency_key.as_str());
+        let options = encode_options(&def, mode, &rows.principal, &rows.write_key());
         let format = rows.body.format;
         let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, &ticket, format);
         let job = DecodeJob {
@@ -454,9 +455,8 @@ impl Pipeline {
         close_rows_writes(&mut tx, &def.name, &closings).await?;
         tx.commit().await.map_err(crate::store::StoreError::from)?;
         self.metrics.batch(def.name.as_str(), closings.len());
-        for closing in &closings {
-            self.store
-                .remember_completed(&closing.key.stored(claimed_at));
+        for key in closings.iter().filter_map(|c| c.key.as_ref()) {
+            self.store.remember_completed(&key.stored(claimed_at));
         }
         Ok(items
             .iter()
@@ -481,7 +481,7 @@ impl Pipeline {
                     load_id,
                     deltas,
                     entry: receipt.entry(&pre.ticket),
-                    key: Completion {
+                    key: Some(Completion {
                         principal: &item.principal,
                         key: &item.key,
                         fingerprint: &item.fingerprint,
@@ -490,7 +490,7 @@ impl Pipeline {
                         body: &bodies[&load_id],
                         etag: None,
                         retention: self.settings.idempotency_retention(),
-                    },
+                    }),
                 }
             })
             .collect()

@@ -214,6 +214,16 @@ impl BodySource {
     }
 }
 
+/// Reads the rest of a body that will not be written (a replay's, a
+/// skipped channel offset's), within its limits: its digest then covers the
+/// whole body, and the client is answered after it sent it all.
+pub async fn drain(reader: &mut BodyReader) -> Result<(), BodyError> {
+    tokio::io::copy(reader, &mut tokio::io::sink())
+        .await
+        .map_err(|e| classify_read_error(&e))?;
+    Ok(())
+}
+
 /// Maps a failure to read the body to what it means.
 pub fn classify_read_error(e: &io::Error) -> BodyError {
     match e.get_ref().and_then(|i| i.downcast_ref::<Refused>()) {

@@ -3,6 +3,7 @@
 //! the HTTP status is the edge's business (`crate::http::error`).
 
 use super::body::BodyError;
+use crate::channel::ChannelError;
 use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::problem::ProblemCode;
@@ -74,6 +75,9 @@ pub enum WriteError {
     /// One or more audits failed; nothing was published.
     #[error("{} of the load's audits failed; nothing was published", .0.audits.iter().filter(|a| !a.passed).count())]
     AuditFailed(AuditReport),
+    /// A channel offset that is not the channel's kind.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// idem's own machinery failed (a decoder task, a spool file).
@@ -99,6 +103,7 @@ impl WriteError {
             WriteError::LoadNotOpen { .. } => ProblemCode::LoadNotOpen,
             WriteError::LoadPublished(_) => ProblemCode::LoadPublished,
             WriteError::AuditFailed(_) => ProblemCode::AuditFailed,
+            WriteError::Channel(e) => e.code(),
             WriteError::Store(e) => e.code(),
             WriteError::Internal(_) => ProblemCode::Internal,
         }

@@ -23,13 +23,15 @@ use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch::Batched;
-use super::body::{classify_read_error, BodyDigest, BodySource};
+use super::body::{drain, BodyDigest, BodySource};
+use super::channel::Gated;
 use super::partition::{self, PutConnections, PutPartition};
 use super::replay::{ReplayRejects, ReplayWritten};
 use super::rows::{PostRows, RowsWritten};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::idempotency::{IdempotencyKey, KeyedRequest, OnCompleted, StoredKey, COMPLETED_STATUS};
 use crate::ingest::ContentDelta;
+use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::store::idempotency::{complete_key, renew_key, unbound_lock_waits, Claim, Completion};
@@ -118,13 +120,15 @@ impl Pipeline {
             }
         }
         let write = match write {
-            KeyedWrite::Rows(rows) => {
+            // A POST on a channel is written alone: a batch's transaction
+            // claims keys, it does not lock channels.
+            KeyedWrite::Rows(rows) if rows.channel.is_none() => {
                 match self.try_batch(&req, Box::new(rows), &digest, form).await? {
                     Batched::Written(answer) => return Ok(answer),
                     Batched::Alone(rows) => KeyedWrite::Rows(*rows),
                 }
             }
-            put => put,
+            other => other,
         };
         self.write_alone(req, write, digest, form).await
     }
@@ -332,13 +336,21 @@ impl Pipeline {
     ) -> WriteResult<(KeyedAnswer, Option<Recorded>)> {
         let mut recorded = None;
         let (body, etag, counts) = match write {
-            KeyedWrite::Rows(rows) => {
-                let written = self.write_rows(rows, ticket, tx).await?;
-                let receipt = &written.receipt;
-                let answer = (form.rows(receipt), None, receipt.counts());
-                recorded = Some(Recorded::Rows(written));
-                answer
-            }
+            KeyedWrite::Rows(rows) => match self.write_gated(rows, ticket, tx).await? {
+                Gated::Written(written) => {
+                    let receipt = &written.receipt;
+                    let answer = (form.rows(receipt), None, receipt.counts());
+                    recorded = Some(Recorded::Rows(written));
+                    answer
+                }
+                // The key records the skip: its body is read for the
+                // fingerprint, under the key's lock.
+                Gated::Skipped(skipped, mut body) => {
+                    drain(&mut body).await?;
+                    let counts = RowCounts::default();
+                    (form.channel_skipped(&skipped), None, counts)
+                }
+            },
             KeyedWrite::Replay(replay) => {
                 let written = self.replay_rejects(replay, ticket, tx).await?;
                 let receipt = &written.receipt;
@@ -413,7 +425,7 @@ async fn complete(
                 load_id: ticket.load_id,
                 deltas: recorded.deltas(),
                 entry: recorded.entry(ticket),
-                key: completion.clone(),
+                key: Some(completion.clone()),
             };
             close_rows_writes(tx, &ticket.table, &[closing]).await?;
         }
@@ -430,9 +442,7 @@ async fn replay(
     digest: &BodyDigest,
     stored: StoredKey,
 ) -> WriteResult<KeyedAnswer> {
-    tokio::io::copy(&mut write.body().reader, &mut tokio::io::sink())
-        .await
-        .map_err(|e| classify_read_error(&e))?;
+    drain(&mut write.body().reader).await?;
     if req.fingerprint(&digest.hex()) != stored.fingerprint {
         return Err(WriteError::KeyReused);
     }

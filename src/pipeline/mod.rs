@@ -7,7 +7,7 @@
 //! steps the write paths share. The files: `partition` replaces a day (`PUT
 //! /partitions`), `rows` appends or merges (`POST /rows`), `batch` writes
 //! small POSTs to one table together, `keyed` runs any of them under an
-//! Idempotency-Key, `replay` writes a table's rejects again, `evolve` fits
+//! Idempotency-Key, `channel` a POST on a channel (with or without a key), `replay` writes a table's rejects again, `evolve` fits
 //! a table to a body under `schema: evolve`, `drop` drops a table; `body`
 //! reads a request body within its limits, `turns` and `slots` hand out
 //! turns to write, `decode` is the blocking half every write shares and
@@ -25,6 +25,7 @@
 pub mod answer;
 pub mod batch;
 pub mod body;
+pub mod channel;
 pub mod decode;
 pub mod drop;
 pub mod error;
@@ -133,6 +134,16 @@ impl Pipeline {
         form: &'static dyn AnswerForm,
     ) -> WriteResult<KeyedAnswer> {
         self.write_keyed(req, write, form).await
+    }
+
+    /// A POST on a channel without an Idempotency-Key (`channel`): its
+    /// offset checked and committed in the rows' own transaction.
+    pub async fn post_on_channel(
+        &self,
+        rows: rows::PostRows,
+        form: &'static dyn AnswerForm,
+    ) -> WriteResult<KeyedAnswer> {
+        self.write_unkeyed_on_channel(rows, form).await
     }
 
     /// Replaces a day without an Idempotency-Key (`partition`): its own

@@ -11,6 +11,7 @@ use super::decode::{self, Decode, DecodeJob, Decoded, Quarantine, RepeatCheck};
 use super::evolve::BodyReading;
 use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
+use crate::channel::{ChannelCommitted, ChannelOffset};
 use crate::idempotency::IdempotencyKey;
 use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::ContentDelta;
@@ -52,6 +53,8 @@ pub struct RowsReceipt {
     /// `schema: discard_unknown`.
     pub discarded_fields: u64,
     pub changed: bool,
+    /// The channel offset the write committed, for a POST on a channel.
+    pub channel: Option<ChannelCommitted>,
 }
 
 pub struct PostRows {
@@ -61,7 +64,11 @@ pub struct PostRows {
     /// Who sent it and under which key: a keyless table's row ids are scoped
     /// by them (see `EncodeOptions::row_id_scope`).
     pub principal: String,
-    pub idempotency_key: IdempotencyKey,
+    /// Required but on a channel, whose offset makes the write idempotent.
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// The channel and offset it commits, if any (see `channel`); boxed,
+    /// as most POSTs have none.
+    pub channel: Option<Box<ChannelOffset>>,
     /// Who sent it, for the ledger.
     pub actor: Actor,
     /// The table's definition, when the key's claim read it already.
@@ -99,9 +106,19 @@ impl PostRows {
             &self.table,
             None,
             mode,
-            Some(self.idempotency_key.as_str()),
+            Some(&self.write_key()),
             &self.actor,
         )
+    }
+
+    /// What names this write in the ledger and scopes a keyless table's
+    /// row ids: its Idempotency-Key, else its channel and offset.
+    pub fn write_key(&self) -> String {
+        match (&self.idempotency_key, &self.channel) {
+            (Some(key), _) => key.to_string(),
+            (None, Some(channel)) => channel.write_key(),
+            (None, None) => String::new(),
+        }
     }
 }
 
@@ -251,6 +268,7 @@ impl Pipeline {
             None => {}
         }
         let format = req.body.format;
+        let write_key = req.write_key();
         let (target, body) = match req.known_def {
             Some(def) => (Target::Stored(def), req.body.reader),
             None => {
@@ -259,12 +277,7 @@ impl Pipeline {
             }
         };
         let mode = choose_mode(target.def(), req.mode)?;
-        let options = encode_options(
-            target.def(),
-            mode,
-            &req.principal,
-            req.idempotency_key.as_str(),
-        );
+        let options = encode_options(target.def(), mode, &req.principal, &write_key);
         let reading = BodyReading {
             format,
             options: &options,
@@ -414,6 +427,7 @@ impl RowsReceipt {
             discarded_fields: decoded.discarded_fields,
             changed: rows_written > 0,
             partitions: merged.partitions,
+            channel: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Every SQL statement idem runs. `write/` holds the write path, one file
 //! per step (stage → publish for a PUT; incoming → merge → closing for a
 //! POST); beside it, one file per table idem keeps for itself (catalog,
-//! ledger, rejects, tokens, idempotency keys) and the reads of partitions.
+//! ledger, rejects, tokens, idempotency keys, channels) and the reads of
+//! partitions.
 //! This file holds the `Store` handle: connect, pool, acquire, begin,
 //! migrate, ping.
 //!
@@ -12,6 +13,7 @@
 
 pub mod audits;
 pub mod catalog;
+pub mod channels;
 pub mod completed_keys;
 pub mod drop_table;
 pub mod duplicates_log;

@@ -5,6 +5,7 @@
 mod audits;
 mod auth;
 mod cdc;
+mod channels;
 mod cli;
 mod cli_backfill_get;
 mod cli_channels;

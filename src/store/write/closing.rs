@@ -1,7 +1,7 @@
 //! The last statement of a `POST /rows` transaction (one POST's, or a
 //! batch's): what each write changed in each partition, its ledger row and
-//! its key's completion, written by one statement (one round trip, not
-//! three) just before the commit.
+//! its key's completion (when it has a key), written by one statement (one
+//! round trip, not three) just before the commit.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +22,9 @@ pub struct RowsClosing<'a> {
     /// What the write changed in each partition it touched.
     pub deltas: &'a [(Period, ContentDelta)],
     pub entry: LoadEntry<'a>,
-    pub key: Completion<'a>,
+    /// Its Idempotency-Key's completion; none for a write on a channel
+    /// without a key (its channel's row is its record).
+    pub key: Option<Completion<'a>>,
 }
 
 /// The writes' changes to each partition, as one delta row a partition
@@ -68,7 +70,7 @@ pub async fn close_rows_writes(
     );
     let deltas = per_partition(writes)?;
     let entries: Vec<LoadEntry<'_>> = writes.iter().map(|w| w.entry.clone()).collect();
-    let keys: Vec<Completion<'_>> = writes.iter().map(|w| w.key.clone()).collect();
+    let keys: Vec<Completion<'_>> = writes.iter().filter_map(|w| w.key.clone()).collect();
     let query = bind_deltas(sqlx::query(&sql), table, &deltas);
     let query = bind_entries(query, &entries)?;
     bind_completions(query, &keys).execute(conn).await?;

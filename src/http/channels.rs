@@ -1,0 +1,121 @@
+//! `/channels`: the caller's channels and the offset each committed
+//! (`GET /channels`, `GET /channels/{name}`), and their reset (`DELETE
+//! /channels/{name}`, admin).
+//!
+//! A channel is its token's own, as an Idempotency-Key is: any token reads
+//! its own channels (a producer with only the write scope asks where it
+//! left off), and only an admin resets one, its own or, with
+//! `?principal=`, another token's.
+
+use axum::extract::{OriginalUri, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{page, page_limit, ApiPath, ApiQuery, AppState, Caller};
+use crate::channel::ChannelName;
+use crate::http::error::{ApiError, ApiResult};
+use crate::store::channels::ChannelInfo;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/channels", get(list_channels))
+        .route("/channels/{name}", get(get_channel).delete(reset_channel))
+}
+
+/// A channel as answered. Offsets are strings: an integer offset or an LSN
+/// may not fit a JSON number as JavaScript reads it.
+#[derive(Serialize)]
+struct ChannelView {
+    name: String,
+    offset_kind: &'static str,
+    committed_offset: String,
+    /// The table and load of the last commit.
+    table: Option<String>,
+    load_id: Option<Uuid>,
+    committed_at: Option<DateTime<Utc>>,
+    commits: i64,
+}
+
+impl From<ChannelInfo> for ChannelView {
+    fn from(c: ChannelInfo) -> Self {
+        ChannelView {
+            name: c.name,
+            offset_kind: c.offset_kind.as_str(),
+            committed_offset: c.committed_offset,
+            table: c.table,
+            load_id: c.load_id,
+            committed_at: c.committed_at,
+            commits: c.commits,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    limit: Option<i64>,
+    /// The last channel name of the previous page.
+    cursor: Option<String>,
+}
+
+async fn list_channels(
+    State(state): State<AppState>,
+    caller: Caller,
+    OriginalUri(uri): OriginalUri,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Response> {
+    let limit = page_limit(query.limit)?;
+    let channels = state
+        .store
+        .channels(&caller.principal, query.cursor.as_deref(), limit)
+        .await?;
+    let views: Vec<ChannelView> = channels.into_iter().map(ChannelView::from).collect();
+    Ok(page(&uri, views, limit, |c: &ChannelView| c.name.clone()))
+}
+
+async fn get_channel(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<ChannelView>> {
+    let name = ChannelName::parse(&name)?;
+    state
+        .store
+        .channel(&caller.principal, &name)
+        .await?
+        .map(|c| Json(ChannelView::from(c)))
+        .ok_or_else(|| {
+            ApiError::ChannelNotFound(format!(
+                "channel {:?} has committed no offset for this token",
+                name.as_str()
+            ))
+        })
+}
+
+#[derive(Deserialize)]
+struct ResetQuery {
+    /// Whose channel: a token's id (`admin` for the bootstrap token);
+    /// the caller's own when absent.
+    principal: Option<String>,
+}
+
+/// Forgets the channel: its next POST starts it afresh, with any offset and
+/// kind. 204 whether or not it existed, so a reset can be retried.
+async fn reset_channel(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<ResetQuery>,
+) -> ApiResult<StatusCode> {
+    caller.require_admin()?;
+    let name = ChannelName::parse(&name)?;
+    let principal = query.principal.unwrap_or(caller.principal);
+    if state.store.reset_channel(&principal, &name).await? {
+        tracing::info!(channel = %name, principal = %principal, "channel reset");
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

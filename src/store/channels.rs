@@ -1,0 +1,193 @@
+//! `idem.channels`: each principal's channels and the offset each last
+//! committed. A write on a channel locks its row first in the write's
+//! transaction (making it, if new), and commits its offset in that same
+//! transaction; the lists and the reset answer `/channels`.
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use super::{Store, StoreError, StoreResult};
+use crate::channel::{ChannelName, Offset, OffsetKind};
+use crate::names::TableName;
+
+/// A channel as the write that locked it found it.
+pub struct LockedChannel {
+    pub kind: OffsetKind,
+    /// `None` for a channel this write is the first on.
+    pub committed: Option<Offset>,
+}
+
+/// A channel as listed.
+#[derive(Clone, Debug)]
+pub struct ChannelInfo {
+    pub name: String,
+    pub offset_kind: OffsetKind,
+    pub committed_offset: String,
+    pub table: Option<String>,
+    pub load_id: Option<Uuid>,
+    pub committed_at: Option<DateTime<Utc>>,
+    pub commits: i64,
+}
+
+fn corrupt() -> StoreError {
+    StoreError::Corrupt("idem.channels holds an offset or offset kind idem does not know")
+}
+
+fn locked(row: &PgRow) -> StoreResult<LockedChannel> {
+    let kind: String = row.try_get("offset_kind")?;
+    let kind = OffsetKind::parse(&kind).map_err(|_| corrupt())?;
+    let committed: Option<String> = row.try_get("committed_offset")?;
+    let committed = committed
+        .map(|text| Offset::parse(kind, &text).map_err(|_| corrupt()))
+        .transpose()?;
+    Ok(LockedChannel { kind, committed })
+}
+
+/// Locks the channel's row in the caller's transaction, first made (with
+/// `kind`, and no offset) when the channel is new: a second write on the
+/// channel waits here until this one commits or rolls back, then reads what
+/// it left. The common case, a channel that exists, costs one statement.
+pub async fn lock_channel(
+    conn: &mut PgConnection,
+    principal: &str,
+    name: &ChannelName,
+    kind: OffsetKind,
+) -> StoreResult<LockedChannel> {
+    // language=PostgreSQL
+    const SELECT: &str = "select offset_kind, committed_offset from idem.channels
+                           where principal = $1 and name = $2 for update";
+    let found = sqlx::query(SELECT)
+        .bind(principal)
+        .bind(name.as_str())
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let Some(row) = found {
+        return locked(&row);
+    }
+    // Waits for a first write in flight on the same new channel: when that
+    // one commits, nothing is inserted and the row is read again, locked.
+    // language=PostgreSQL
+    let made = sqlx::query(
+        "insert into idem.channels (principal, name, offset_kind) values ($1, $2, $3)
+         on conflict (principal, name) do nothing
+         returning offset_kind, committed_offset",
+    )
+    .bind(principal)
+    .bind(name.as_str())
+    .bind(kind.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
+    let row = match made {
+        Some(row) => row,
+        None => {
+            sqlx::query(SELECT)
+                .bind(principal)
+                .bind(name.as_str())
+                .fetch_one(&mut *conn)
+                .await?
+        }
+    };
+    locked(&row)
+}
+
+/// What a write commits on its channel, in its transaction.
+pub struct OffsetCommit<'a> {
+    pub principal: &'a str,
+    pub name: &'a ChannelName,
+    pub offset: &'a Offset,
+    pub table: &'a TableName,
+    pub load_id: Uuid,
+}
+
+/// Records the offset on the channel's row, which `lock_channel` locked.
+pub async fn commit_offset(conn: &mut PgConnection, commit: &OffsetCommit<'_>) -> StoreResult<()> {
+    // language=PostgreSQL
+    sqlx::query(
+        "update idem.channels
+            set committed_offset = $3, table_name = $4, load_id = $5,
+                committed_at = clock_timestamp(), commits = commits + 1
+          where principal = $1 and name = $2",
+    )
+    .bind(commit.principal)
+    .bind(commit.name.as_str())
+    .bind(commit.offset.to_string())
+    .bind(commit.table.as_str())
+    .bind(commit.load_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+// language=PostgreSQL
+const INFO_COLUMNS: &str =
+    "name, offset_kind, committed_offset, table_name, load_id, committed_at, commits";
+
+fn info(row: &PgRow) -> StoreResult<ChannelInfo> {
+    let kind: String = row.try_get("offset_kind")?;
+    Ok(ChannelInfo {
+        name: row.try_get("name")?,
+        offset_kind: OffsetKind::parse(&kind).map_err(|_| corrupt())?,
+        committed_offset: row.try_get("committed_offset")?,
+        table: row.try_get("table_name")?,
+        load_id: row.try_get("load_id")?,
+        committed_at: row.try_get("committed_at")?,
+        commits: row.try_get("commits")?,
+    })
+}
+
+impl Store {
+    /// `principal`'s channels by name, `limit` of them after `after`.
+    pub async fn channels(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<ChannelInfo>> {
+        // A row without an offset is a first write's, not committed yet.
+        // language=PostgreSQL
+        let rows = sqlx::query(&format!(
+            "select {INFO_COLUMNS} from idem.channels
+              where principal = $1 and committed_offset is not null
+                and ($2::text is null or name > $2)
+              order by name limit $3"
+        ))
+        .bind(principal)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&mut *self.acquire().await?)
+        .await?;
+        rows.iter().map(info).collect()
+    }
+
+    /// One of `principal`'s channels, if it committed an offset.
+    pub async fn channel(
+        &self,
+        principal: &str,
+        name: &ChannelName,
+    ) -> StoreResult<Option<ChannelInfo>> {
+        // language=PostgreSQL
+        let row = sqlx::query(&format!(
+            "select {INFO_COLUMNS} from idem.channels
+              where principal = $1 and name = $2 and committed_offset is not null"
+        ))
+        .bind(principal)
+        .bind(name.as_str())
+        .fetch_optional(&mut *self.acquire().await?)
+        .await?;
+        row.as_ref().map(info).transpose()
+    }
+
+    /// Forgets the channel, its kind included: its next write starts it
+    /// afresh. Waits for a write in flight on it. Whether there was one.
+    pub async fn reset_channel(&self, principal: &str, name: &ChannelName) -> StoreResult<bool> {
+        // language=PostgreSQL
+        let done = sqlx::query("delete from idem.channels where principal = $1 and name = $2")
+            .bind(principal)
+            .bind(name.as_str())
+            .execute(&mut *self.acquire().await?)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}
