@@ -71,13 +71,14 @@ impl Source {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    /// The source's rows, as the idem table should hold them.
+    /// The source's rows, as the idem table should hold them, in the form
+    /// idem gives them.
     async fn rows(&self) -> Vec<Value> {
         let text = self
             .psql(
                 "select coalesce(json_agg(json_build_object('id', id, 'name', name, 'qty', qty, \
-                 'price', price::text, 'active', active, 'seen_at', \
-                 to_char(seen_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')) \
+                 'price', price::float8, 'active', active, 'seen_at', \
+                 to_char(seen_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"')) \
                  order by id), '[]') from items",
             )
             .await;
@@ -103,8 +104,8 @@ fn example(app: &TestApp, source: &Source, log: &std::path::Path, more: &[&str])
         .expect("run python3")
 }
 
-/// The idem table's rows, `change_lsn` left out, values as the source
-/// query gives them.
+/// The idem table's rows, `change_lsn` left out (numerics are JSON
+/// numbers, times RFC 3339 in UTC, as the source query gives them).
 async fn idem_rows(app: &TestApp) -> Vec<Value> {
     let r = app.get("/tables/items/rows").await;
     assert_eq!(r.status(), 200);
@@ -115,16 +116,38 @@ async fn idem_rows(app: &TestApp) -> Vec<Value> {
         .lines()
         .map(|line| {
             let mut row: Value = serde_json::from_str(line).unwrap();
-            let fields = row.as_object_mut().unwrap();
-            fields.remove("change_lsn");
-            if let Some(price) = fields.get_mut("price").filter(|p| p.is_number()) {
-                *price = Value::String(price.to_string());
-            }
+            row.as_object_mut().unwrap().remove("change_lsn");
             row
         })
         .collect();
     rows.sort_by_key(|row| row["id"].as_i64());
     rows
+}
+
+/// The idem rows equal the source rows (prices as numbers: 520 and 520.0
+/// are one price); else the rows that differ.
+fn assert_same(idem: &[Value], source: &[Value]) {
+    let price_as_f64 = |rows: &[Value]| -> Vec<Value> {
+        let mut rows = rows.to_vec();
+        for row in &mut rows {
+            if let Some(price) = row["price"].as_f64() {
+                row["price"] = Value::from(price);
+            }
+        }
+        rows
+    };
+    let (idem, source) = (&price_as_f64(idem), &price_as_f64(source));
+    let differing: Vec<(Option<&Value>, Option<&Value>)> = (0..idem.len().max(source.len()))
+        .map(|i| (idem.get(i), source.get(i)))
+        .filter(|(a, b)| a != b)
+        .take(3)
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "{} idem rows, {} source rows; first differences (idem, source): {differing:?}",
+        idem.len(),
+        source.len()
+    );
 }
 
 async fn channel_commits(app: &TestApp) -> u64 {
@@ -194,8 +217,8 @@ async fn the_cdc_example_killed_midway_and_restarted_makes_the_idem_table_equal_
     let log = std::fs::read_to_string(&second_log).unwrap();
     assert!(status.success(), "{log}");
     let expected = source.rows().await;
-    assert!(expected.len() > 100, "{}", expected.len());
-    assert_eq!(idem_rows(&app).await, expected);
+    assert!(expected.len() > 50, "{}", expected.len());
+    assert_same(&idem_rows(&app).await, &expected);
     // Each source transaction committed once on the channel, whether the
     // slot gave it once or again after the kill.
     let commits = channel_commits(&app).await;
@@ -209,5 +232,5 @@ async fn the_cdc_example_killed_midway_and_restarted_makes_the_idem_table_equal_
         .unwrap();
     assert!(status.success());
     assert_eq!(channel_commits(&app).await, commits);
-    assert_eq!(idem_rows(&app).await, expected);
+    assert_same(&idem_rows(&app).await, &expected);
 }
