@@ -47,7 +47,7 @@ fn producer(idem: &Idem, file: &str) -> tokio::process::Child {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_a_channel_producer_leaves_every_line_stored_once() {
-    let lines = u64::try_from(rounds(4_000, 40_000)).unwrap();
+    let lines = u64::try_from(rounds(10_000, 100_000)).unwrap();
     let kills = rounds(8, 60);
     let mut rng = Rng::for_scenario("kill -9 of the producer");
     let pg = Postgres::start().await;
@@ -77,7 +77,7 @@ async fn kill_9_of_a_channel_producer_leaves_every_line_stored_once() {
             break running.wait().await.unwrap();
         }
         if kills_done % 2 == 0 {
-            tokio::time::sleep(rng.between(Duration::from_millis(10), Duration::from_millis(400)))
+            tokio::time::sleep(rng.between(Duration::from_millis(5), Duration::from_millis(150)))
                 .await;
         } else {
             let before = commits(&db).await;
