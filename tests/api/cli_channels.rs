@@ -157,3 +157,32 @@ async fn a_reset_channel_sends_every_record_again_and_a_keyed_table_keeps_one_ro
     let (code, _, _) = idem_json(&app.base, &["post", "keyed", &path, "--channel", "c"]).await;
     assert_eq!(code, Some(3), "--channel needs --offset-from-line");
 }
+
+#[tokio::test]
+async fn two_producers_of_one_file_on_one_channel_store_each_line_once() {
+    let app = spawn_app().await;
+    declared(&app, "lines", LINES).await;
+    let file = file_with(".ndjson", &lines_ndjson(1, 2000));
+    let path = file.path().to_str().unwrap();
+    let args = [
+        "post",
+        "lines",
+        path,
+        "--channel",
+        "shared",
+        "--offset-from-line",
+        "--batch-rows",
+        "50",
+    ];
+    let (first, second) = tokio::join!(idem_json(&app.base, &args), idem_json(&app.base, &args));
+    let mut new = 0;
+    for (code, summary, stderr) in [first, second] {
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(summary["committed_offset"], "2000", "{summary}");
+        new += summary["new"].as_u64().unwrap();
+    }
+    // A batch the other producer committed first was answered
+    // `"committed": false`: counted as replayed, its rows not written again.
+    assert_eq!(new, 40, "each of the 40 batches written by one producer");
+    assert_eq!(rows_and_distinct(&app, "lines").await, (2000, 2000));
+}
