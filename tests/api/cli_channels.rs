@@ -1,7 +1,9 @@
 //! `idem post --channel NAME --offset-from-line` and `idem channels`
 //! against the real server: a file grown and posted again sends only its new
 //! records, the committed offset is the file's record count, a reset sends
-//! everything again, and a file shorter than the offset is refused.
+//! everything again, a file shorter than the offset is refused, two
+//! producers of one file store each line once; and `--mode versions`
+//! reaches the server.
 
 use serde_json::Value;
 
@@ -185,4 +187,26 @@ async fn two_producers_of_one_file_on_one_channel_store_each_line_once() {
     // `"committed": false`: counted as replayed, its rows not written again.
     assert_eq!(new, 40, "each of the 40 batches written by one producer");
     assert_eq!(rows_and_distinct(&app, "lines").await, (2000, 2000));
+}
+
+#[tokio::test]
+async fn idem_post_sends_mode_versions_to_the_server() {
+    let app = spawn_app().await;
+    declared(&app, "keyed", KEYED).await;
+    // `keyed` keeps no versions: the server refuses the mode, by its name.
+    let file = file_with(".ndjson", &lines_ndjson(1, 3));
+    let args = [
+        "post",
+        "keyed",
+        file.path().to_str().unwrap(),
+        "--mode",
+        "versions",
+    ];
+    let (code, _, stderr) = idem_json(&app.base, &args).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("HTTP 400") && stderr.contains("versions"),
+        "{stderr}"
+    );
+    assert_eq!(rows_and_distinct(&app, "keyed").await, (0, 0));
 }
