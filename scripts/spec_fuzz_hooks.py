@@ -9,7 +9,8 @@ A body whose request says `Content-Encoding: gzip` is gzipped, as the header
 promises (JSON bodies too).
 
 A valid Idempotency-Key is made distinct per request (see `before_call`), and
-the rows of a `POST /rows` get a partition value (see `flatmap_body`).
+the rows of a `POST /rows` get a partition value (see `flatmap_body`); an
+invalid body goes without its channel (see `without_channel`).
 
 A generated value that is not an array of objects (negative testing) has no
 NDJSON or CSV form of its own; it is sent as the nearest thing a client could
@@ -152,6 +153,17 @@ def reject_bad_rows(case):
         case.query["bad_rows"] = "reject"
 
 
+def without_channel(case):
+    """A POST on a channel whose offset is committed already answers 200
+    (`"committed": false`) without reading its body as rows, valid or not. An
+    invalid body must be refused, so it goes without its channel: then it is
+    read, and refused (or, without an Idempotency-Key, the request is)."""
+    if not body_is_negative(case) or not isinstance(case.query, dict):
+        return
+    for name in ("channel", "offset", "offset_kind"):
+        case.query.pop(name, None)
+
+
 # The operations whose body is rows (a bad one refused under bad_rows=reject).
 WRITES_OF_ROWS = (
     "/rows",
@@ -172,6 +184,8 @@ def before_call(ctx, case, **kwargs):
     keys (negative testing) are sent as drawn."""
     if ctx.operation is not None and ctx.operation.path in WRITES_OF_ROWS:
         reject_bad_rows(case)
+    if ctx.operation is not None and ctx.operation.path == "/rows":
+        without_channel(case)
     headers = case.headers or {}
     for name, key in list(headers.items()):
         if name.lower() != "idempotency-key" or not isinstance(key, str) or key == '""':

@@ -69,9 +69,14 @@ async fn list_channels(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Response> {
     let limit = page_limit(query.limit)?;
+    let after = query
+        .cursor
+        .as_deref()
+        .map(ChannelName::parse)
+        .transpose()?;
     let channels = state
         .store
-        .channels(&caller.principal, query.cursor.as_deref(), limit)
+        .channels(&caller.principal, after.as_ref(), limit)
         .await?;
     let views: Vec<ChannelView> = channels.into_iter().map(ChannelView::from).collect();
     Ok(page(&uri, views, limit, |c: &ChannelView| c.name.clone()))
@@ -96,6 +101,18 @@ async fn get_channel(
         })
 }
 
+/// A principal named in a query: a token's id, or the name of a caller
+/// without a token (`admin`, `anonymous`).
+fn parse_principal(text: String) -> ApiResult<String> {
+    if uuid::Uuid::parse_str(&text).is_ok() || text == "admin" || text == "anonymous" {
+        return Ok(text);
+    }
+    let shown: String = text.chars().take(40).collect();
+    Err(ApiError::InvalidRequest(format!(
+        "principal {shown:?} is not a token id, admin or anonymous"
+    )))
+}
+
 #[derive(Deserialize)]
 struct ResetQuery {
     /// Whose channel: a token's id (`admin` for the bootstrap token);
@@ -113,7 +130,10 @@ async fn reset_channel(
 ) -> ApiResult<StatusCode> {
     caller.require_admin()?;
     let name = ChannelName::parse(&name)?;
-    let principal = query.principal.unwrap_or(caller.principal);
+    let principal = match query.principal {
+        Some(principal) => parse_principal(principal)?,
+        None => caller.principal,
+    };
     if state.store.reset_channel(&principal, &name).await? {
         tracing::info!(channel = %name, principal = %principal, "channel reset");
     }

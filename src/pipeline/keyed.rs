@@ -47,25 +47,35 @@ pub enum KeyedWrite {
     Replay(ReplayRejects),
 }
 
-/// What a keyed write records before its commit besides its key's answer:
-/// the deltas and ledger row of a write that merged rows.
+/// What a keyed write leaves for its commit besides its key's answer.
 enum Recorded {
+    /// A write that merged rows: its deltas and ledger row.
     Rows(RowsWritten),
     Replay(ReplayWritten),
+    /// A PUT, whose publish recorded its load itself.
+    Published,
+    /// A POST on a channel whose offset was committed already: no load.
+    Skipped,
 }
 
 impl Recorded {
-    fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
+    /// The ledger row and the partitions' deltas of a write that merged rows.
+    fn merged<'a>(
+        &'a self,
+        ticket: &'a LoadTicket,
+    ) -> Option<(LoadEntry<'a>, &'a [(Period, ContentDelta)])> {
         match self {
-            Recorded::Rows(rows) => rows.receipt.entry(ticket),
-            Recorded::Replay(replay) => replay.receipt.entry(ticket),
+            Recorded::Rows(rows) => Some((rows.receipt.entry(ticket), &rows.deltas)),
+            Recorded::Replay(replay) => Some((replay.receipt.entry(ticket), &replay.deltas)),
+            Recorded::Published | Recorded::Skipped => None,
         }
     }
 
-    fn deltas(&self) -> &[(Period, ContentDelta)] {
+    /// The load its key names: none when nothing was loaded.
+    fn load_id(&self, ticket: &LoadTicket) -> Option<uuid::Uuid> {
         match self {
-            Recorded::Rows(rows) => &rows.deltas,
-            Recorded::Replay(replay) => &replay.deltas,
+            Recorded::Skipped => None,
+            _ => Some(ticket.load_id),
         }
     }
 }
@@ -202,7 +212,7 @@ impl Pipeline {
         let written = self
             .write_claimed(write, &ticket, &mut tx, stage_conn.as_deref_mut(), form)
             .await;
-        let (answer, rows) = match written {
+        let (answer, recorded) = match written {
             Ok(written) => written,
             Err(e) => {
                 // The key goes with the write, so that the fixed request can use it.
@@ -220,13 +230,13 @@ impl Pipeline {
             principal: &req.principal,
             key: &req.key,
             fingerprint: &fingerprint,
-            load_id: Some(ticket.load_id),
+            load_id: recorded.load_id(&ticket),
             status: answer.status,
             body: &answer.body,
             etag: answer.etag.as_deref(),
             retention: self.settings.idempotency_retention(),
         };
-        complete(&mut tx, &ticket, &completion, rows.as_ref()).await?;
+        complete(&mut tx, &ticket, &completion, &recorded).await?;
         tx.commit().await.map_err(crate::store::StoreError::from)?;
         self.store
             .remember_completed(&completion.stored(claimed_at));
@@ -324,8 +334,7 @@ impl Pipeline {
     }
 
     /// The write itself, in the transaction that holds its key, its answer
-    /// in `form`; a POST's rows also say what is left to record before the
-    /// commit.
+    /// in `form`, and what is left to record before the commit.
     async fn write_claimed(
         &self,
         write: KeyedWrite,
@@ -333,30 +342,14 @@ impl Pipeline {
         tx: &mut PgConnection,
         stage_conn: Option<&mut PgConnection>,
         form: &dyn AnswerForm,
-    ) -> WriteResult<(KeyedAnswer, Option<Recorded>)> {
-        let mut recorded = None;
-        let (body, etag, counts) = match write {
-            KeyedWrite::Rows(rows) => match self.write_gated(rows, ticket, tx).await? {
-                Gated::Written(written) => {
-                    let receipt = &written.receipt;
-                    let answer = (form.rows(receipt), None, receipt.counts());
-                    recorded = Some(Recorded::Rows(written));
-                    answer
-                }
-                // The key records the skip: its body is read for the
-                // fingerprint, under the key's lock.
-                Gated::Skipped(skipped, mut body) => {
-                    drain(&mut body).await?;
-                    let counts = RowCounts::default();
-                    (form.channel_skipped(&skipped), None, counts)
-                }
-            },
+    ) -> WriteResult<(KeyedAnswer, Recorded)> {
+        let ((body, etag, counts), recorded) = match write {
+            KeyedWrite::Rows(rows) => self.rows_claimed(rows, ticket, tx, form).await?,
             KeyedWrite::Replay(replay) => {
                 let written = self.replay_rejects(replay, ticket, tx).await?;
                 let receipt = &written.receipt;
                 let answer = (form.replay(receipt), None, receipt.counts());
-                recorded = Some(Recorded::Replay(written));
-                answer
+                (answer, Recorded::Replay(written))
             }
             KeyedWrite::Partition(put) => {
                 let conns = PutConnections {
@@ -365,7 +358,8 @@ impl Pipeline {
                 };
                 let receipt = self.replace_partition(put, ticket, conns).await?;
                 let etag = Some(receipt.etag().to_string());
-                (form.partition(&receipt), etag, receipt.counts())
+                let answer = (form.partition(&receipt), etag, receipt.counts());
+                (answer, Recorded::Published)
             }
         };
         let answer = KeyedAnswer {
@@ -377,7 +371,35 @@ impl Pipeline {
         };
         Ok((answer, recorded))
     }
+
+    /// A POST in the transaction that holds its key (behind its channel's
+    /// gate, when it has a channel).
+    async fn rows_claimed(
+        &self,
+        rows: PostRows,
+        ticket: &LoadTicket,
+        tx: &mut PgConnection,
+        form: &dyn AnswerForm,
+    ) -> WriteResult<(ClaimedAnswer, Recorded)> {
+        match self.write_gated(rows, ticket, tx).await? {
+            Gated::Written(written) => {
+                let receipt = &written.receipt;
+                let answer = (form.rows(receipt), None, receipt.counts());
+                Ok((answer, Recorded::Rows(written)))
+            }
+            // The key records the skip: its body is read for the
+            // fingerprint, under the key's lock.
+            Gated::Skipped(skipped, mut body) => {
+                drain(&mut body).await?;
+                let answer = (form.channel_skipped(&skipped), None, RowCounts::default());
+                Ok((answer, Recorded::Skipped))
+            }
+        }
+    }
 }
+
+/// A keyed write's answer body, its `ETag` and what it did.
+type ClaimedAnswer = (serde_json::Value, Option<String>, RowCounts);
 
 /// What claiming a key came to: the write to run in the key's transaction
 /// (with, when it runs again under a completed key, the fingerprint that
@@ -417,14 +439,14 @@ async fn complete(
     tx: &mut PgConnection,
     ticket: &LoadTicket,
     completion: &Completion<'_>,
-    recorded: Option<&Recorded>,
+    recorded: &Recorded,
 ) -> WriteResult<()> {
-    match recorded {
-        Some(recorded) => {
+    match recorded.merged(ticket) {
+        Some((entry, deltas)) => {
             let closing = RowsClosing {
                 load_id: ticket.load_id,
-                deltas: recorded.deltas(),
-                entry: recorded.entry(ticket),
+                deltas,
+                entry,
                 key: Some(completion.clone()),
             };
             close_rows_writes(tx, &ticket.table, &[closing]).await?;

@@ -142,7 +142,7 @@ impl Store {
     pub async fn channels(
         &self,
         principal: &str,
-        after: Option<&str>,
+        after: Option<&ChannelName>,
         limit: i64,
     ) -> StoreResult<Vec<ChannelInfo>> {
         // A row without an offset is a first write's, not committed yet.
@@ -154,7 +154,7 @@ impl Store {
               order by name limit $3"
         ))
         .bind(principal)
-        .bind(after)
+        .bind(after.map(ChannelName::as_str))
         .bind(limit)
         .fetch_all(&mut *self.acquire().await?)
         .await?;

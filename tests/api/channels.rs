@@ -134,11 +134,20 @@ async fn get_channels_shows_where_each_channel_stands() {
     assert_eq!(names, ["c0", "c1"]);
     assert_eq!(list[0]["offset_kind"], "text");
     assert_eq!(list[1], c1);
-    let (status, bad) = get_with(&app.client, &app, "/channels/-x").await;
+    let paged = all_pages(&app, "/channels?limit=1", 1).await;
     assert_eq!(
-        (status, bad["code"].as_str()),
-        (400, Some("invalid_request"))
+        paged,
+        list.as_array().unwrap().clone(),
+        "pages of one, by name"
     );
+    for bad in ["/channels/-x", "/channels?cursor=%00"] {
+        let (status, problem) = get_with(&app.client, &app, bad).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{bad}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -166,6 +175,14 @@ async fn delete_resets_a_channel_and_only_an_admin_may() {
     assert_eq!(status, 404, "reset");
     let r = app.client.delete(app.url(&reset)).send().await.unwrap();
     assert_eq!(r.status(), 204, "a reset of nothing is a 204 too");
+    let not_a_principal = "/channels/c1?principal=x%00y";
+    let r = app
+        .client
+        .delete(app.url(not_a_principal))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
 
     // Reset, the channel takes any offset, of any kind, again.
     let query = "table=orders&channel=c1&offset=0/1";
@@ -387,6 +404,13 @@ async fn with_an_idempotency_key_both_the_key_and_the_channel_apply() {
         app.loads_with_key("k1").await,
         vec![("published".to_string(), 2)]
     );
+    assert_eq!(
+        app.loads_with_key("k2").await,
+        vec![],
+        "a skip makes no load"
+    );
+    let (_, k2) = get_with(&app.client, &app, "/idempotency-keys/k2").await;
+    assert_eq!(k2["load_id"], Value::Null, "{k2}");
 }
 
 #[tokio::test]
