@@ -30,8 +30,10 @@ pub enum Command {
     /// (a failed audit included), 2 gave up after retries, 3 usage error.
     Put(args::PutArgs),
     /// Client: POST a file's rows to TABLE in batches, each under its own
-    /// Idempotency-Key (a rerun sends only what is missing). Exit codes as
-    /// for `put`.
+    /// Idempotency-Key (a rerun sends only what is missing); with --channel
+    /// NAME --offset-from-line, each batch commits its last record's number
+    /// as the channel's offset (a rerun on the grown file sends only the new
+    /// records). Exit codes as for `put`.
     Post(args::PostArgs),
     /// Client: PUT every partition from --from to --to, each from its file
     /// (--files with {ds}), --parallel at a time; a rerun loads only what
@@ -63,6 +65,9 @@ pub enum Command {
     /// Client: send TABLE's pending rejects again, under a key new to each
     /// run.
     Replay(args::ReplayArgs),
+    /// Client: the caller's channels and their committed offsets; NAME
+    /// alone as JSON; NAME --reset forgets its offset (an admin token).
+    Channels(args::ChannelsArgs),
 }
 
 /// Help and the version exit 0; wrong arguments exit with the documented

@@ -34,6 +34,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Drop(args) => client::tables::drop(args).await,
         Command::Rejects(args) => client::rejects::rejects(args).await,
         Command::Replay(args) => client::rejects::replay(args).await,
+        Command::Channels(args) => client::channels::channels(args).await,
     };
     std::process::exit(i32::from(outcome.exit_code()))
 }

@@ -125,17 +125,41 @@ pub struct PostArgs {
     /// The body's format when the file's name does not say it (stdin).
     #[arg(long)]
     pub format: Option<String>,
-    /// `merge`, `patch`, `append` or `insert_missing` (the table's default
-    /// when not given).
-    #[arg(long, value_parser = ["merge", "patch", "append", "insert_missing"])]
+    /// `merge`, `patch`, `append`, `insert_missing` or `versions` (the
+    /// table's `write_mode` when not given).
+    #[arg(long, value_parser = ["merge", "patch", "append", "insert_missing", "versions"])]
     pub mode: Option<String>,
     /// Rows a POST carries.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_rows: u32,
+    /// Send on this channel (`?channel=`): the server commits each batch's
+    /// offset with its rows, so a rerun on the grown file sends only the
+    /// records after the committed offset. Needs --offset-from-line.
+    #[arg(long, value_name = "NAME", requires = "offset_from_line")]
+    pub channel: Option<String>,
+    /// With --channel: a batch's offset is the number of its last record
+    /// (an NDJSON line, a CSV record after the header, from 1); the
+    /// records up to the channel's committed offset are skipped. Batches
+    /// go without an Idempotency-Key: the offset is the idempotency.
+    #[arg(long, requires = "channel")]
+    pub offset_from_line: bool,
     #[command(flatten)]
     pub bad_rows: BadRowsArg,
     #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// `idem channels [NAME [--reset]]`.
+#[derive(Clone, Debug, Args)]
+pub struct ChannelsArgs {
+    /// One channel, as JSON (all of the caller's as a table when absent).
+    pub name: Option<String>,
+    /// Forget NAME's committed offset (`DELETE /channels/{name}`, an admin
+    /// token): the next `idem post --channel NAME` sends every record.
+    #[arg(long, requires = "name")]
+    pub reset: bool,
+    #[command(flatten)]
+    pub list: ListArgs,
 }
 
 /// `idem backfill TABLE --from DS --to DS --files PATTERN`.
@@ -424,8 +448,10 @@ mod tests {
     #[derive(Subcommand)]
     enum Command {
         Put(PutArgs),
+        Post(PostArgs),
         Backfill(BackfillArgs),
         Get(GetArgs),
+        Channels(ChannelsArgs),
     }
 
     fn parse(args: &[&str]) -> Result<Command, clap::Error> {
@@ -452,6 +478,34 @@ mod tests {
         assert!(parse(&["get", "orders", "2026-10-12", "--whole"]).is_err());
         assert!(parse(&["get", "orders"]).is_err(), "a day or --whole");
         assert!(parse(&["put", "orders", "2026-10-12", "d.csv", "--whole", "c.csv"]).is_err());
+    }
+
+    #[test]
+    fn post_takes_versions_and_a_channel_only_with_its_offset_rule() {
+        let Ok(Command::Post(post)) = parse(&["post", "t", "f.ndjson", "--mode", "versions"])
+        else {
+            panic!("a versions post")
+        };
+        assert_eq!(post.mode.as_deref(), Some("versions"));
+        let channel = ["post", "t", "f.ndjson", "--channel", "feed"];
+        assert!(
+            parse(&channel).is_err(),
+            "--channel needs --offset-from-line"
+        );
+        assert!(parse(&["post", "t", "f.ndjson", "--offset-from-line"]).is_err());
+        let Ok(Command::Post(post)) = parse(&[&channel[..], &["--offset-from-line"]].concat())
+        else {
+            panic!("a channel post")
+        };
+        assert_eq!(post.channel.as_deref(), Some("feed"));
+        assert!(matches!(
+            parse(&["channels", "feed", "--reset"]),
+            Ok(Command::Channels(c)) if c.reset && c.name.as_deref() == Some("feed")
+        ));
+        assert!(
+            parse(&["channels", "--reset"]).is_err(),
+            "--reset needs a name"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod args;
 pub mod backfill;
 mod backfill_atomic;
+pub mod channels;
 pub mod load;
 pub mod post;
 mod progress;

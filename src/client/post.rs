@@ -2,7 +2,9 @@
 //! made from the table, the file's SHA-256 and the batch's number, so that
 //! running the same command again (after a crash, a kill) sends only what
 //! the server has no record of and is answered from its records for the
-//! rest.
+//! rest; or, with `--channel NAME --offset-from-line`, each with its last
+//! record's number as the channel's offset, so that a rerun on the grown
+//! file sends only the records after the committed offset.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,6 +12,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::args::PostArgs;
+use super::channels::committed_records;
 use super::progress::{watched, Progress, Unit};
 use super::put::file_sha256;
 use super::records::Records;
@@ -46,6 +49,19 @@ pub async fn post(args: PostArgs) -> Exit {
     }
 }
 
+/// What makes a rerun send each batch once.
+enum Resume {
+    /// Each batch under an Idempotency-Key made from the table, the file's
+    /// SHA-256 and the batch's number: a rerun of the same file is
+    /// answered from the server's records.
+    Keys { sha256: String },
+    /// Each batch on the channel, with its last record's number as the
+    /// offset: a rerun (of the same file grown, too) skips the records up
+    /// to the committed offset, and a batch whose offset is committed is
+    /// answered `"committed": false`.
+    Channel { name: String, skipped: u64 },
+}
+
 /// What the batches added up to.
 #[derive(Default)]
 struct Tally {
@@ -53,6 +69,8 @@ struct Tally {
     replayed: u64,
     rows_received: u64,
     rows_written: u64,
+    /// The last committed offset a channel's answer named.
+    committed_offset: Option<serde_json::Value>,
 }
 
 async fn send_batches(
@@ -67,21 +85,21 @@ async fn send_batches(
         ));
         Exit::Usage
     };
-    let sha256 = file_sha256(body.path()).await.map_err(unreadable)?;
     let mut records = Records::open(body).await.map_err(unreadable)?;
-    let url = rows_url(args)?;
+    let resume = match &args.channel {
+        Some(name) => skip_committed(args, name, &mut records, progress).await?,
+        None => Resume::Keys {
+            sha256: file_sha256(body.path()).await.map_err(unreadable)?,
+        },
+    };
     let started = Instant::now();
     let mut tally = Tally::default();
     while let Some(batch) = records.batch(args.batch_rows).await.map_err(unreadable)? {
+        let (url, key) = batch_target(args, &resume, tally.batches, records.taken())?;
         let load = Load {
             method: reqwest::Method::POST,
-            url: url.clone(),
-            key: Some(post_key(
-                &args.table,
-                &sha256,
-                tally.batches,
-                args.bad_rows.bad_rows.as_deref(),
-            )),
+            url,
+            key,
             accept: None,
             headers: Vec::new(),
             // Counted from 1, as people count them (the key counts from 0).
@@ -100,6 +118,7 @@ async fn send_batches(
         tally.add(&receipt);
         progress.advance(batch.file_bytes);
         progress.add_rows(batch.rows);
+        catch_up(&receipt, &mut records).await.map_err(unreadable)?;
     }
     progress.finish();
     progress.note(&format!(
@@ -111,32 +130,128 @@ async fn send_batches(
         tally.rows_written,
         started.elapsed().as_secs_f64()
     ));
-    Ok(json!({
-        "table": args.table,
-        "batches": tally.batches,
-        "new": tally.batches - tally.replayed,
-        "replayed": tally.replayed,
-        "rows_received": tally.rows_received,
-        "rows_written": tally.rows_written,
-    }))
+    Ok(tally.summary(&args.table, &resume))
 }
 
-/// `POST /rows?table=…[&mode=…]`.
-fn rows_url(args: &PostArgs) -> Result<String, Exit> {
+/// The records the channel `name` has committed, passed over in
+/// `records`. A file with fewer records is not the file the channel was
+/// fed from (or was cut since): sending its tail would lose records.
+async fn skip_committed(
+    args: &PostArgs,
+    name: &str,
+    records: &mut Records,
+    progress: &Progress,
+) -> Result<Resume, Exit> {
+    let committed = committed_records(&args.server, name).await?;
+    let skipped = records.skip_records(committed).await.map_err(|e| {
+        progress.note(&format!("idem post: cannot read the file: {e}"));
+        Exit::Usage
+    })?;
+    if skipped < committed {
+        progress.note(&format!(
+            "idem post: channel {name} has committed {committed} records, but the file has \
+             {skipped}: is it the channel's file? (`idem channels {name} --reset` starts over)"
+        ));
+        return Err(Exit::Usage);
+    }
+    Ok(Resume::Channel {
+        name: name.to_string(),
+        skipped,
+    })
+}
+
+/// After a `"committed": false` answer: passes over the records up to the
+/// offset the channel committed when it is past the batch's end (a run
+/// killed with a request in flight, whose batch the server committed after
+/// this run read the offset), so that no next batch starts inside a range
+/// the server holds.
+async fn catch_up(receipt: &serde_json::Value, records: &mut Records) -> std::io::Result<()> {
+    let committed = match (&receipt["committed"], &receipt["committed_offset"]) {
+        (serde_json::Value::Bool(false), serde_json::Value::String(offset)) => {
+            offset.parse::<u64>()
+        }
+        _ => return Ok(()),
+    };
+    if let Ok(committed) = committed {
+        records
+            .skip_records(committed.saturating_sub(records.taken()))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Where batch `batch` (from 0), ending at record `last`, goes, and under
+/// which Idempotency-Key.
+fn batch_target(
+    args: &PostArgs,
+    resume: &Resume,
+    batch: u64,
+    last: u64,
+) -> Result<(String, Option<String>), Exit> {
+    match resume {
+        Resume::Keys { sha256 } => {
+            let policy = args.bad_rows.bad_rows.as_deref();
+            let key = post_key(&args.table, sha256, batch, policy);
+            Ok((rows_url(args, &[])?, Some(key)))
+        }
+        Resume::Channel { name, .. } => {
+            let offset = last.to_string();
+            let channel = [
+                ("channel", name.as_str()),
+                ("offset", offset.as_str()),
+                ("offset_kind", "integer"),
+            ];
+            Ok((rows_url(args, &channel)?, None))
+        }
+    }
+}
+
+/// `POST /rows?table=…[&mode=…][&bad_rows=…]` and `more`.
+fn rows_url(args: &PostArgs, more: &[(&str, &str)]) -> Result<String, Exit> {
     let mut query = vec![("table", args.table.as_str())];
     if let Some(mode) = &args.mode {
         query.push(("mode", mode));
     }
     query.extend(args.bad_rows.query());
+    query.extend_from_slice(more);
     args.server.endpoint(&["rows"], &query)
 }
 
 impl Tally {
+    /// A receipt; a channel's `"committed": false` (the batch's offset was
+    /// committed before) counts as replayed: the server has its rows.
     fn add(&mut self, receipt: &serde_json::Value) {
         let count = |field: &str| receipt[field].as_u64().unwrap_or(0);
         self.batches += 1;
-        self.replayed += u64::from(receipt["replayed"] == true);
+        let answered_before = receipt["replayed"] == true || receipt["committed"] == false;
+        self.replayed += u64::from(answered_before);
         self.rows_received += count("rows_received");
         self.rows_written += count("rows_written");
+        if !receipt["committed_offset"].is_null() {
+            self.committed_offset = Some(receipt["committed_offset"].clone());
+        }
+    }
+
+    /// The summary on stdout; with a channel, its name, the records skipped
+    /// at the start and the offset committed at the end.
+    fn summary(&self, table: &str, resume: &Resume) -> serde_json::Value {
+        let mut summary = json!({
+            "table": table,
+            "batches": self.batches,
+            "new": self.batches - self.replayed,
+            "replayed": self.replayed,
+            "rows_received": self.rows_received,
+            "rows_written": self.rows_written,
+        });
+        if let Resume::Channel { name, skipped } = resume {
+            summary["channel"] = json!(name);
+            summary["records_skipped"] = json!(skipped);
+            summary["committed_offset"] = match &self.committed_offset {
+                Some(offset) => offset.clone(),
+                // Nothing sent: the offset stands where it was.
+                None => json!(skipped.to_string()),
+            };
+        }
+        summary
     }
 }

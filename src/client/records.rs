@@ -126,6 +126,28 @@ impl Records {
         }))
     }
 
+    /// Passes over the next `n` records (those a channel has committed);
+    /// how many there were (fewer at the end of the file).
+    pub async fn skip_records(&mut self, n: u64) -> std::io::Result<u64> {
+        let mut record = Vec::new();
+        let mut skipped = 0;
+        while skipped < n {
+            record.clear();
+            if !self.next_into(&mut record).await? {
+                break;
+            }
+            skipped += 1;
+        }
+        self.taken += skipped;
+        Ok(skipped)
+    }
+
+    /// Records taken so far (skipped or batched): the number of the last
+    /// batch's last record.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
+
     /// Appends the next record to `out` (a JSON element after a `,` when
     /// it is not the batch's first); false at the end.
     async fn next_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
@@ -421,6 +443,17 @@ mod tests {
             ]
         );
         assert!(batches("id\n", Split::Csv, 5).await.unwrap().is_empty());
+
+        // Skipped records count: the next batch starts after them, under
+        // the header.
+        let mut records = Records::new(Box::new(csv.as_bytes()), Split::Csv)
+            .await
+            .unwrap();
+        assert_eq!(records.skip_records(3).await.unwrap(), 3);
+        let rest = records.batch(5).await.unwrap().unwrap();
+        assert_eq!(&rest.body[..], b"\n\r\nid,note\r\n\n4,x\n");
+        assert_eq!(records.taken(), 4);
+        assert_eq!(records.skip_records(2).await.unwrap(), 0, "past the end");
         assert!(batches("", Split::Csv, 5).await.unwrap().is_empty());
     }
 

@@ -38,10 +38,15 @@ pub fn verdict(status: Option<u16>, retry_after: Option<&str>, now: DateTime<Utc
 }
 
 /// Whether a 409 is final: the load it names can no longer take the
-/// request (published, abandoned, expired) or the table has no partitions,
-/// so waiting cures nothing. Other 409s ("not now") stay retried.
+/// request (published, abandoned, expired), the table has no partitions,
+/// or a channel's offsets are of another kind, so waiting cures nothing.
+/// Other 409s ("not now") stay retried.
 pub fn final_conflict(status: u16, code: &str) -> bool {
-    status == 409 && matches!(code, "load_not_open" | "load_published" | "not_partitioned")
+    status == 409
+        && matches!(
+            code,
+            "load_not_open" | "load_published" | "not_partitioned" | "channel_kind"
+        )
 }
 
 /// A `Retry-After` value (RFC 9110): delay-seconds, or an HTTP-date (a date
@@ -153,6 +158,7 @@ mod tests {
         assert_eq!(verdict(Some(422), Some("7"), now), Verdict::Refused);
         assert!(final_conflict(409, "load_not_open"));
         assert!(final_conflict(409, "load_published"));
+        assert!(final_conflict(409, "channel_kind"));
         assert!(!final_conflict(409, "idempotency_key_in_flight"));
         assert!(!final_conflict(422, "load_not_open"));
     }

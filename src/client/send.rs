@@ -212,6 +212,26 @@ where
     F: Fn(reqwest::Response) -> Fut,
     Fut: std::future::Future<Output = Result<T, ReadFailure>>,
 {
+    let found = settle_unless_absent(server, load, body, progress, None, read).await?;
+    // Without an `absent` code every answer is read or refused.
+    found.ok_or(Exit::Refused)
+}
+
+/// `settle`, except that a 404 whose problem has the code `absent` is no
+/// refusal but `None`: a read of something that may not exist yet (a
+/// channel that never committed).
+pub async fn settle_unless_absent<T, F, Fut>(
+    server: &ServerArgs,
+    load: &Load,
+    body: &Payload<'_>,
+    progress: &Arc<Progress>,
+    absent: Option<&str>,
+    read: F,
+) -> Result<Option<T>, Exit>
+where
+    F: Fn(reqwest::Response) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ReadFailure>>,
+{
     let client = http_client()?;
     let policy = server.retry_policy();
     let mut waits = policy.waits();
@@ -220,7 +240,14 @@ where
     loop {
         attempt += 1;
         let (after, why) = match attempt_once(&client, server, load, body, progress, &read).await {
-            Attempt::Read(value) => return Ok(value),
+            Attempt::Read(value) => return Ok(Some(value)),
+            Attempt::Answered { status, body, .. }
+                if status == 404
+                    && absent.is_some()
+                    && problem_code(&body).as_deref() == absent =>
+            {
+                return Ok(None)
+            }
             Attempt::Answered {
                 status,
                 retry_after,
@@ -263,11 +290,16 @@ where
 /// The verdict on an answer: a final 409 (see `final_conflict`) is a
 /// refusal, whatever its status alone would say.
 fn settled_verdict(status: u16, retry_after: Option<&str>, body: &str) -> Verdict {
-    let problem: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    match final_conflict(status, problem["code"].as_str().unwrap_or("")) {
+    match final_conflict(status, problem_code(body).as_deref().unwrap_or("")) {
         true => Verdict::Refused,
         false => verdict(Some(status), retry_after, Utc::now()),
     }
+}
+
+/// The `code` of a problem body, if it is one.
+fn problem_code(body: &str) -> Option<String> {
+    let problem: serde_json::Value = serde_json::from_str(body).ok()?;
+    problem["code"].as_str().map(str::to_string)
 }
 
 /// What to do about a 401: the token is where the client looks for it.

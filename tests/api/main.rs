@@ -4,9 +4,11 @@
 
 mod audits;
 mod auth;
+mod cdc;
 mod channels;
 mod cli;
 mod cli_backfill_get;
+mod cli_channels;
 mod cli_commands;
 mod cli_loads;
 mod cli_put_post;

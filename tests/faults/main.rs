@@ -16,6 +16,7 @@ mod scenario;
 mod hostile;
 mod kill_load;
 mod kill_post;
+mod kill_producer;
 mod kill_put;
 mod pg_outage;
 mod processes;

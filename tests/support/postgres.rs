@@ -29,10 +29,18 @@ pub struct Postgres {
     pub port: u16,
     /// The URL of its `idem` database.
     pub url: String,
+    /// Settings beyond `PG_OPTS` (`-c name=value …`).
+    extra_opts: String,
 }
 
 impl Postgres {
     pub async fn start() -> Postgres {
+        Postgres::start_with("").await
+    }
+
+    /// A server with `extra_opts` (`-c name=value …`) besides the usual
+    /// ones: a CDC source needs `wal_level=logical`.
+    pub async fn start_with(extra_opts: &str) -> Postgres {
         let dir = tempfile::Builder::new()
             .prefix("idem-faults-pg.")
             .tempdir_in("/tmp")
@@ -42,6 +50,7 @@ impl Postgres {
             dir,
             port,
             url: format!("postgres://postgres@127.0.0.1:{port}/idem"),
+            extra_opts: extra_opts.to_string(),
         };
         pg.start_again().await;
         pg
@@ -55,7 +64,8 @@ impl Postgres {
     /// connections and the `idem` database exists.
     pub async fn start_again(&self) {
         let started = pg_script(&format!(
-            "PG_EXTRA_OPTS='{PG_OPTS}' PG_DATABASE=idem pg_start \"$1\" \"$2\"",
+            "PG_EXTRA_OPTS='{PG_OPTS} {}' PG_DATABASE=idem pg_start \"$1\" \"$2\"",
+            self.extra_opts
         ))
         .arg(self.dir())
         .arg(self.port.to_string())
