@@ -94,7 +94,7 @@ pub enum Batched {
 }
 
 pub enum BatchOutcome {
-    Written(RowsReceipt),
+    Written(Box<RowsReceipt>),
     /// Not written; nothing of it was committed.
     Alone(Box<BatchItem>),
 }
@@ -394,7 +394,7 @@ impl Pipeline {
         };
         for (waiting, receipt) in batch.into_iter().zip(receipts) {
             let outcome = match receipt {
-                Some(receipt) => BatchOutcome::Written(receipt),
+                Some(receipt) => BatchOutcome::Written(Box::new(receipt)),
                 None => BatchOutcome::Alone(Box::new(waiting.item)),
             };
             let _ = waiting.reply.send(outcome);
