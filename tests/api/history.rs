@@ -138,6 +138,14 @@ async fn a_tombstone_is_a_deleted_version_and_as_of_answers_the_version_valid_th
         ["x"],
         "key 1 is deleted then"
     );
+
+    // A history's cursor is NOT NULL: a tombstone must say when it happened.
+    let tombstone = json!({"id": 2, "ds": "2026-10-12", "_deleted": true});
+    let r = app
+        .post_rows("table=accounts", Some(&fresh_key()), &[tombstone])
+        .await;
+    assert_eq!(r.status(), 422);
+    assert_eq!(history(&app, "key=2").await.len(), 1);
 }
 
 #[tokio::test]
