@@ -520,3 +520,37 @@ async fn a_range_put_and_a_staged_load_record_what_they_change() {
     assert_eq!(one[2]["_load_id"], load_id.as_str());
     assert_eq!(history(&app, "key=3").await.len(), 1, "unchanged");
 }
+
+#[tokio::test]
+async fn a_versions_table_with_history_records_each_stored_version_once_and_no_conflict() {
+    let declaration = r#"{"columns": {"id": "bigint", "ds": "date", "status": "text",
+      "at": "timestamptz"}, "partition_by": "ds", "primary_key": ["id"], "cursor": "at",
+      "write_mode": "versions", "history": "scd2"}"#;
+    let app = declared(declaration).await;
+    let trail = [version(1, "pending", 1), version(1, "shipped", 5)];
+    let first = merge(&app, "versions", &trail).await;
+    assert_eq!(first["inserted"], 2);
+    // A late version, then the whole trail again in another order.
+    merge(&app, "versions", &[version(1, "paid", 3)]).await;
+    let again = merge(&app, "versions", &[trail[1].clone(), trail[0].clone()]).await;
+    assert_eq!(again["already_present"], 2);
+    // A conflict under quarantine is held, and history does not take it.
+    let r = app
+        .post_rows(
+            "table=accounts&bad_rows=quarantine",
+            Some(&fresh_key()),
+            &[version(1, "lost", 3)],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(json_body(r).await["conflicts"], 1);
+
+    let versions = history(&app, "key=1").await;
+    assert_eq!(
+        field(&versions, "status"),
+        [&json!("pending"), &json!("paid"), &json!("shipped")]
+    );
+    assert_contiguous(&versions);
+    let at_four = history(&app, &format!("key=1&as_of={}", at(4).replace('+', "%2B"))).await;
+    assert_eq!(field(&at_four, "status"), [&json!("paid")]);
+}
