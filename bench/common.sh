@@ -74,9 +74,11 @@ IDEM_PID=$!
 BASE="http://127.0.0.1:$PORT"
 for _ in $(seq 100); do curl -fs "$BASE/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 # The measured requests carry a token made over the API, as a producer's
-# would be (looked up in idem.tokens on every request), not the admin's.
+# would be (looked up in idem.tokens on every request), not the admin's;
+# for the tables BENCH_TOKEN_TABLES (a JSON list; default ["orders"]).
 IDEM_BENCH_TOKEN=$(curl -fsS -X POST "$BASE/tokens" -H "authorization: Bearer $ADMIN_TOKEN" \
-  -H 'content-type: application/json' -d '{"name": "bench", "scopes": ["read", "write"], "tables": ["orders"]}' |
+  -H 'content-type: application/json' \
+  -d "{\"name\": \"bench\", \"scopes\": [\"read\", \"write\"], \"tables\": ${BENCH_TOKEN_TABLES:-[\"orders\"]}}" |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
 export IDEM_BENCH_TOKEN
 AUTH=(-H "authorization: Bearer $IDEM_BENCH_TOKEN")

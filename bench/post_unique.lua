@@ -1,10 +1,13 @@
 -- wrk: POST /rows with a new Idempotency-Key and IDEM_BENCH_ROWS new orders
--- (default 100) of the day IDEM_BENCH_DS (default 2026-10-13) per request.
+-- (default 100) of the day IDEM_BENCH_DS (default 2026-10-13) per request,
+-- into the table IDEM_BENCH_TABLE (default orders; it may carry more of
+-- the query: `events&mode=versions`).
 -- Keys are wrk-DAY-ROWS-THREAD-N and order ids THREAD * 10^9 + N * ROWS + j
 -- (j = 1..ROWS), N counting the thread's requests: never the same twice in
 -- one run, and runs with another day or row count use other keys.
 local rows_per_request = tonumber(os.getenv("IDEM_BENCH_ROWS") or "100")
 local ds = os.getenv("IDEM_BENCH_DS") or "2026-10-13"
+local path = "/rows?table=" .. (os.getenv("IDEM_BENCH_TABLE") or "orders")
 local counter = 0
 local thread_id = 0
 local threads = {}
@@ -37,5 +40,5 @@ function request()
     ["Content-Type"] = "application/x-ndjson",
     ["Idempotency-Key"] = string.format("wrk-%s-%d-%d-%d", ds, rows_per_request, thread_id, counter),
   }
-  return wrk.format("POST", "/rows?table=orders", headers, table.concat(rows, "\n") .. "\n")
+  return wrk.format("POST", path, headers, table.concat(rows, "\n") .. "\n")
 end

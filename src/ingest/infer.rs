@@ -160,6 +160,8 @@ pub fn infer_table(
         duplicates: Default::default(),
         duplicate_log: true,
         audits: Default::default(),
+        write_mode: None,
+        history: None,
     })
 }
 

@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use super::audits::Audits;
 use super::error::SchemaError;
-use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
+use super::policy::{
+    BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
+};
 use super::table::{check_width, Column, ColumnType, TableDef};
 use crate::names::{ColumnName, NameError};
 
@@ -151,6 +153,13 @@ pub enum SchemaChange {
     SetAudits {
         audits: Box<Audits>,
     },
+    SetWriteMode {
+        write_mode: Option<MergeMode>,
+    },
+    /// History turned on (the store seeds it from the stored rows).
+    SetHistory {
+        history: Option<HistoryKind>,
+    },
 }
 
 impl SchemaChange {
@@ -222,8 +231,46 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
         }
     }
     check_width(&old.apply(&changes).columns)?;
+    check_versioning(old, new)?;
     changes.extend(policy_changes(old, new));
     Ok(changes)
+}
+
+/// Whether `new`'s write mode, history and cursor may follow `old`'s. A
+/// table that keeps versions identifies its rows by key and cursor, so
+/// turning that on or off, or changing the cursor of a table that keeps
+/// versions or history, would change what its stored rows are; turning
+/// history off would drop it. History may be turned on where the cursor is
+/// NOT NULL already (declared so, by `versions`).
+fn check_versioning(old: &TableDef, new: &TableDef) -> Result<(), SchemaError> {
+    let conflict = SchemaError::Conflict;
+    if old.keeps_versions() != new.keeps_versions() {
+        return Err(conflict(
+            "write_mode \"versions\" stores rows by key and cursor; turning it on or off needs a new table".into(),
+        ));
+    }
+    if (old.keeps_versions() || old.history.is_some()) && old.cursor != new.cursor {
+        return Err(conflict(
+            "the cursor orders this table's versions; changing it is unsafe".into(),
+        ));
+    }
+    if old.history.is_some() && new.history.is_none() {
+        return Err(conflict(
+            "the table keeps history; turning it off would drop it (drop and declare the table again)".into(),
+        ));
+    }
+    let cursor_nullable = |def: &TableDef| {
+        def.cursor
+            .as_ref()
+            .and_then(|c| def.column(c))
+            .is_none_or(|c| c.nullable)
+    };
+    if old.history.is_none() && new.history.is_some() && cursor_nullable(old) {
+        return Err(conflict(
+            "history needs a cursor that is NOT NULL, and this table's cursor column allows NULL; declare history when the table is created".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The changes of `new`'s cursor and policies from `old`'s: to the
@@ -263,6 +310,16 @@ fn policy_changes(old: &TableDef, new: &TableDef) -> Vec<SchemaChange> {
             audits: new.audits.clone(),
         });
     }
+    if old.write_mode != new.write_mode {
+        changes.push(SchemaChange::SetWriteMode {
+            write_mode: new.write_mode,
+        });
+    }
+    if old.history != new.history {
+        changes.push(SchemaChange::SetHistory {
+            history: new.history,
+        });
+    }
     changes
 }
 
@@ -293,6 +350,8 @@ impl TableDef {
                     def.duplicate_log = *duplicate_log
                 }
                 SchemaChange::SetAudits { audits } => def.audits = audits.clone(),
+                SchemaChange::SetWriteMode { write_mode } => def.write_mode = *write_mode,
+                SchemaChange::SetHistory { history } => def.history = *history,
             }
         }
         def
@@ -325,5 +384,39 @@ mod tests {
         let changes = plan_changes(&old, &widened).unwrap();
         assert_eq!(changes.len(), 2);
         assert!(plan_changes(&widened, &old).is_err());
+    }
+
+    #[test]
+    fn versions_and_history_cannot_be_undone_or_reordered() {
+        let t = TableName::parse("t").unwrap();
+        let def = |json: &str| decl(json).into_def(t.clone()).unwrap();
+        let plain = def(
+            r#"{"columns":{"id":"bigint","at":"timestamptz"},"primary_key":["id"],"cursor":"at"}"#,
+        );
+        let versions = def(
+            r#"{"columns":{"id":"bigint","at":"timestamptz"},"primary_key":["id"],"cursor":"at","write_mode":"versions"}"#,
+        );
+        let history = def(
+            r#"{"columns":{"id":"bigint","at":"timestamptz"},"primary_key":["id"],"cursor":"at","write_mode":"versions","history":"scd2"}"#,
+        );
+        assert!(plan_changes(&plain, &versions).is_err());
+        assert!(plan_changes(&versions, &plain).is_err());
+        // The cursor of `plain` allows NULL: no history on it.
+        let plain_history = def(
+            r#"{"columns":{"id":"bigint","at":"timestamptz"},"primary_key":["id"],"cursor":"at","history":"scd2"}"#,
+        );
+        assert!(plan_changes(&plain, &plain_history).is_err());
+        let on = plan_changes(&versions, &history).unwrap();
+        assert_eq!(
+            on,
+            [SchemaChange::SetHistory {
+                history: Some(HistoryKind::Scd2)
+            }]
+        );
+        assert!(plan_changes(&history, &versions).is_err());
+        let merge_default = def(
+            r#"{"columns":{"id":"bigint","at":"timestamptz"},"primary_key":["id"],"cursor":"at","write_mode":"insert_missing"}"#,
+        );
+        assert_eq!(plan_changes(&plain, &merge_default).unwrap().len(), 1);
     }
 }

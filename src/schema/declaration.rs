@@ -7,7 +7,9 @@ use serde::{Deserialize, Deserializer};
 
 use super::audits::Audits;
 use super::error::{invalid, SchemaError};
-use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
+use super::policy::{
+    BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
+};
 use super::table::{check_width, Column, ColumnType, TableDef};
 use crate::names::{ColumnName, TableName};
 use crate::period::Grain;
@@ -45,6 +47,12 @@ pub struct TableDeclaration {
     /// Checks before a load is published (see `Audits`).
     #[serde(default)]
     pub audits: Option<serde_json::Value>,
+    /// A POST's mode when it names none; `versions` keeps every version.
+    #[serde(default)]
+    pub write_mode: Option<String>,
+    /// `scd2`: every version with its validity range, in a companion table.
+    #[serde(default)]
+    pub history: Option<String>,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's
@@ -100,6 +108,7 @@ impl TableDeclaration {
             .map(|cursor| check_cursor(&columns, cursor, &primary_key))
             .transpose()?;
         let policies = self.policies(&primary_key)?;
+        let versioning = self.versioning(&mut columns, cursor.as_ref())?;
         let mut def = TableDef {
             name: table,
             columns,
@@ -113,6 +122,8 @@ impl TableDeclaration {
             duplicates: policies.duplicates,
             duplicate_log: policies.duplicate_log,
             audits: Box::default(),
+            write_mode: versioning.write_mode,
+            history: versioning.history,
         };
         if let Some(audits) = &self.audits {
             def.audits = Box::new(Audits::parse(audits, &def)?);
@@ -142,6 +153,67 @@ impl TableDeclaration {
             duplicate_log: self.duplicate_log.unwrap_or(true),
         })
     }
+}
+
+impl TableDeclaration {
+    /// The declared write mode and history. Both `versions` and `scd2` order
+    /// a key's versions by the cursor, so they need one (and a cursor needs
+    /// a key), and make it NOT NULL: a version without one has no place.
+    /// History ranges are instants, so its cursor is a date or a timestamp.
+    fn versioning(
+        &self,
+        columns: &mut [Column],
+        cursor: Option<&ColumnName>,
+    ) -> Result<Versioning, SchemaError> {
+        let write_mode = self
+            .write_mode
+            .as_deref()
+            .map(MergeMode::parse)
+            .transpose()?;
+        let history = self
+            .history
+            .as_deref()
+            .map(HistoryKind::parse)
+            .transpose()?;
+        let versions = write_mode == Some(MergeMode::Versions);
+        if !versions && history.is_none() {
+            return Ok(Versioning {
+                write_mode,
+                history,
+            });
+        }
+        let what = if versions {
+            "write_mode \"versions\""
+        } else {
+            "history \"scd2\""
+        };
+        let Some(cursor) = cursor else {
+            return Err(invalid(format!(
+                "{what} needs a primary_key and a cursor: versions of a key are told apart and ordered by the cursor"
+            )));
+        };
+        let column = columns
+            .iter_mut()
+            .find(|c| &c.name == cursor)
+            .expect("a checked cursor is a column");
+        if history.is_some() && !matches!(column.ty, ColumnType::Timestamptz | ColumnType::Date) {
+            return Err(invalid(format!(
+                "history \"scd2\" needs a cursor of type timestamptz or date (validity ranges are instants); {cursor:?} is {}",
+                column.ty.sql_name()
+            )));
+        }
+        column.nullable = false;
+        Ok(Versioning {
+            write_mode,
+            history,
+        })
+    }
+}
+
+/// How a table keeps versions, as `TableDef` holds it.
+struct Versioning {
+    write_mode: Option<MergeMode>,
+    history: Option<HistoryKind>,
 }
 
 /// A table's policies, as `TableDef` holds them.
@@ -366,5 +438,37 @@ mod tests {
         assert!(decl(hourly_plain).into_def(t()).is_err());
         let whole_daily = r#"{"columns":{"id":"bigint"},"grain":"whole"}"#;
         assert!(decl(whole_daily).into_def(t()).is_err());
+    }
+
+    #[test]
+    fn versions_and_history_need_a_cursor_and_make_it_not_null() {
+        let t = || TableName::parse("t").unwrap();
+        let versions = decl(
+            r#"{"columns":{"id":"bigint","at":"timestamptz","v":"text"},"primary_key":["id"],"cursor":"at","write_mode":"versions"}"#,
+        )
+        .into_def(t())
+        .unwrap();
+        assert!(versions.keeps_versions());
+        assert!(!versions.column("at").unwrap().nullable);
+        let identity: Vec<_> = versions.identity().iter().map(|c| c.as_str()).collect();
+        assert_eq!(identity, ["id", "at"]);
+
+        let history = decl(
+            r#"{"columns":{"id":"bigint","at":"date"},"primary_key":["id"],"cursor":"at","history":"scd2"}"#,
+        )
+        .into_def(t())
+        .unwrap();
+        assert_eq!(history.history, Some(HistoryKind::Scd2));
+        assert!(!history.keeps_versions());
+        assert_eq!(history.identity().len(), 1);
+
+        for bad in [
+            r#"{"columns":{"id":"bigint"},"primary_key":["id"],"write_mode":"versions"}"#,
+            r#"{"columns":{"id":"bigint","n":"bigint"},"primary_key":["id"],"cursor":"n","history":"scd2"}"#,
+            r#"{"columns":{"id":"bigint"},"write_mode":"upsert"}"#,
+            r#"{"columns":{"id":"bigint"},"history":"scd1"}"#,
+        ] {
+            assert!(decl(bad).into_def(t()).is_err(), "{bad}");
+        }
     }
 }

@@ -25,5 +25,7 @@ pub use audits::{AuditReport, AuditResult, Audits, Bounds, ChangeRatio};
 pub use change::{plan_changes, SchemaChange, SchemaWants};
 pub use declaration::{TableDeclaration, DEFAULT_PARTITION_COLUMN};
 pub use error::SchemaError;
-pub use policy::{BadRowPolicy, DuplicatePolicy, MergeMode, RetryWindow, SchemaPolicy};
+pub use policy::{
+    BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
+};
 pub use table::{check_width, Column, ColumnType, TableDef, MAX_ROW_BYTES, MAX_USER_COLUMNS};

@@ -168,8 +168,26 @@ impl<'de> Deserialize<'de> for RetryWindow {
     }
 }
 
+/// What a table keeps beside its current rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryKind {
+    /// Every version of every key, with its validity range (slowly changing
+    /// dimension, type 2), in a companion table.
+    Scd2,
+}
+
+impl HistoryKind {
+    pub fn parse(text: &str) -> Result<Self, SchemaError> {
+        match text {
+            "scd2" => Ok(HistoryKind::Scd2),
+            other => Err(invalid(format!("history {other:?} is not \"scd2\""))),
+        }
+    }
+}
+
 /// How a `POST /rows` body meets the rows already stored under its keys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MergeMode {
     /// Upsert by key; with a cursor, only a larger-or-equal version replaces.
@@ -181,6 +199,10 @@ pub enum MergeMode {
     /// Like merge, but an existing key's absent fields keep their stored
     /// values: only the fields a row gives change.
     Patch,
+    /// Every row is a version, identified by its key and cursor: a version
+    /// stored already is not written again (a table whose `write_mode` is
+    /// `versions` only).
+    Versions,
 }
 
 impl MergeMode {
@@ -196,7 +218,17 @@ impl MergeMode {
             MergeMode::Append => "append",
             MergeMode::InsertMissing => "insert_missing",
             MergeMode::Patch => "patch",
+            MergeMode::Versions => "versions",
         }
+    }
+
+    /// Parses a declared `write_mode`.
+    pub fn parse(text: &str) -> Result<Self, SchemaError> {
+        Self::from_name(text).ok_or_else(|| {
+            invalid(format!(
+                "write_mode {text:?} is not merge, patch, insert_missing, append or versions"
+            ))
+        })
     }
 
     /// The mode `as_str` names.
@@ -206,6 +238,7 @@ impl MergeMode {
             MergeMode::Append,
             MergeMode::InsertMissing,
             MergeMode::Patch,
+            MergeMode::Versions,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::audits::Audits;
 use super::error::SchemaError;
-use super::policy::{BadRowPolicy, DuplicatePolicy, RetryWindow, SchemaPolicy};
+use super::policy::{
+    BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
+};
 use crate::names::{ColumnName, TableName};
 use crate::period::Grain;
 
@@ -139,6 +141,14 @@ pub struct TableDef {
     /// write's request).
     #[serde(default, skip_serializing_if = "Audits::is_empty")]
     pub audits: Box<Audits>,
+    /// A POST's mode when it names none (`None`: merge with a key, append
+    /// without). `versions` also decides how rows are stored: every version
+    /// of a key, identified by key and cursor (see `identity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_mode: Option<MergeMode>,
+    /// What the table keeps beside its current rows (`None`: nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryKind>,
 }
 
 impl TableDef {
@@ -159,6 +169,20 @@ impl TableDef {
             "a validated table has its partition column"
         );
         index
+    }
+
+    /// Whether the table stores every version of a key (`"write_mode":
+    /// "versions"`), not one row per key.
+    pub fn keeps_versions(&self) -> bool {
+        self.write_mode == Some(MergeMode::Versions)
+    }
+
+    /// The columns that identify a stored row within its partition: the
+    /// primary key, and the cursor too where the table keeps versions
+    /// (empty for a table without a key).
+    pub fn identity(&self) -> Vec<&ColumnName> {
+        let cursor = self.cursor.as_ref().filter(|_| self.keeps_versions());
+        self.primary_key.iter().chain(cursor).collect()
     }
 
     /// Whether the table has no partition column (`"partition_by": null`).

@@ -76,7 +76,7 @@ pub async fn copy_incoming(
     let extra: &[&str] = match mode {
         MergeMode::Merge => &["_deleted"],
         MergeMode::Patch => &["_deleted", "_present"],
-        MergeMode::Append | MergeMode::InsertMissing => &[],
+        MergeMode::Append | MergeMode::InsertMissing | MergeMode::Versions => &[],
     };
     copy_binary(conn, &incoming, def, extra, rows).await
 }

@@ -133,7 +133,9 @@ impl MergeSql {
         } = self;
         let on_conflict = match mode {
             MergeMode::Append => String::new(),
-            MergeMode::InsertMissing => format!("on conflict ({conflict}) do nothing"),
+            MergeMode::InsertMissing | MergeMode::Versions => {
+                format!("on conflict ({conflict}) do nothing")
+            }
             MergeMode::Merge | MergeMode::Patch => format!(
                 "on conflict ({conflict}) do update set {excluded}, {PREV_HASH_COLUMN} = t.\"_row_hash\"
               where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
