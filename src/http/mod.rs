@@ -121,10 +121,11 @@ impl AppState {
         if let Some(load_id) = answer.body.get("load_id").and_then(|id| id.as_str()) {
             span.record("load_id", tracing::field::display(load_id));
         }
-        match answer.counts {
-            Some(counts) => self.metrics.rows(table.as_str(), counts),
-            None => return self.metrics.replay(table.as_str()),
-        }
+        let Some(counts) = answer.counts else {
+            self.metrics.replay(table.as_str());
+            return;
+        };
+        self.metrics.rows(table.as_str(), counts);
         if let Some(committed) = answer.body.get("committed").and_then(|c| c.as_bool()) {
             self.metrics.channel(table.as_str(), committed);
         }

@@ -108,8 +108,12 @@ impl Pipeline {
             return Ok(Gated::Written(self.write_rows(rows, ticket, tx).await?));
         };
         let principal = rows.principal.clone();
-        let locked = lock_channel(tx, &principal, &channel.name, channel.first_kind()).await?;
+        let kind = channel.first_kind();
+        let locked = lock_channel(tx, &principal, &channel.name, kind, &rows.table).await?;
         let offset = channel.offset_as(locked.kind)?;
+        // The table as it is once the channel is ours (a wait for another
+        // producer may have outlasted a claim's read of it).
+        rows.known_def = locked.def;
         if let Some(committed) = locked.committed.filter(|c| offset <= *c) {
             let body = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));
             let skipped = ChannelSkipped {

@@ -5,18 +5,23 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
+use sqlx::types::Json;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::{Store, StoreError, StoreResult};
 use crate::channel::{ChannelName, Offset, OffsetKind};
 use crate::names::TableName;
+use crate::schema::TableDef;
 
 /// A channel as the write that locked it found it.
 pub struct LockedChannel {
     pub kind: OffsetKind,
     /// `None` for a channel this write is the first on.
     pub committed: Option<Offset>,
+    /// The definition of the table the write goes to, if declared: read by
+    /// the same statement, to spare the write a round trip.
+    pub def: Option<TableDef>,
 }
 
 /// A channel as listed.
@@ -42,25 +47,34 @@ fn locked(row: &PgRow) -> StoreResult<LockedChannel> {
     let committed = committed
         .map(|text| Offset::parse(kind, &text).map_err(|_| corrupt()))
         .transpose()?;
-    Ok(LockedChannel { kind, committed })
+    let def: Option<Json<TableDef>> = row.try_get("definition")?;
+    Ok(LockedChannel {
+        kind,
+        committed,
+        def: def.map(|d| d.0),
+    })
 }
 
 /// Locks the channel's row in the caller's transaction, first made (with
 /// `kind`, and no offset) when the channel is new: a second write on the
 /// channel waits here until this one commits or rolls back, then reads what
-/// it left. The common case, a channel that exists, costs one statement.
+/// it left, and the definition of `table` as it is then. The common case, a
+/// channel that exists, costs one statement.
 pub async fn lock_channel(
     conn: &mut PgConnection,
     principal: &str,
     name: &ChannelName,
     kind: OffsetKind,
+    table: &TableName,
 ) -> StoreResult<LockedChannel> {
     // language=PostgreSQL
-    const SELECT: &str = "select offset_kind, committed_offset from idem.channels
-                           where principal = $1 and name = $2 for update";
+    const SELECT: &str = "select offset_kind, committed_offset,
+                                 (select definition from idem.tables where name = $3) as definition
+                            from idem.channels where principal = $1 and name = $2 for update";
     let found = sqlx::query(SELECT)
         .bind(principal)
         .bind(name.as_str())
+        .bind(table.as_str())
         .fetch_optional(&mut *conn)
         .await?;
     if let Some(row) = found {
@@ -70,12 +84,14 @@ pub async fn lock_channel(
     // one commits, nothing is inserted and the row is read again, locked.
     // language=PostgreSQL
     let made = sqlx::query(
-        "insert into idem.channels (principal, name, offset_kind) values ($1, $2, $3)
+        "insert into idem.channels (principal, name, offset_kind) values ($1, $2, $4)
          on conflict (principal, name) do nothing
-         returning offset_kind, committed_offset",
+         returning offset_kind, committed_offset,
+                   (select definition from idem.tables where name = $3) as definition",
     )
     .bind(principal)
     .bind(name.as_str())
+    .bind(table.as_str())
     .bind(kind.as_str())
     .fetch_optional(&mut *conn)
     .await?;
@@ -85,6 +101,7 @@ pub async fn lock_channel(
             sqlx::query(SELECT)
                 .bind(principal)
                 .bind(name.as_str())
+                .bind(table.as_str())
                 .fetch_one(&mut *conn)
                 .await?
         }

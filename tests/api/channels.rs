@@ -553,3 +553,23 @@ async fn producers_on_distinct_channels_into_one_table_all_commit() {
         .collect();
     assert_eq!(offsets, vec!["5"; 6]);
 }
+
+#[tokio::test]
+async fn a_channel_post_to_an_undeclared_table_makes_it_once() {
+    let app = spawn_app().await;
+    let query = "table=clicks&channel=c&offset=1";
+    let body = events_of(1, 2);
+    let (status, first) = post_with(&app.client, &app, query, None, body.clone()).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(
+        (first["mode"].as_str(), first["committed"].as_bool()),
+        (Some("append"), Some(true))
+    );
+    let (_, again) = post_with(&app.client, &app, query, None, body).await;
+    assert_eq!(again["committed"], false);
+    let rows: i64 = sqlx::query_scalar("select count(*) from idem_data.clicks")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(rows, 2);
+}
