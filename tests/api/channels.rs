@@ -503,6 +503,14 @@ async fn producers_racing_on_one_channel_write_each_offset_once() {
     let (_, channel) = get_with(&app.client, &app, "/channels/cdc").await;
     assert_eq!(channel["committed_offset"], OFFSETS.to_string());
     assert_eq!(channel["commits"], OFFSETS);
+    let head = app
+        .client
+        .head(app.url("/partitions/events/2026-10-12"))
+        .send()
+        .await
+        .unwrap();
+    let counted = &head.headers()["idem-row-count"];
+    assert_eq!(counted.to_str().unwrap(), (OFFSETS * ROWS).to_string());
 }
 
 #[tokio::test]
