@@ -5,7 +5,9 @@
 -- each with a new order of the day IDEM_BENCH_DS (id THREAD * 10^9 + N).
 local ds = os.getenv("IDEM_BENCH_DS") or "2026-10-16"
 local counter = 0
-local thread_id = 0
+-- A global, not a local: setup's thread:set gives each thread its own
+-- (a local would shadow it, and every thread would be thread 0).
+thread_id = 0
 local threads = {}
 
 function setup(thread)

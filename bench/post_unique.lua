@@ -9,7 +9,9 @@ local rows_per_request = tonumber(os.getenv("IDEM_BENCH_ROWS") or "100")
 local ds = os.getenv("IDEM_BENCH_DS") or "2026-10-13"
 local path = "/rows?table=" .. (os.getenv("IDEM_BENCH_TABLE") or "orders")
 local counter = 0
-local thread_id = 0
+-- A global, not a local: setup's thread:set gives each thread its own
+-- (a local would shadow it, and every thread would be thread 0).
+thread_id = 0
 local threads = {}
 
 function setup(thread)

@@ -503,13 +503,21 @@ async fn producers_racing_on_one_channel_write_each_offset_once() {
     let (_, channel) = get_with(&app.client, &app, "/channels/cdc").await;
     assert_eq!(channel["committed_offset"], OFFSETS.to_string());
     assert_eq!(channel["commits"], OFFSETS);
+    let head = app
+        .client
+        .head(app.url("/partitions/events/2026-10-12"))
+        .send()
+        .await
+        .unwrap();
+    let counted = &head.headers()["idem-row-count"];
+    assert_eq!(counted.to_str().unwrap(), (OFFSETS * ROWS).to_string());
 }
 
 #[tokio::test]
 async fn producers_on_distinct_channels_into_one_table_all_commit() {
     let app = spawn_app().await;
     assert!(app.declare("events", EVENTS).await.status().is_success());
-    const PRODUCERS: u64 = 6;
+    const PRODUCERS: u64 = 16;
     const OFFSETS: u64 = 5;
     let mut producers = Vec::new();
     for p in 0..PRODUCERS {
@@ -544,6 +552,14 @@ async fn producers_on_distinct_channels_into_one_table_all_commit() {
         .await
         .unwrap();
     assert_eq!(rows, i64::try_from(PRODUCERS * OFFSETS * 2).unwrap());
+    let head = app
+        .client
+        .head(app.url("/partitions/events/2026-10-12"))
+        .send()
+        .await
+        .unwrap();
+    let counted = &head.headers()["idem-row-count"];
+    assert_eq!(counted.to_str().unwrap(), rows.to_string());
     let (_, list) = get_with(&app.client, &app, "/channels").await;
     let offsets: Vec<&str> = list
         .as_array()
@@ -551,7 +567,7 @@ async fn producers_on_distinct_channels_into_one_table_all_commit() {
         .iter()
         .map(|c| c["committed_offset"].as_str().unwrap())
         .collect();
-    assert_eq!(offsets, vec!["5"; 6]);
+    assert_eq!(offsets, vec!["5"; 16]);
 }
 
 #[tokio::test]
