@@ -257,7 +257,7 @@ impl Pipeline {
 
     /// Reads and decodes a small POST's body for its table's definition, as
     /// this process knows it; hands back a POST that is not for a batch
-    /// (batching off, a table not known, a patch or versions write, a large body).
+    /// (batching off, a table not known, a patch, a large body).
     async fn predecode(&self, mut rows: Box<PostRows>) -> WriteResult<Predecoding> {
         let Some(def) = rows
             .known_def
@@ -266,10 +266,11 @@ impl Pipeline {
         else {
             return Ok(Predecoding::Alone(rows));
         };
-        // A patch reads stored rows, and a versions write may be refused
-        // for its conflicts alone: both are written alone.
+        // A patch reads stored rows: it is written alone. (A versions write
+        // whose version conflicts with a stored one fails its batch, whose
+        // POSTs then go alone, where the conflict is refused or held.)
         let mode = match choose_mode(&def, rows.mode) {
-            Ok(mode) if !matches!(mode, MergeMode::Patch | MergeMode::Versions) => mode,
+            Ok(mode) if mode != MergeMode::Patch => mode,
             _ => return Ok(Predecoding::Alone(rows)),
         };
         let ticket = rows.ticket();

@@ -165,10 +165,8 @@ pub async fn apply_batch(
     arrays: TupleArrays,
     tombstones: u64,
 ) -> StoreResult<BTreeMap<Uuid, Merged>> {
-    if matches!(mode, MergeMode::Patch | MergeMode::Versions) {
-        return Err(StoreError::Corrupt(
-            "a patch or a versions write came in a batch",
-        ));
+    if mode == MergeMode::Patch {
+        return Err(StoreError::Corrupt("a patch came in a batch"));
     }
     let incoming = Incoming {
         rows: loads.iter().map(|l| l.rows).sum(),
@@ -177,6 +175,8 @@ pub async fn apply_batch(
         // A batch's rows repeat no row id.
         maybe_repeated: false,
         refuse_repeats: false,
+        // A conflict fails the batch: its POSTs then go alone, where the
+        // table's policy refuses or holds it.
         refuse_conflicts: true,
         periods: loads
             .iter()
