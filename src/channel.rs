@@ -39,7 +39,7 @@ impl ChannelError {
 }
 
 /// A channel's name: `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ChannelName(String);
 
 impl ChannelName {

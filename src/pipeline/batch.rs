@@ -13,9 +13,18 @@
 //! (its key skipped, or the whole batch failed) is written alone, as it
 //! would have been without batching: nothing of it was committed.
 //!
+//! A POST on a channel without an Idempotency-Key is claimed by its offset
+//! instead: the batch locks the channels of its POSTs (after the keys, in
+//! one order) and takes, per channel, the POST with the smallest offset
+//! after the committed one, whose offset it commits with the rows. A POST on
+//! a new channel, one whose offset is not after the committed one, or a
+//! channel's later POSTs go alone, where a new channel is made and a stale
+//! offset answered `committed: false`.
+//!
 //! Two POSTs that touch one row, or share a key, never go in one batch. The
-//! queues coordinate nothing: keys and partitions are locked in Postgres
-//! as for a POST alone, so processes batching side by side stay correct.
+//! queues coordinate nothing: keys, channels and partitions are locked in
+//! Postgres as for a POST alone, so processes batching side by side stay
+//! correct.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -26,15 +35,16 @@ use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
 
 use super::answer::{AnswerForm, KeyedAnswer};
-use super::body::BodyDigest;
 use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
 use super::rows::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
 };
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
-use crate::idempotency::{IdempotencyKey, KeyedRequest, COMPLETED_STATUS};
+use crate::channel::{ChannelCommitted, ChannelOffset, Offset};
+use crate::idempotency::{IdempotencyKey, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::schema::{MergeMode, TableDef};
+use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
 use crate::store::idempotency::{claim_keys, Completion};
 use crate::store::write::arrays::TupleArrays;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
@@ -59,12 +69,21 @@ pub struct BatchItem {
     data: BatchData,
 }
 
+/// What keeps a POST in a batch from being written twice.
+pub enum BatchClaim {
+    /// Its Idempotency-Key and the request's fingerprint.
+    Key {
+        key: IdempotencyKey,
+        fingerprint: String,
+    },
+    /// Its channel's offset (a POST on a channel without a key).
+    Channel(Box<ChannelOffset>),
+}
+
 /// What a batch needs of a POST.
 struct BatchData {
     principal: String,
-    key: IdempotencyKey,
-    /// Its Idempotency-Key's fingerprint.
-    fingerprint: String,
+    claim: BatchClaim,
     /// The form its key's answer is stored in.
     form: &'static dyn AnswerForm,
     /// Its body decoded, the COPY data of its rows included.
@@ -105,7 +124,7 @@ impl BatchItem {
     pub fn new(
         rows: Box<PostRows>,
         pre: Box<Predecoded>,
-        (key, fingerprint): (IdempotencyKey, String),
+        claim: BatchClaim,
         form: &'static dyn AnswerForm,
     ) -> Result<Self, Box<PostRows>> {
         let Ok(row_ids) = row_id_prefixes(&pre.def, pre.mode, &pre.copy) else {
@@ -113,8 +132,7 @@ impl BatchItem {
         };
         let data = BatchData {
             principal: rows.principal.clone(),
-            key,
-            fingerprint,
+            claim,
             form,
             pre,
             row_ids,
@@ -129,8 +147,29 @@ impl BatchItem {
 }
 
 impl BatchData {
-    fn key(&self) -> (&str, &IdempotencyKey) {
-        (&self.principal, &self.key)
+    /// Its Idempotency-Key, if it has one.
+    fn key(&self) -> Option<(&str, &IdempotencyKey)> {
+        match &self.claim {
+            BatchClaim::Key { key, .. } => Some((&self.principal, key)),
+            BatchClaim::Channel(_) => None,
+        }
+    }
+
+    /// What no two POSTs of one batch may share: a principal's key, or its
+    /// channel (a channel's next POST waits for the next batch).
+    fn claim_id(&self) -> (String, String) {
+        match &self.claim {
+            BatchClaim::Key { key, .. } => (self.principal.clone(), key.to_string()),
+            BatchClaim::Channel(channel) => (self.principal.clone(), format!("\0{}", channel.name)),
+        }
+    }
+
+    /// Its channel, if it is claimed by one.
+    fn channel(&self) -> Option<&ChannelOffset> {
+        match &self.claim {
+            BatchClaim::Channel(channel) => Some(channel),
+            BatchClaim::Key { .. } => None,
+        }
     }
 
     fn row_count(&self) -> u64 {
@@ -199,16 +238,15 @@ impl Queue {
         let mut rows = 0;
         while let Some(next) = waiting.pop_front() {
             let item = &next.item.data;
-            let (principal, key) = item.key();
+            let claim = item.claim_id();
             let full = taken.len() >= MAX_POSTS
                 || (!taken.is_empty() && rows + item.row_count() > MAX_ROWS);
-            let clash = keys.contains(&(principal.to_string(), key.to_string()))
-                || item.row_ids.iter().any(|id| row_ids.contains(id));
+            let clash = keys.contains(&claim) || item.row_ids.iter().any(|id| row_ids.contains(id));
             if full || clash {
                 left.push_back(next);
                 continue;
             }
-            keys.insert((principal.to_string(), key.to_string()));
+            keys.insert(claim);
             row_ids.extend(item.row_ids.iter().copied());
             rows += item.row_count();
             taken.push(next);
@@ -224,11 +262,12 @@ impl Pipeline {
     /// A small body is read and decoded here, before any transaction: a
     /// refusal is answered (and recorded) without one. The answer is stored
     /// and given in `form`.
+    /// `claim` is called once the body is read (a key's fingerprint is
+    /// the body's digest).
     pub(super) async fn try_batch(
         &self,
-        req: &KeyedRequest,
+        claim: impl FnOnce() -> BatchClaim,
         rows: Box<PostRows>,
-        digest: &BodyDigest,
         form: &'static dyn AnswerForm,
     ) -> WriteResult<Batched> {
         let (rows, pre) = match self.predecode(rows).await? {
@@ -238,8 +277,7 @@ impl Pipeline {
         if !fits_arrays(pre.mode, pre.decoded.maybe_repeated) {
             return Ok(Batched::Alone(with_predecoded(rows, pre)));
         }
-        let keyed = (req.key.clone(), req.fingerprint(&digest.hex()));
-        let item = match BatchItem::new(rows, pre, keyed, form) {
+        let item = match BatchItem::new(rows, pre, claim(), form) {
             Ok(item) => item,
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
@@ -411,13 +449,14 @@ impl Pipeline {
     ) -> WriteResult<Vec<Option<RowsReceipt>>> {
         let claimed_at = Utc::now();
         // Each token with a POST in the batch has one of its turns taken.
-        let principals: Vec<&str> = items.iter().map(|item| item.key().0).collect();
+        let principals: Vec<&str> = items.iter().map(|item| item.principal.as_str()).collect();
         let _slot = self.load_slot(&principals).await?;
         let mut tx = self
             .store
             .begin_bounded(self.settings.idempotency_wait())
             .await?;
-        let keys: Vec<(&str, &IdempotencyKey)> = items.iter().map(|item| item.key()).collect();
+        let keys: Vec<(&str, &IdempotencyKey)> =
+            items.iter().filter_map(|item| item.key()).collect();
         let retention = self.settings.idempotency_retention();
         let (claimed, now_def) = claim_keys(&mut tx, &keys, retention, &def.name).await?;
         if now_def.as_ref() != Some(def) {
@@ -426,12 +465,15 @@ impl Pipeline {
             self.definitions.forget(&def.name);
             return Ok(vec![None; items.len()]);
         }
+        let open = open_channels(&mut tx, items).await?;
         let taken: Vec<&BatchData> = items
             .iter()
             .copied()
-            .filter(|item| {
-                let (principal, key) = item.key();
-                claimed.contains(&(principal.to_string(), key.to_string()))
+            .filter(|item| match item.key() {
+                Some((principal, key)) => {
+                    claimed.contains(&(principal.to_string(), key.to_string()))
+                }
+                None => open.contains_key(&item.pre.ticket.load_id),
             })
             .collect();
         if taken.is_empty() {
@@ -444,9 +486,14 @@ impl Pipeline {
             let pre = &item.pre;
             let mut one = merged.remove(&pre.ticket.load_id).unwrap_or_default();
             let deltas = std::mem::take(&mut one.deltas);
-            let receipt = RowsReceipt::new(&pre.ticket, def, mode, &pre.decoded, one);
+            let mut receipt = RowsReceipt::new(&pre.ticket, def, mode, &pre.decoded, one);
+            receipt.channel = item.channel().map(|channel| ChannelCommitted {
+                name: channel.name.clone(),
+                offset: open[&pre.ticket.load_id].clone(),
+            });
             written.insert(pre.ticket.load_id, RowsWritten { receipt, deltas });
         }
+        commit_channels(&mut tx, &taken, &written).await?;
         let bodies: HashMap<Uuid, serde_json::Value> = taken
             .iter()
             .map(|item| {
@@ -484,20 +531,98 @@ impl Pipeline {
                     load_id,
                     deltas,
                     entry: receipt.entry(&pre.ticket),
-                    key: Some(Completion {
-                        principal: &item.principal,
-                        key: &item.key,
-                        fingerprint: &item.fingerprint,
-                        load_id: Some(load_id),
-                        status: COMPLETED_STATUS,
-                        body: &bodies[&load_id],
-                        etag: None,
-                        retention: self.settings.idempotency_retention(),
-                    }),
+                    key: match &item.claim {
+                        BatchClaim::Key { key, fingerprint } => Some(Completion {
+                            principal: &item.principal,
+                            key,
+                            fingerprint,
+                            load_id: Some(load_id),
+                            status: COMPLETED_STATUS,
+                            body: &bodies[&load_id],
+                            etag: None,
+                            retention: self.settings.idempotency_retention(),
+                        }),
+                        BatchClaim::Channel(_) => None,
+                    },
                 }
             })
             .collect()
     }
+}
+
+/// The batch's channel POSTs it may write, with their offsets: per channel
+/// (locked here), the one with the smallest offset after the committed one.
+/// The others go alone: a channel's later POSTs wait there for this one's
+/// commit; a POST whose offset is not after the committed one, or whose
+/// channel is new, is answered there.
+async fn open_channels(
+    tx: &mut sqlx::PgConnection,
+    items: &[&BatchData],
+) -> WriteResult<HashMap<Uuid, Offset>> {
+    let on_channels: Vec<(&BatchData, &ChannelOffset)> = items
+        .iter()
+        .filter_map(|item| Some((*item, item.channel()?)))
+        .collect();
+    if on_channels.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut names: Vec<(&str, &crate::channel::ChannelName)> = on_channels
+        .iter()
+        .map(|(item, channel)| (item.principal.as_str(), &channel.name))
+        .collect();
+    names.sort();
+    names.dedup();
+    let locked = lock_channels(tx, &names).await?;
+    let committed: HashMap<_, _> = names.into_iter().zip(locked).collect();
+    let mut first: HashMap<(&str, &str), (Uuid, Offset)> = HashMap::new();
+    for (item, channel) in on_channels {
+        let name = (item.principal.as_str(), &channel.name);
+        let Some(Some((kind, committed))) = committed.get(&name) else {
+            continue;
+        };
+        let Ok(offset) = channel.offset_as(*kind) else {
+            continue;
+        };
+        if offset <= *committed {
+            continue;
+        }
+        let load_id = item.pre.ticket.load_id;
+        let slot = (item.principal.as_str(), channel.name.as_str());
+        match first.get(&slot) {
+            Some((_, smallest)) if *smallest <= offset => {}
+            _ => {
+                first.insert(slot, (load_id, offset));
+            }
+        }
+    }
+    Ok(first.into_values().collect())
+}
+
+/// Commits the offsets of the batch's channel POSTs, with their rows.
+async fn commit_channels(
+    tx: &mut sqlx::PgConnection,
+    taken: &[&BatchData],
+    written: &HashMap<Uuid, RowsWritten>,
+) -> WriteResult<()> {
+    let commits: Vec<OffsetCommit<'_>> = taken
+        .iter()
+        .filter_map(|item| {
+            let load_id = item.pre.ticket.load_id;
+            let receipt = &written[&load_id].receipt;
+            let committed = receipt.channel.as_ref()?;
+            Some(OffsetCommit {
+                principal: &item.principal,
+                name: &committed.name,
+                offset: &committed.offset,
+                table: &receipt.table,
+                load_id,
+            })
+        })
+        .collect();
+    if !commits.is_empty() {
+        commit_offsets(tx, &commits).await?;
+    }
+    Ok(())
 }
 
 /// `result`, or its error recorded in the ledger as the load's refusal.

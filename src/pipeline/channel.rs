@@ -5,11 +5,14 @@
 //! finds them committed and writes nothing. Without an Idempotency-Key the
 //! write runs in a transaction of its own (here); with one, in the key's
 //! (`keyed`), whose stored answer is then whatever the channel answered.
-//! Channel POSTs never go in a batch: the batch claims keys, not channels.
+//! A small POST without a key is offered to its table's batch first (see
+//! `batch`), which locks channels as it claims keys; one with a key, or one
+//! the batch does not take, is written here.
 
 use sqlx::PgConnection;
 
 use super::answer::{AnswerForm, KeyedAnswer};
+use super::batch::{BatchClaim, Batched};
 use super::body::drain;
 use super::rows::{PostRows, RowsWritten};
 use super::{BodyReader, LoadTicket, Pipeline, WriteResult};
@@ -34,14 +37,33 @@ impl Pipeline {
     pub(super) async fn write_unkeyed_on_channel(
         &self,
         rows: PostRows,
-        form: &dyn AnswerForm,
+        form: &'static dyn AnswerForm,
     ) -> WriteResult<KeyedAnswer> {
+        let rows = match self.try_channel_batch(rows, form).await? {
+            Batched::Written(answer) => return Ok(answer),
+            Batched::Alone(rows) => *rows,
+        };
         let ticket = rows.ticket();
         let result = self.channel_transaction(rows, &ticket, form).await;
         if let Err(e) = &result {
             ticket.record_refusal(&self.store, e).await;
         }
         result
+    }
+
+    /// The POST in its table's batch, when batching is on and this process
+    /// knows the table; or the POST back, to be written alone.
+    async fn try_channel_batch(
+        &self,
+        mut rows: PostRows,
+        form: &'static dyn AnswerForm,
+    ) -> WriteResult<Batched> {
+        let Some(channel) = rows.channel.clone() else {
+            return Ok(Batched::Alone(Box::new(rows)));
+        };
+        rows.known_def = self.definitions.get(&rows.table);
+        self.try_batch(|| BatchClaim::Channel(channel), Box::new(rows), form)
+            .await
     }
 
     /// The write in a transaction of its own: committed with its deltas,
@@ -112,7 +134,11 @@ impl Pipeline {
         let locked = lock_channel(tx, &principal, &channel.name, kind, &rows.table).await?;
         let offset = channel.offset_as(locked.kind)?;
         // The table as it is once the channel is ours (a wait for another
-        // producer may have outlasted a claim's read of it).
+        // producer may have outlasted a claim's read of it); remembered, so
+        // that the channel's next POST may go in a batch.
+        if let Some(def) = &locked.def {
+            self.definitions.remember(def);
+        }
         rows.known_def = locked.def;
         if let Some(committed) = locked.committed.filter(|c| offset <= *c) {
             let body = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));

@@ -22,7 +22,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::answer::{AnswerForm, KeyedAnswer};
-use super::batch::Batched;
+use super::batch::{BatchClaim, Batched};
 use super::body::{drain, BodyDigest, BodySource};
 use super::channel::Gated;
 use super::partition::{self, PutConnections, PutPartition};
@@ -133,7 +133,11 @@ impl Pipeline {
             // A POST on a channel is written alone: a batch's transaction
             // claims keys, it does not lock channels.
             KeyedWrite::Rows(rows) if rows.channel.is_none() => {
-                match self.try_batch(&req, Box::new(rows), &digest, form).await? {
+                let claim = || BatchClaim::Key {
+                    key: req.key.clone(),
+                    fingerprint: req.fingerprint(&digest.hex()),
+                };
+                match self.try_batch(claim, Box::new(rows), form).await? {
                     Batched::Written(answer) => return Ok(answer),
                     Batched::Alone(rows) => KeyedWrite::Rows(*rows),
                 }

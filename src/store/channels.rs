@@ -109,6 +109,78 @@ pub async fn lock_channel(
     locked(&row)
 }
 
+/// Locks the rows of existing channels `(principal, name)`, in one order
+/// (so that two batches cannot deadlock), and answers each channel's kind
+/// and committed offset in `channels`' order: `None` for a channel not made
+/// yet, or whose first commit is still in flight (a batch leaves both to a
+/// write alone, which makes or waits for the channel).
+pub async fn lock_channels(
+    conn: &mut PgConnection,
+    channels: &[(&str, &ChannelName)],
+) -> StoreResult<Vec<Option<(OffsetKind, Offset)>>> {
+    let principals: Vec<&str> = channels.iter().map(|(p, _)| *p).collect();
+    let names: Vec<&str> = channels.iter().map(|(_, n)| n.as_str()).collect();
+    // language=PostgreSQL
+    let rows = sqlx::query(
+        "select c.principal, c.name, c.offset_kind, c.committed_offset
+           from idem.channels c
+           join unnest($1::text[], $2::text[]) v(principal, name)
+             on c.principal = v.principal and c.name = v.name
+          where c.committed_offset is not null
+          order by c.principal, c.name
+            for update of c",
+    )
+    .bind(&principals)
+    .bind(&names)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut found = std::collections::HashMap::new();
+    for row in rows {
+        let kind: String = row.try_get("offset_kind")?;
+        let kind = OffsetKind::parse(&kind).map_err(|_| corrupt())?;
+        let committed: String = row.try_get("committed_offset")?;
+        let committed = Offset::parse(kind, &committed).map_err(|_| corrupt())?;
+        let key: (String, String) = (row.try_get("principal")?, row.try_get("name")?);
+        found.insert(key, (kind, committed));
+    }
+    Ok(channels
+        .iter()
+        .map(|(p, n)| found.remove(&(p.to_string(), n.to_string())))
+        .collect())
+}
+
+/// Records several writes' offsets on their channels' rows, which
+/// `lock_channels` locked, in one statement.
+pub async fn commit_offsets(
+    conn: &mut PgConnection,
+    commits: &[OffsetCommit<'_>],
+) -> StoreResult<()> {
+    let column =
+        |f: &dyn Fn(&OffsetCommit<'_>) -> String| commits.iter().map(f).collect::<Vec<_>>();
+    let principals = column(&|c| c.principal.to_string());
+    let names = column(&|c| c.name.to_string());
+    let offsets = column(&|c| c.offset.to_string());
+    let tables = column(&|c| c.table.to_string());
+    let loads: Vec<Uuid> = commits.iter().map(|c| c.load_id).collect();
+    // language=PostgreSQL
+    sqlx::query(
+        "update idem.channels c
+            set committed_offset = v.committed_offset, table_name = v.table_name, load_id = v.load_id,
+                committed_at = clock_timestamp(), commits = c.commits + 1
+           from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[])
+                  v(principal, name, committed_offset, table_name, load_id)
+          where c.principal = v.principal and c.name = v.name",
+    )
+    .bind(&principals)
+    .bind(&names)
+    .bind(&offsets)
+    .bind(&tables)
+    .bind(&loads)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// What a write commits on its channel, in its transaction.
 pub struct OffsetCommit<'a> {
     pub principal: &'a str,
