@@ -49,7 +49,7 @@ use crate::store::idempotency::{claim_keys, Completion};
 use crate::store::write::arrays::TupleArrays;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
 use crate::store::write::incoming::{fits_arrays, row_id_prefixes, small_bodies};
-use crate::store::write::merge::{apply_batch, LoadRows};
+use crate::store::write::merge::{apply_batch, LoadRows, Merged};
 use crate::store::Store;
 
 /// Most POSTs in one batch.
@@ -466,33 +466,13 @@ impl Pipeline {
             return Ok(vec![None; items.len()]);
         }
         let open = open_channels(&mut tx, items).await?;
-        let taken: Vec<&BatchData> = items
-            .iter()
-            .copied()
-            .filter(|item| match item.key() {
-                Some((principal, key)) => {
-                    claimed.contains(&(principal.to_string(), key.to_string()))
-                }
-                None => open.contains_key(&item.pre.ticket.load_id),
-            })
-            .collect();
+        let taken = taken_items(items, &claimed, &open);
         if taken.is_empty() {
             return Ok(vec![None; items.len()]);
         }
         let (loads, arrays, tombstones) = gather(def, mode, &taken)?;
-        let mut merged = apply_batch(&mut tx, def, mode, &loads, arrays, tombstones).await?;
-        let mut written: HashMap<Uuid, RowsWritten> = HashMap::new();
-        for item in &taken {
-            let pre = &item.pre;
-            let mut one = merged.remove(&pre.ticket.load_id).unwrap_or_default();
-            let deltas = std::mem::take(&mut one.deltas);
-            let mut receipt = RowsReceipt::new(&pre.ticket, def, mode, &pre.decoded, one);
-            receipt.channel = item.channel().map(|channel| ChannelCommitted {
-                name: channel.name.clone(),
-                offset: open[&pre.ticket.load_id].clone(),
-            });
-            written.insert(pre.ticket.load_id, RowsWritten { receipt, deltas });
-        }
+        let merged = apply_batch(&mut tx, def, mode, &loads, arrays, tombstones).await?;
+        let mut written = receipts(def, mode, &taken, merged, &open);
         commit_channels(&mut tx, &taken, &written).await?;
         let bodies: HashMap<Uuid, serde_json::Value> = taken
             .iter()
@@ -548,6 +528,47 @@ impl Pipeline {
             })
             .collect()
     }
+}
+
+/// The POSTs the batch writes: those whose keys it claimed, and those on
+/// channels it opened.
+fn taken_items<'a>(
+    items: &[&'a BatchData],
+    claimed: &HashSet<(String, String)>,
+    open: &HashMap<Uuid, Offset>,
+) -> Vec<&'a BatchData> {
+    items
+        .iter()
+        .copied()
+        .filter(|item| match item.key() {
+            Some((principal, key)) => claimed.contains(&(principal.to_string(), key.to_string())),
+            None => open.contains_key(&item.pre.ticket.load_id),
+        })
+        .collect()
+}
+
+/// Each taken POST's receipt (with its channel's offset, on a channel) and
+/// deltas, from what the batch's statements did for it.
+fn receipts(
+    def: &TableDef,
+    mode: MergeMode,
+    taken: &[&BatchData],
+    mut merged: std::collections::BTreeMap<Uuid, Merged>,
+    open: &HashMap<Uuid, Offset>,
+) -> HashMap<Uuid, RowsWritten> {
+    let mut written = HashMap::new();
+    for item in taken {
+        let pre = &item.pre;
+        let mut one = merged.remove(&pre.ticket.load_id).unwrap_or_default();
+        let deltas = std::mem::take(&mut one.deltas);
+        let mut receipt = RowsReceipt::new(&pre.ticket, def, mode, &pre.decoded, one);
+        receipt.channel = item.channel().map(|channel| ChannelCommitted {
+            name: channel.name.clone(),
+            offset: open[&pre.ticket.load_id].clone(),
+        });
+        written.insert(pre.ticket.load_id, RowsWritten { receipt, deltas });
+    }
+    written
 }
 
 /// The batch's channel POSTs it may write, with their offsets: per channel

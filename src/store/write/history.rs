@@ -235,50 +235,17 @@ pub(crate) async fn record_replacement(
         stage,
         load_id,
     } = replacement;
-    let cursor = &shape.cursor;
-    let key = shape.key_list();
-    let matching = |columns: &[Ident]| {
-        columns
-            .iter()
-            .map(|c| format!("p.{c} = s.{c}"))
-            .collect::<Vec<_>>()
-            .join(" and ")
-    };
-    let mut parts = Vec::with_capacity(2);
-    if let Some(stage) = stage {
-        let values = shape.version_values("s", &format!("s.{cursor}"), "false", "$1::uuid");
-        let unchanged = live.map_or(String::new(), |live| {
-            let identity: Vec<Ident> = std::iter::once(partition_key(def))
-                .chain(def.identity().into_iter().map(Ident::column))
-                .collect();
-            format!(
-                "where not exists (select 1 from {live} p where {} and p.\"_row_hash\" = s.\"_row_hash\")",
-                matching(&identity)
-            )
-        });
-        parts.push(format!("select {values} from {stage} s {unchanged}"));
-    }
-    if let Some(live) = live {
-        let values = shape.version_values(
-            "p",
-            &shape.after(&format!("p.{cursor}")),
-            "true",
-            "$1::uuid",
-        );
-        let kept = stage.map_or(String::new(), |stage| {
-            format!(
-                "where not exists (select 1 from {stage} s where {})",
-                matching(&shape.key)
-            )
-        });
-        parts.push(format!(
-            "select {values} from (select distinct on ({key}) * from {live} p {kept}
-                                    order by {key}, {cursor} desc) p"
-        ));
-    }
+    let parts: Vec<String> = [
+        stage.map(|stage| new_versions(def, &shape, stage, live)),
+        live.map(|live| removals(&shape, live, stage)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if parts.is_empty() {
         return Ok(());
     }
+    let key = shape.key_list();
     // language=PostgreSQL
     let insert = format!(
         "insert into {} as h ({})
@@ -294,4 +261,57 @@ pub(crate) async fn record_replacement(
         .execute(&mut *conn)
         .await?;
     Ok(())
+}
+
+/// `p.c = s.c and …` for `columns`.
+fn matching(columns: &[Ident]) -> String {
+    columns
+        .iter()
+        .map(|c| format!("p.{c} = s.{c}"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// The staged rows that are not in the live partition as they are (a new
+/// key, or a new content), as versions of load `$1`.
+fn new_versions(
+    def: &TableDef,
+    shape: &HistoryShape,
+    stage: &Ident,
+    live: Option<&Ident>,
+) -> String {
+    let values = shape.version_values("s", &format!("s.{}", shape.cursor), "false", "$1::uuid");
+    let unchanged = live.map_or(String::new(), |live| {
+        let identity: Vec<Ident> = std::iter::once(partition_key(def))
+            .chain(def.identity().into_iter().map(Ident::column))
+            .collect();
+        format!(
+            "where not exists (select 1 from {live} p where {} and p.\"_row_hash\" = s.\"_row_hash\")",
+            matching(&identity)
+        )
+    });
+    format!("select {values} from {stage} s {unchanged}")
+}
+
+/// The keys of the live partition the stage lacks, each removed just after
+/// its latest version (or now), by load `$1`.
+fn removals(shape: &HistoryShape, live: &Ident, stage: Option<&Ident>) -> String {
+    let cursor = &shape.cursor;
+    let key = shape.key_list();
+    let values = shape.version_values(
+        "p",
+        &shape.after(&format!("p.{cursor}")),
+        "true",
+        "$1::uuid",
+    );
+    let kept = stage.map_or(String::new(), |stage| {
+        format!(
+            "where not exists (select 1 from {stage} s where {})",
+            matching(&shape.key)
+        )
+    });
+    format!(
+        "select {values} from (select distinct on ({key}) * from {live} p {kept}
+                                order by {key}, {cursor} desc) p"
+    )
 }
