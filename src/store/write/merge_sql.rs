@@ -132,8 +132,11 @@ impl MergeSql {
             ..
         } = self;
         let on_conflict = match mode {
-            MergeMode::Append => String::new(),
-            MergeMode::InsertMissing | MergeMode::Versions => {
+            // An appended row's id is its content, its occurrence and its
+            // request's key (or channel offset): one stored already under
+            // them (the key reaped, the channel reset, and the request sent
+            // again) is the same row, not a second one.
+            MergeMode::Append | MergeMode::InsertMissing | MergeMode::Versions => {
                 format!("on conflict ({conflict}) do nothing")
             }
             MergeMode::Merge | MergeMode::Patch => format!(
