@@ -192,8 +192,14 @@ fn lsn_parts(text: &str) -> Option<(u64, u64)> {
 }
 
 /// Postgres's text holds no NUL.
+/// A text offset: 1 to 256 bytes, no NUL, and no U+FFFD, the character a
+/// query's bytes that are not UTF-8 decode to: two offsets sent as other
+/// bytes must not become one.
 fn is_text_offset(text: &str) -> bool {
-    !text.is_empty() && text.len() <= MAX_TEXT_OFFSET_LEN && !text.contains('\0')
+    !text.is_empty()
+        && text.len() <= MAX_TEXT_OFFSET_LEN
+        && !text.contains('\0')
+        && !text.contains(char::REPLACEMENT_CHARACTER)
 }
 
 /// A POST's channel parameters: the channel, the offset as sent, and the
@@ -347,5 +353,11 @@ mod tests {
         assert!(ChannelOffset::parse("c", "abc", Some("integer")).is_err());
         assert!(ChannelOffset::parse("c", "1", Some("number")).is_err());
         assert!(ChannelOffset::parse("c", "", None).is_err());
+    }
+
+    #[test]
+    fn a_text_offset_of_bytes_that_are_not_utf8_is_refused() {
+        assert!(Offset::parse(OffsetKind::Text, "a\u{FFFD}b").is_err());
+        assert!(Offset::parse(OffsetKind::Text, "a-b").is_ok());
     }
 }
