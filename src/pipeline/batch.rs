@@ -14,12 +14,12 @@
 //! would have been without batching: nothing of it was committed.
 //!
 //! A POST on a channel without an Idempotency-Key is claimed by its offset
-//! instead: the batch locks the channels of its POSTs (after the keys, in
-//! one order) and takes, per channel, the POST with the smallest offset
-//! after the committed one, whose offset it commits with the rows. A POST on
-//! a new channel, one whose offset is not after the committed one, or a
-//! channel's later POSTs go alone, where a new channel is made and a stale
-//! offset answered `committed: false`.
+//! instead: a batch holds at most one POST per channel (a channel's next
+//! POST waits for the next batch), locks their channels (after the keys, in
+//! one order) and takes each whose offset is after the committed one,
+//! committing the offsets with the rows. A POST on a new channel, or whose
+//! offset is not after the committed one, goes alone, where the channel is
+//! made or the offset answered `committed: false`.
 //!
 //! Two POSTs that touch one row, or share a key, never go in one batch. The
 //! queues coordinate nothing: keys, channels and partitions are locked in
@@ -40,10 +40,11 @@ use super::rows::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
 };
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
-use crate::channel::{ChannelCommitted, ChannelOffset, Offset};
+use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::schema::{MergeMode, TableDef};
+use crate::store::catalog::table_def;
 use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
 use crate::store::idempotency::{claim_keys, Completion};
 use crate::store::write::arrays::TupleArrays;
@@ -339,9 +340,14 @@ impl Pipeline {
             Ok(decoded) => decoded,
             Err(e) => {
                 // Refused for the definition this process remembers: unless
-                // the table is still so, the write alone decides.
-                if self.store.table(&def.name).await?.as_ref() != Some(&def) {
+                // the table is still so, the write alone decides. So it does
+                // for a POST on a channel, whose offset, if committed
+                // already, answers it whatever its body holds.
+                let changed = self.store.table(&def.name).await?.as_ref() != Some(&def);
+                if changed {
                     self.definitions.forget(&def.name);
+                }
+                if changed || rows.channel.is_some() {
                     rows.body.reader = Box::new(std::io::Cursor::new(body));
                     return Ok(Predecoding::Alone(rows));
                 }
@@ -466,6 +472,12 @@ impl Pipeline {
             return Ok(vec![None; items.len()]);
         }
         let open = open_channels(&mut tx, items).await?;
+        // A wait for a channel may have outlasted a change of the table
+        // (a POST alone on that channel may have evolved it): read again.
+        if !open.is_empty() && table_def(&mut tx, &def.name).await?.as_ref() != Some(def) {
+            self.definitions.forget(&def.name);
+            return Ok(vec![None; items.len()]);
+        }
         let taken = taken_items(items, &claimed, &open);
         if taken.is_empty() {
             return Ok(vec![None; items.len()]);
@@ -571,11 +583,10 @@ fn receipts(
     written
 }
 
-/// The batch's channel POSTs it may write, with their offsets: per channel
-/// (locked here), the one with the smallest offset after the committed one.
-/// The others go alone: a channel's later POSTs wait there for this one's
-/// commit; a POST whose offset is not after the committed one, or whose
-/// channel is new, is answered there.
+/// The batch's channel POSTs it may write (one per channel; see
+/// `Queue::take`), with their offsets: those after their channel's
+/// committed offset, the channels locked here. A POST whose offset is not
+/// after it, or whose channel is new, goes alone and is answered there.
 async fn open_channels(
     tx: &mut sqlx::PgConnection,
     items: &[&BatchData],
@@ -587,36 +598,31 @@ async fn open_channels(
     if on_channels.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut names: Vec<(&str, &crate::channel::ChannelName)> = on_channels
+    let mut names: Vec<(&str, &ChannelName)> = on_channels
         .iter()
         .map(|(item, channel)| (item.principal.as_str(), &channel.name))
         .collect();
     names.sort();
-    names.dedup();
+    debug_assert!(
+        names.windows(2).all(|w| w[0] != w[1]),
+        "a batch holds one POST per channel"
+    );
     let locked = lock_channels(tx, &names).await?;
     let committed: HashMap<_, _> = names.into_iter().zip(locked).collect();
-    let mut first: HashMap<(&str, &str), (Uuid, Offset)> = HashMap::new();
+    let mut open = HashMap::new();
     for (item, channel) in on_channels {
         let name = (item.principal.as_str(), &channel.name);
         let Some(Some((kind, committed))) = committed.get(&name) else {
             continue;
         };
-        let Ok(offset) = channel.offset_as(*kind) else {
-            continue;
-        };
-        if offset <= *committed {
-            continue;
-        }
-        let load_id = item.pre.ticket.load_id;
-        let slot = (item.principal.as_str(), channel.name.as_str());
-        match first.get(&slot) {
-            Some((_, smallest)) if *smallest <= offset => {}
-            _ => {
-                first.insert(slot, (load_id, offset));
+        match channel.offset_as(*kind) {
+            Ok(offset) if offset > *committed => {
+                open.insert(item.pre.ticket.load_id, offset);
             }
+            _ => {}
         }
     }
-    Ok(first.into_values().collect())
+    Ok(open)
 }
 
 /// Commits the offsets of the batch's channel POSTs, with their rows.

@@ -130,8 +130,8 @@ impl Pipeline {
             }
         }
         let write = match write {
-            // A POST on a channel is written alone: a batch's transaction
-            // claims keys, it does not lock channels.
+            // A POST on a channel under a key is written alone: a batch
+            // gates a POST by its key or by its channel, not by both.
             KeyedWrite::Rows(rows) if rows.channel.is_none() => {
                 let claim = || BatchClaim::Key {
                     key: req.key.clone(),
