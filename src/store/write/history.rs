@@ -121,6 +121,30 @@ impl HistoryShape {
     /// the same hash stays as it is; another content replaces it (the latest
     /// write wins, as the `>=` cursor rule of the current rows has it).
     pub fn on_conflict(&self) -> String {
+        self.on_conflict_where("true")
+    }
+
+    /// `on_conflict` for versions a POST sent: a recorded version takes the
+    /// other content only where that content is now the key's current row
+    /// (a merge replaced it at an equal cursor), or a removal where the key
+    /// is gone. A late version the current row did not take leaves the
+    /// recorded one as it was: a past version is never rewritten silently.
+    pub fn on_conflict_if_current(&self, parent: &Ident) -> String {
+        let key = self
+            .key
+            .iter()
+            .map(|c| format!("t.{c} = excluded.{c}"))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        self.on_conflict_where(&format!(
+            "case when excluded.\"_deleted\"
+                  then not exists (select 1 from {parent} t where {key})
+                  else exists (select 1 from {parent} t
+                                where {key} and t.\"_row_hash\" = excluded.\"_row_hash\") end"
+        ))
+    }
+
+    fn on_conflict_where(&self, condition: &str) -> String {
         let update = self
             .column_idents()
             .iter()
@@ -129,17 +153,19 @@ impl HistoryShape {
             .join(", ");
         format!(
             "on conflict ({}, \"_valid_from\") do update set {update}, \"_recorded_at\" = now()
-              where h.\"_row_hash\" is distinct from excluded.\"_row_hash\"",
+              where h.\"_row_hash\" is distinct from excluded.\"_row_hash\" and {condition}",
             self.key_list()
         )
     }
 
-    /// The instant a removal takes effect: now, or just after the removed
-    /// version's cursor `cursor` when that is later (so it follows it).
+    /// The instant a removal takes effect: just after the removed version's
+    /// cursor `cursor`. Ranges are in the cursor's time, not the clock's:
+    /// a removal at the PUT's wall-clock time would stand after versions
+    /// the key gets later with older cursors.
     pub fn after(&self, cursor: &str) -> String {
         match self.cursor_type {
-            ColumnType::Date => format!("greatest(current_date, {cursor} + 1)"),
-            _ => format!("greatest(now(), {cursor} + interval '1 microsecond')"),
+            ColumnType::Date => format!("{cursor} + 1"),
+            _ => format!("{cursor} + interval '1 microsecond'"),
         }
     }
 
@@ -189,7 +215,7 @@ pub(super) async fn record_incoming(
         shape.table,
         shape.columns(),
         sql.from_incoming,
-        shape.on_conflict()
+        shape.on_conflict_if_current(&sql.parent)
     );
     sql.query(&insert).execute(&mut *conn).await?;
     Ok(())
