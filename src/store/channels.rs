@@ -97,14 +97,15 @@ pub async fn lock_channel(
     .await?;
     let row = match made {
         Some(row) => row,
-        None => {
-            sqlx::query(SELECT)
-                .bind(principal)
-                .bind(name.as_str())
-                .bind(table.as_str())
-                .fetch_one(&mut *conn)
-                .await?
-        }
+        // Gone again between the two statements (a reset committed): the
+        // producer is told to retry, as when a channel stays locked.
+        None => sqlx::query(SELECT)
+            .bind(principal)
+            .bind(name.as_str())
+            .bind(table.as_str())
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or(StoreError::Busy(sqlx::Error::RowNotFound))?,
     };
     locked(&row)
 }
