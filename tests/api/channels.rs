@@ -589,3 +589,61 @@ async fn a_channel_post_to_an_undeclared_table_makes_it_once() {
         .unwrap();
     assert_eq!(rows, 2);
 }
+
+#[tokio::test]
+async fn a_reset_channel_sent_its_offsets_again_stores_no_row_twice() {
+    let app = spawn_app().await;
+    assert!(app.declare("events", EVENTS).await.status().is_success());
+    let send = |offset: u64| {
+        let (client, query) = (
+            app.client.clone(),
+            format!("table=events&channel=replayed&offset={offset}"),
+        );
+        let app = &app;
+        async move { post_with(&client, app, &query, None, events_of(offset, 3)).await }
+    };
+    assert_eq!(send(1).await.0, 200);
+    let r = app
+        .client
+        .delete(app.url("/channels/replayed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // The stream sent again from its start: the same rows, not new ones.
+    let (status, again) = send(1).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["committed"], true);
+    assert_eq!(again["inserted"], 0, "{again}");
+    let (status, next) = send(2).await;
+    assert_eq!((status, &next["inserted"]), (200, &json!(3)), "{next}");
+    let stored: i64 = sqlx::query_scalar("select count(*) from idem_data.events")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(stored, 6);
+}
+
+#[tokio::test]
+async fn a_committed_offset_answers_a_bad_body_unread_and_bytes_that_are_not_utf8_are_no_offset() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let (status, _) = post(&app, "table=orders&channel=c&offset=10", &orders(1..=1)).await;
+    assert_eq!(status, 200);
+    // Twice, so that the second goes the way of a table this process knows.
+    for _ in 0..2 {
+        let (status, skipped) = post_with(
+            &app.client,
+            &app,
+            "table=orders&channel=c&offset=5",
+            None,
+            "not json at all {{{\n".into(),
+        )
+        .await;
+        assert_eq!(status, 200, "{skipped}");
+        assert_eq!(skipped["committed"], false);
+    }
+    let (status, problem) = post(&app, "table=orders&channel=t&offset=a%FFb", &orders(2..=2)).await;
+    assert_eq!(status, 400, "{problem}");
+    assert_eq!(orders_count(&app).await, 1);
+}

@@ -554,3 +554,21 @@ async fn a_versions_table_with_history_records_each_stored_version_once_and_no_c
     let at_four = history(&app, &format!("key=1&as_of={}", at(4).replace('+', "%2B"))).await;
     assert_eq!(field(&at_four, "status"), [&json!("paid")]);
 }
+
+#[tokio::test]
+async fn a_key_a_put_removed_and_a_later_version_brought_back_is_current_again() {
+    let app = declared(ACCOUNTS).await;
+    merge(&app, "merge", &[version(2, "a", 1)]).await;
+    let r = app.put_ndjson(DAY, &[version(9, "other", 1)]).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    merge(&app, "merge", &[version(2, "back", 5)]).await;
+    let versions = history(&app, "key=2").await;
+    assert_eq!(
+        field(&versions, "_deleted"),
+        [&json!(false), &json!(true), &json!(false)]
+    );
+    assert_contiguous(&versions);
+    assert_eq!(versions[2]["status"], "back");
+    let now = history(&app, &format!("key=2&as_of={}", at(6).replace('+', "%2B"))).await;
+    assert_eq!(field(&now, "status"), [&json!("back")]);
+}
