@@ -44,7 +44,6 @@ use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::schema::{MergeMode, TableDef};
-use crate::store::catalog::table_def;
 use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
 use crate::store::idempotency::{claim_keys, Completion};
 use crate::store::write::arrays::TupleArrays;
@@ -471,10 +470,10 @@ impl Pipeline {
             self.definitions.forget(&def.name);
             return Ok(vec![None; items.len()]);
         }
-        let open = open_channels(&mut tx, items).await?;
+        let (open, def_now) = open_channels(&mut tx, &def.name, items).await?;
         // A wait for a channel may have outlasted a change of the table
-        // (a POST alone on that channel may have evolved it): read again.
-        if !open.is_empty() && table_def(&mut tx, &def.name).await?.as_ref() != Some(def) {
+        // (a POST alone on that channel may have evolved it).
+        if !open.is_empty() && def_now.as_ref() != Some(def) {
             self.definitions.forget(&def.name);
             return Ok(vec![None; items.len()]);
         }
@@ -587,16 +586,19 @@ fn receipts(
 /// `Queue::take`), with their offsets: those after their channel's
 /// committed offset, the channels locked here. A POST whose offset is not
 /// after it, or whose channel is new, goes alone and is answered there.
+/// With them, the table's definition as it is once they are held (when any
+/// is).
 async fn open_channels(
     tx: &mut sqlx::PgConnection,
+    table: &TableName,
     items: &[&BatchData],
-) -> WriteResult<HashMap<Uuid, Offset>> {
+) -> WriteResult<(HashMap<Uuid, Offset>, Option<TableDef>)> {
     let on_channels: Vec<(&BatchData, &ChannelOffset)> = items
         .iter()
         .filter_map(|item| Some((*item, item.channel()?)))
         .collect();
     if on_channels.is_empty() {
-        return Ok(HashMap::new());
+        return Ok((HashMap::new(), None));
     }
     let mut names: Vec<(&str, &ChannelName)> = on_channels
         .iter()
@@ -607,8 +609,8 @@ async fn open_channels(
         names.windows(2).all(|w| w[0] != w[1]),
         "a batch holds one POST per channel"
     );
-    let locked = lock_channels(tx, &names).await?;
-    let committed: HashMap<_, _> = names.into_iter().zip(locked).collect();
+    let locked = lock_channels(tx, &names, table).await?;
+    let committed: HashMap<_, _> = names.into_iter().zip(locked.channels).collect();
     let mut open = HashMap::new();
     for (item, channel) in on_channels {
         let name = (item.principal.as_str(), &channel.name);
@@ -622,7 +624,7 @@ async fn open_channels(
             _ => {}
         }
     }
-    Ok(open)
+    Ok((open, locked.def))
 }
 
 /// Commits the offsets of the batch's channel POSTs, with their rows.

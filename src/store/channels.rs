@@ -110,32 +110,51 @@ pub async fn lock_channel(
     locked(&row)
 }
 
+/// What a batch found of its channels once it held them.
+pub struct LockedChannels {
+    /// Each channel's kind and committed offset, in the order asked for:
+    /// `None` for a channel not made yet, or whose first commit is still in
+    /// flight (a batch leaves both to a write alone, which makes or waits
+    /// for the channel).
+    pub channels: Vec<Option<(OffsetKind, Offset)>>,
+    /// The definition of the batch's table as it is once the channels are
+    /// held (read when any channel was locked, by the same statement).
+    pub def: Option<TableDef>,
+}
+
 /// Locks the rows of existing channels `(principal, name)`, in one order
-/// (so that two batches cannot deadlock), and answers each channel's kind
-/// and committed offset in `channels`' order: `None` for a channel not made
-/// yet, or whose first commit is still in flight (a batch leaves both to a
-/// write alone, which makes or waits for the channel).
+/// (so that two batches cannot deadlock), and reads `table`'s definition
+/// with them: a wait for a channel may outlast a change of the table.
 pub async fn lock_channels(
     conn: &mut PgConnection,
     channels: &[(&str, &ChannelName)],
-) -> StoreResult<Vec<Option<(OffsetKind, Offset)>>> {
+    table: &TableName,
+) -> StoreResult<LockedChannels> {
     let principals: Vec<&str> = channels.iter().map(|(p, _)| *p).collect();
     let names: Vec<&str> = channels.iter().map(|(_, n)| n.as_str()).collect();
+    // The definition comes on the first row only: it may be large.
     // language=PostgreSQL
     let rows = sqlx::query(
-        "select c.principal, c.name, c.offset_kind, c.committed_offset
-           from idem.channels c
-           join unnest($1::text[], $2::text[]) v(principal, name)
-             on c.principal = v.principal and c.name = v.name
-          where c.committed_offset is not null
-          order by c.principal, c.name
-            for update of c",
+        "with locked as (
+           select c.principal, c.name, c.offset_kind, c.committed_offset
+             from idem.channels c
+             join unnest($1::text[], $2::text[]) v(principal, name)
+               on c.principal = v.principal and c.name = v.name
+            where c.committed_offset is not null
+            order by c.principal, c.name
+              for update of c)
+         select l.principal, l.name, l.offset_kind, l.committed_offset,
+                case when row_number() over () = 1
+                     then (select definition from idem.tables where name = $3) end as definition
+           from locked l",
     )
     .bind(&principals)
     .bind(&names)
+    .bind(table.as_str())
     .fetch_all(&mut *conn)
     .await?;
     let mut found = std::collections::HashMap::new();
+    let mut def = None;
     for row in rows {
         let kind: String = row.try_get("offset_kind")?;
         let kind = OffsetKind::parse(&kind).map_err(|_| corrupt())?;
@@ -143,11 +162,15 @@ pub async fn lock_channels(
         let committed = Offset::parse(kind, &committed).map_err(|_| corrupt())?;
         let key: (String, String) = (row.try_get("principal")?, row.try_get("name")?);
         found.insert(key, (kind, committed));
+        if let Some(Json(read)) = row.try_get::<Option<Json<TableDef>>, _>("definition")? {
+            def = Some(read);
+        }
     }
-    Ok(channels
+    let channels = channels
         .iter()
         .map(|(p, n)| found.remove(&(p.to_string(), n.to_string())))
-        .collect())
+        .collect();
+    Ok(LockedChannels { channels, def })
 }
 
 /// Records several writes' offsets on their channels' rows, which
