@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Shared by the benchmark scripts (sourced, after `cd` to the project root and
 # with ROWS and DS set): a database of the benchmark's own, a release build,
-# test data, a running idem with an `orders` table, and timing helpers.
+# test data, a running idem with an `orders` table, timing helpers, and
+# pgbench_run / wrk_run (one side of a side-by-side run).
 #
 # The benchmark writes only into a database it creates: idem_bench_<random>
 # on the server DATABASE_URL names or, without DATABASE_URL, on a Postgres of
@@ -114,3 +115,28 @@ checkpoint() { "${PSQL[@]}" -c checkpoint; }
 # through the next side's measurement (and the vacuum's WAL with it).
 settle() { "${PSQL[@]}" -c 'vacuum (analyze)'; checkpoint; }
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$IDEM_PID/status"; }
+
+# pgbench_run NAME SCRIPT [pgbench options]: prints tps p50 p99 failed
+# (called in $(...), so that its failure stops the script); CLIENTS
+# clients, DURATION seconds, after `settle`.
+pgbench_run() {
+  local name=$1 script=$2 log=$OUT/pgbench-$1-log
+  shift 2
+  rm -f "$log".*
+  settle
+  if ! pgbench -n -c "$CLIENTS" -j 2 -T "$DURATION" -M prepared -f "$script" "$@" \
+      --log --log-prefix="$log" "$DATABASE_URL" > "$OUT/pgbench-$name.txt" 2>&1; then
+    echo "bench: pgbench ($name) failed; see $OUT/pgbench-$name.txt:" >&2
+    grep -m 5 -i 'error' "$OUT/pgbench-$name.txt" >&2 || tail -n 20 "$OUT/pgbench-$name.txt" >&2
+    exit 1
+  fi
+  python3 bench/pgbench_summary.py "$log" < "$OUT/pgbench-$name.txt"
+}
+# wrk_run NAME LUA [THREADS]: prints requests/s p50 p99 non-2xx (environment
+# for the script from the caller); CLIENTS connections over THREADS threads
+# (default 1), DURATION seconds, after `settle`.
+wrk_run() {
+  settle
+  wrk -t "${3:-1}" -c "$CLIENTS" -d "${DURATION}s" --latency -s "$2" "$BASE" > "$OUT/wrk-$1.txt"
+  python3 bench/wrk_summary.py < "$OUT/wrk-$1.txt"
+}

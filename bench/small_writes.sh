@@ -47,29 +47,6 @@ create table bench.orders_a partition of bench.orders for values in ('$DS_A');
 create table bench.orders_b partition of bench.orders for values in ('$DS_B');
 SQL
 
-# pgbench_run NAME SCRIPT [pgbench options]: prints tps p50 p99 failed
-# (called in $(...), so that its failure stops the script).
-pgbench_run() {
-  local name=$1 script=$2 log=$OUT/pgbench-$1-log
-  shift 2
-  rm -f "$log".*
-  settle
-  if ! pgbench -n -c "$CLIENTS" -j 2 -T "$DURATION" -M prepared -f "$script" "$@" \
-      --log --log-prefix="$log" "$DATABASE_URL" > "$OUT/pgbench-$name.txt" 2>&1; then
-    echo "bench: pgbench ($name) failed; see $OUT/pgbench-$name.txt:" >&2
-    grep -m 5 -i 'error' "$OUT/pgbench-$name.txt" >&2 || tail -n 20 "$OUT/pgbench-$name.txt" >&2
-    exit 1
-  fi
-  python3 bench/pgbench_summary.py "$log" < "$OUT/pgbench-$name.txt"
-}
-# wrk_run NAME LUA: prints requests/s p50 p99 non-2xx (environment for the
-# script from the caller).
-wrk_run() {
-  settle
-  wrk -t 1 -c "$CLIENTS" -d "${DURATION}s" --latency -s "$2" "$BASE" > "$OUT/wrk-$1.txt"
-  python3 bench/wrk_summary.py < "$OUT/wrk-$1.txt"
-}
-
 # check_rows NAME DAY ROWS: every transaction and request wrote ROWS new
 # rows (no key or order_id met twice), at least as many as counted: a
 # transaction or request still in flight when the clock stopped may have

@@ -60,27 +60,6 @@ create unique index on bench.events (ds, order_id, updated_at);
 create table bench.events_b partition of bench.events for values in ('$DS_B');
 SQL
 
-# pgbench_run NAME SCRIPT [pgbench options]: prints tps p50 p99 failed.
-pgbench_run() {
-  local name=$1 script=$2 log=$OUT/pgbench-$1-log
-  shift 2
-  rm -f "$log".*
-  settle
-  if ! pgbench -n -c "$CLIENTS" -j 2 -T "$DURATION" -M prepared -f "$script" "$@" \
-      --log --log-prefix="$log" "$DATABASE_URL" > "$OUT/pgbench-$name.txt" 2>&1; then
-    echo "bench: pgbench ($name) failed; see $OUT/pgbench-$name.txt:" >&2
-    grep -m 5 -i 'error' "$OUT/pgbench-$name.txt" >&2 || tail -n 20 "$OUT/pgbench-$name.txt" >&2
-    exit 1
-  fi
-  python3 bench/pgbench_summary.py "$log" < "$OUT/pgbench-$name.txt"
-}
-# wrk_run NAME LUA THREADS: prints requests/s p50 p99 non-2xx.
-wrk_run() {
-  settle
-  wrk -t "$3" -c "$CLIENTS" -d "${DURATION}s" --latency -s "$2" "$BASE" > "$OUT/wrk-$1.txt"
-  python3 bench/wrk_summary.py < "$OUT/wrk-$1.txt"
-}
-
 echo "== (a) pgbench: offset row + key row + 1-row upsert, $CLIENTS clients, ${DURATION}s"
 FIGURES=$(pgbench_run channel bench/pgbench_channel_one_row.sql -D n=0 -D ds="$DS_A")
 read -r A_PG_RPS A_PG_P50 A_PG_P99 A_PG_BAD <<< "$FIGURES"
