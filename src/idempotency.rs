@@ -8,7 +8,7 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -87,7 +87,7 @@ impl KeyedRequest {
 pub const COMPLETED_STATUS: u16 = 200;
 
 /// A completed key, as stored.
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
 pub struct StoredKey {
     pub principal: String,
     pub key: String,

@@ -7,7 +7,9 @@
 use super::partition::Receipt;
 use super::replay::ReplayReceipt;
 use super::rows::RowsReceipt;
+use super::{WriteError, WriteResult};
 use crate::channel::ChannelSkipped;
+use crate::idempotency::{StoredKey, COMPLETED_STATUS};
 use crate::metrics::RowCounts;
 
 /// Renders each receipt as the body a keyed write stores and answers.
@@ -31,4 +33,21 @@ pub struct KeyedAnswer {
     pub replayed: bool,
     /// What the write did; `None` for a replay, which wrote nothing.
     pub counts: Option<RowCounts>,
+}
+
+impl KeyedAnswer {
+    /// A completed key's stored answer, given again to the request of
+    /// `fingerprint`: refused when that is another request than the key's.
+    pub fn replay(fingerprint: &str, stored: StoredKey) -> WriteResult<KeyedAnswer> {
+        if fingerprint != stored.fingerprint {
+            return Err(WriteError::KeyReused);
+        }
+        Ok(KeyedAnswer {
+            status: u16::try_from(stored.response_status).unwrap_or(COMPLETED_STATUS),
+            body: stored.response_body,
+            etag: stored.response_etag,
+            replayed: true,
+            counts: None,
+        })
+    }
 }

@@ -5,8 +5,10 @@
 //! A small body, decoded before any transaction, waits in its table's queue
 //! (one per table definition and mode). A few workers per queue take what
 //! waits, as much as fits in a batch, and write it in one transaction by the
-//! statements of one POST: the keys claimed (a key in flight elsewhere or
-//! completed meanwhile is skipped, not waited for), the rows merged (each
+//! statements of one POST: the keys claimed (a key in flight elsewhere is
+//! skipped, not waited for; a completed one is handed back with its stored
+//! answer, and its POST answered as a replay: a replay is a read, wherever
+//! its key was made), the rows merged (each
 //! row carries its load's id, which tells each POST its share), then every
 //! POST's deltas, ledger row and key completion, and one commit. Each POST
 //! gets the receipt it would have had alone. A POST the batch could not take
@@ -41,7 +43,7 @@ use super::rows::{
 };
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
-use crate::idempotency::{IdempotencyKey, COMPLETED_STATUS};
+use crate::idempotency::{IdempotencyKey, StoredKey, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
@@ -107,13 +109,27 @@ fn with_predecoded(mut rows: Box<PostRows>, pre: Box<Predecoded>) -> Box<PostRow
 
 /// What became of a POST offered to a batch.
 pub enum Batched {
-    Written(KeyedAnswer),
+    /// Answered: written by the batch, or found completed under its key
+    /// (its stored answer replayed).
+    Answered(KeyedAnswer),
     /// To be written alone (its body perhaps decoded already).
     Alone(Box<PostRows>),
 }
 
+/// What a batch's transaction did with one of its POSTs.
+enum Settled {
+    Written(Box<RowsReceipt>),
+    /// Its key was found completed: its stored answer.
+    Completed(Box<StoredKey>),
+    /// Not taken: it goes alone.
+    Alone,
+}
+
 pub enum BatchOutcome {
     Written(Box<RowsReceipt>),
+    /// Its key was found completed: the stored answer, or the refusal of
+    /// another request under that key.
+    Replayed(WriteResult<KeyedAnswer>),
     /// Not written; nothing of it was committed.
     Alone(Box<BatchItem>),
 }
@@ -161,6 +177,14 @@ impl BatchData {
         match &self.claim {
             BatchClaim::Key { key, .. } => (self.principal.clone(), key.to_string()),
             BatchClaim::Channel(channel) => (self.principal.clone(), format!("\0{}", channel.name)),
+        }
+    }
+
+    /// The request's fingerprint, if it is claimed by its key.
+    fn fingerprint(&self) -> Option<&str> {
+        match &self.claim {
+            BatchClaim::Key { fingerprint, .. } => Some(fingerprint),
+            BatchClaim::Channel(_) => None,
         }
     }
 
@@ -282,13 +306,14 @@ impl Pipeline {
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
         Ok(match self.write_in_batch(item).await? {
-            BatchOutcome::Written(receipt) => Batched::Written(KeyedAnswer {
+            BatchOutcome::Written(receipt) => Batched::Answered(KeyedAnswer {
                 status: COMPLETED_STATUS,
                 body: form.rows(&receipt),
                 etag: None,
                 replayed: false,
                 counts: Some(receipt.counts()),
             }),
+            BatchOutcome::Replayed(answer) => Batched::Answered(answer?),
             BatchOutcome::Alone(item) => Batched::Alone(item.alone()),
         })
     }
@@ -429,29 +454,34 @@ impl Pipeline {
     /// Writes one batch and answers each of its POSTs.
     async fn run_batch(&self, def: &TableDef, mode: MergeMode, batch: Vec<Waiting>) {
         let items: Vec<&BatchData> = batch.iter().map(|w| &w.item.data).collect();
-        let receipts = match self.write_batch(def, mode, &items).await {
-            Ok(receipts) => receipts,
+        let settled = match self.write_batch(def, mode, &items).await {
+            Ok(settled) => settled,
             Err(e) => {
                 tracing::info!(error = %e, posts = batch.len(), "a batch failed; its POSTs go alone");
-                vec![None; batch.len()]
+                batch.iter().map(|_| Settled::Alone).collect()
             }
         };
-        for (waiting, receipt) in batch.into_iter().zip(receipts) {
-            let outcome = match receipt {
-                Some(receipt) => BatchOutcome::Written(Box::new(receipt)),
-                None => BatchOutcome::Alone(Box::new(waiting.item)),
+        for (waiting, settled) in batch.into_iter().zip(settled) {
+            let outcome = match settled {
+                Settled::Written(receipt) => BatchOutcome::Written(receipt),
+                Settled::Completed(stored) => {
+                    let fingerprint = waiting.item.data.fingerprint().unwrap_or_default();
+                    BatchOutcome::Replayed(KeyedAnswer::replay(fingerprint, *stored))
+                }
+                Settled::Alone => BatchOutcome::Alone(Box::new(waiting.item)),
             };
             let _ = waiting.reply.send(outcome);
         }
     }
 
-    /// The batch's transaction; a receipt for each POST it wrote.
+    /// The batch's transaction; what became of each POST: written, found
+    /// completed (a replay: no write of its own), or left to go alone.
     async fn write_batch(
         &self,
         def: &TableDef,
         mode: MergeMode,
         items: &[&BatchData],
-    ) -> WriteResult<Vec<Option<RowsReceipt>>> {
+    ) -> WriteResult<Vec<Settled>> {
         let claimed_at = Utc::now();
         // Each token with a POST in the batch has one of its turns taken.
         let principals: Vec<&str> = items.iter().map(|item| item.principal.as_str()).collect();
@@ -463,27 +493,31 @@ impl Pipeline {
         let keys: Vec<(&str, &IdempotencyKey)> =
             items.iter().filter_map(|item| item.key()).collect();
         let retention = self.settings.idempotency_retention();
-        let (claimed, now_def) = claim_keys(&mut tx, &keys, retention, &def.name).await?;
-        if now_def.as_ref() != Some(def) {
+        let mut keys = claim_keys(&mut tx, &keys, retention, &def.name).await?;
+        for stored in keys.completed.values() {
+            self.store.remember_completed(stored);
+        }
+        if keys.def.as_ref() != Some(def) {
             // The table changed since these bodies were decoded: each goes
             // alone, decoded again for the table as it is.
             self.definitions.forget(&def.name);
-            return Ok(vec![None; items.len()]);
+            return Ok(settle(items, &mut keys.completed, HashMap::new()));
         }
         let (open, def_now) = open_channels(&mut tx, &def.name, items).await?;
         // A wait for a channel may have outlasted a change of the table
         // (a POST alone on that channel may have evolved it).
         if !open.is_empty() && def_now.as_ref() != Some(def) {
             self.definitions.forget(&def.name);
-            return Ok(vec![None; items.len()]);
+            return Ok(settle(items, &mut keys.completed, HashMap::new()));
         }
-        let taken = taken_items(items, &claimed, &open);
+        let taken = taken_items(items, &keys.claimed, &open);
         if taken.is_empty() {
-            return Ok(vec![None; items.len()]);
+            // Nothing written: the transaction ends without a commit to wait for.
+            return Ok(settle(items, &mut keys.completed, HashMap::new()));
         }
         let (loads, arrays, tombstones) = gather(def, mode, &taken)?;
         let merged = apply_batch(&mut tx, def, mode, &loads, arrays, tombstones).await?;
-        let mut written = receipts(def, mode, &taken, merged, &open);
+        let written = receipts(def, mode, &taken, merged, &open);
         commit_channels(&mut tx, &taken, &written).await?;
         let bodies: HashMap<Uuid, serde_json::Value> = taken
             .iter()
@@ -499,10 +533,11 @@ impl Pipeline {
         for key in closings.iter().filter_map(|c| c.key.as_ref()) {
             self.store.remember_completed(&key.stored(claimed_at));
         }
-        Ok(items
-            .iter()
-            .map(|item| written.remove(&item.pre.ticket.load_id).map(|w| w.receipt))
-            .collect())
+        let receipts = written
+            .into_iter()
+            .map(|(load_id, written)| (load_id, written.receipt))
+            .collect();
+        Ok(settle(items, &mut keys.completed, receipts))
     }
 
     /// Each written POST's deltas, ledger row and key completion.
@@ -539,6 +574,30 @@ impl Pipeline {
             })
             .collect()
     }
+}
+
+/// What became of each of the batch's POSTs: its receipt when written, its
+/// key's stored answer when found completed, else it goes alone.
+fn settle(
+    items: &[&BatchData],
+    completed: &mut HashMap<(String, String), StoredKey>,
+    mut receipts: HashMap<Uuid, RowsReceipt>,
+) -> Vec<Settled> {
+    items
+        .iter()
+        .map(|item| {
+            if let Some(receipt) = receipts.remove(&item.pre.ticket.load_id) {
+                return Settled::Written(Box::new(receipt));
+            }
+            let stored = item.key().and_then(|(principal, key)| {
+                completed.remove(&(principal.into(), key.to_string()))
+            });
+            match stored {
+                Some(stored) => Settled::Completed(Box::new(stored)),
+                None => Settled::Alone,
+            }
+        })
+        .collect()
 }
 
 /// The POSTs the batch writes: those whose keys it claimed, and those on

@@ -40,7 +40,7 @@ impl Pipeline {
         form: &'static dyn AnswerForm,
     ) -> WriteResult<KeyedAnswer> {
         let rows = match self.try_channel_batch(rows, form).await? {
-            Batched::Written(answer) => return Ok(answer),
+            Batched::Answered(answer) => return Ok(answer),
             Batched::Alone(rows) => *rows,
         };
         let ticket = rows.ticket();

@@ -138,7 +138,7 @@ impl Pipeline {
                     fingerprint: req.fingerprint(&digest.hex()),
                 };
                 match self.try_batch(claim, Box::new(rows), form).await? {
-                    Batched::Written(answer) => return Ok(answer),
+                    Batched::Answered(answer) => return Ok(answer),
                     Batched::Alone(rows) => KeyedWrite::Rows(*rows),
                 }
             }
@@ -149,8 +149,8 @@ impl Pipeline {
 
     /// A POST's key, completed, if it is; and its table's definition. With
     /// batching, a key this process does not remember and a definition it
-    /// does cost no read: a key completed elsewhere is skipped by its batch
-    /// and replayed by the claim of its write alone, and the batch checks
+    /// does cost no read of their own: the batch's claim finds a key
+    /// completed elsewhere (and answers its stored response), and checks
     /// the definition.
     async fn look_up_rows_key(
         &self,
@@ -469,14 +469,5 @@ async fn replay(
     stored: StoredKey,
 ) -> WriteResult<KeyedAnswer> {
     drain(&mut write.body().reader).await?;
-    if req.fingerprint(&digest.hex()) != stored.fingerprint {
-        return Err(WriteError::KeyReused);
-    }
-    Ok(KeyedAnswer {
-        status: u16::try_from(stored.response_status).unwrap_or(COMPLETED_STATUS),
-        body: stored.response_body,
-        etag: stored.response_etag,
-        replayed: true,
-        counts: None,
-    })
+    KeyedAnswer::replay(&req.fingerprint(&digest.hex()), stored)
 }

@@ -4,7 +4,7 @@
 //! row (bounded by `lock_timeout`) and then sees it completed, or takes the
 //! key over if the first one rolled back.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -93,23 +93,41 @@ async fn insert_placeholder(
     Ok((fresh, def.map(|d| d.0)))
 }
 
+/// What `claim_keys` found of a batch's keys.
+pub struct ClaimedKeys {
+    /// The keys claimed: the batch writes their requests.
+    pub claimed: HashSet<(String, String)>,
+    /// The keys found completed (and live), with their stored answers: their
+    /// requests are replays, answered without a write.
+    pub completed: HashMap<(String, String), StoredKey>,
+    /// The table's definition as it is now.
+    pub def: Option<TableDef>,
+}
+
 /// Claims, in the caller's transaction, every key of `keys` that is neither
 /// in flight elsewhere (its lock taken: skipped, not waited for) nor
-/// completed (its row live: skipped); returns the claimed ones, and the
-/// definition of `table` as it is now (read by the same statement). The
-/// keys must differ (a transaction holds a lock it took twice).
+/// completed (its row live: handed back with its stored answer); and reads
+/// the definition of `table` as it is now, all in one statement. A key
+/// completed by a transaction that committed after the statement began is
+/// neither claimed nor handed back (skipped, as one in flight). The keys
+/// must differ (a transaction holds a lock it took twice).
 pub async fn claim_keys(
     conn: &mut PgConnection,
     keys: &[(&str, &IdempotencyKey)],
     retention: Duration,
     table: &TableName,
-) -> StoreResult<(HashSet<(String, String)>, Option<TableDef>)> {
+) -> StoreResult<ClaimedKeys> {
     let principals: Vec<&str> = keys.iter().map(|(p, _)| *p).collect();
     let names: Vec<&str> = keys.iter().map(|(_, k)| k.as_str()).collect();
     let locks: Vec<i64> = keys.iter().map(|(p, k)| key_lock(p, k.as_str())).collect();
     // language=PostgreSQL
-    type Claimed = (Vec<String>, Vec<String>, Option<Json<TableDef>>);
-    let (principals, keys, def): Claimed = sqlx::query_as(
+    type Claimed = (
+        Vec<String>,
+        Vec<String>,
+        Json<Vec<StoredKey>>,
+        Option<Json<TableDef>>,
+    );
+    let (principals, keys, completed, def): Claimed = sqlx::query_as(
         "with free as (
            select v.principal, v.key
              from unnest($1::text[], $2::text[], $3::bigint[]) v(principal, key, lock)
@@ -122,9 +140,15 @@ pub async fn claim_keys(
               set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
                   created_at = now(), expires_at = excluded.expires_at
             where k.expires_at < now()
-           returning k.principal, k.key)
+           returning k.principal, k.key),
+         completed as (
+           select k.principal, k.key, k.fingerprint, k.load_id, k.response_status,
+                  k.response_body, k.response_etag, k.created_at, k.expires_at
+             from idem.idempotency_keys k join free using (principal, key)
+            where k.expires_at >= now() and k.fingerprint <> '')
          select coalesce((select array_agg(principal order by principal, key) from claimed), '{}'),
                 coalesce((select array_agg(key order by principal, key) from claimed), '{}'),
+                coalesce((select json_agg(completed) from completed), '[]'),
                 (select definition from idem.tables where name = $5)",
     )
     .bind(principals)
@@ -134,8 +158,15 @@ pub async fn claim_keys(
     .bind(table.as_str())
     .fetch_one(conn)
     .await?;
-    let claimed = principals.into_iter().zip(keys).collect();
-    Ok((claimed, def.map(|d| d.0)))
+    Ok(ClaimedKeys {
+        claimed: principals.into_iter().zip(keys).collect(),
+        completed: completed
+            .0
+            .into_iter()
+            .map(|stored| ((stored.principal.clone(), stored.key.clone()), stored))
+            .collect(),
+        def: def.map(|d| d.0),
+    })
 }
 
 impl Store {

@@ -259,3 +259,110 @@ async fn the_only_turn_is_taken(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A POST of one order under `key` to `base`: its status, whether it was
+/// replayed, and its body.
+async fn post_order(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    id: i64,
+    status: &str,
+) -> (u16, Option<String>, Value) {
+    let r = client
+        .post(format!("{base}/rows?table=orders"))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", key)
+        .body(ndjson(&[order(id, status, "2026-10-12T01:00:00Z")]))
+        .send()
+        .await
+        .unwrap();
+    let replayed = r
+        .headers()
+        .get("idempotent-replayed")
+        .map(|v| v.to_str().unwrap().to_string());
+    (r.status().as_u16(), replayed, json_body(r).await)
+}
+
+#[tokio::test]
+async fn keys_completed_by_one_process_are_replayed_by_another_amid_its_batched_writes() {
+    let (options, url, _database) = fresh_database_url().await;
+    let first = Idem::start(&url, "processes-replay-1", POOL_OF_8).await;
+    let second = Idem::start(&url, "processes-replay-2", POOL_OF_8).await;
+    let client = client_with_token(ADMIN_TOKEN);
+    let declared = client
+        .put(format!("{}/tables/orders", first.base))
+        .header("content-type", "application/json")
+        .body(ORDERS)
+        .send()
+        .await
+        .unwrap();
+    assert!(declared.status().is_success());
+    // The second process learns the table's definition: its next small
+    // POSTs are batched, and their keys are not looked up before.
+    let (status, _, _) = post_order(&client, &second.base, "warm", 100, "paid").await;
+    assert_eq!(status, 200);
+    let mut made = std::collections::BTreeMap::new();
+    for id in 1..=10 {
+        let key = format!("made-{id}");
+        let (status, replayed, body) = post_order(&client, &first.base, &key, id, "paid").await;
+        assert_eq!(
+            (status, replayed.as_deref()),
+            (200, Some("false")),
+            "{body}"
+        );
+        made.insert(key, body);
+    }
+
+    // At once on the second process: the ten made keys again, ten new keys,
+    // and a made key with another request.
+    let mut tasks = Vec::new();
+    for id in 1..=20 {
+        let (client, base) = (client.clone(), second.base.clone());
+        let key = if id <= 10 {
+            format!("made-{id}")
+        } else {
+            format!("new-{id}")
+        };
+        tasks.push(tokio::spawn(async move {
+            (
+                key.clone(),
+                post_order(&client, &base, &key, id, "paid").await,
+            )
+        }));
+    }
+    let (client2, base2) = (client.clone(), second.base.clone());
+    let reused =
+        tokio::spawn(async move { post_order(&client2, &base2, "made-3", 3, "refunded").await });
+    for task in tasks {
+        let (key, (status, replayed, mut body)) = task.await.unwrap();
+        assert_eq!(status, 200, "{key}: {body}");
+        match made.get(&key) {
+            Some(first_answer) => {
+                assert_eq!(replayed.as_deref(), Some("true"), "{key}");
+                assert_eq!(body["replayed"], true);
+                body["replayed"] = Value::Bool(false);
+                assert_eq!(&body, first_answer, "{key}: the stored answer");
+            }
+            None => assert_eq!(replayed.as_deref(), Some("false"), "{key}: {body}"),
+        }
+    }
+    let (status, _, problem) = reused.await.unwrap();
+    assert_eq!(status, 422, "{problem}");
+    assert_eq!(problem["code"], "idempotency_key_reused");
+
+    let db = sqlx::PgPool::connect_with(options).await.unwrap();
+    let loads: i64 =
+        sqlx::query_scalar("select count(*) from idem.loads where status = 'published'")
+            .fetch_one(&db)
+            .await
+            .unwrap();
+    assert_eq!(loads, 21, "warm, ten made and ten new: one load each");
+    let paid: Vec<i64> = sqlx::query_scalar(
+        "select order_id from idem_data.orders where status = 'paid' order by 1",
+    )
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    assert_eq!(paid, (1..=20).chain([100]).collect::<Vec<i64>>());
+}
