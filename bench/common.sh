@@ -18,6 +18,10 @@ bench_cleanup() {
     kill "$IDEM_PID" 2>/dev/null || true
     wait "$IDEM_PID" 2>/dev/null || true
   fi
+  if [ -s "$OUT/more-idem.pids" ]; then
+    xargs kill < "$OUT/more-idem.pids" 2>/dev/null || true
+    rm -f "$OUT/more-idem.pids"
+  fi
   if [ -n "$BENCH_DB" ]; then
     psql "$ADMIN_URL" -qc "drop database if exists \"$BENCH_DB\" with (force)" >/dev/null \
       || echo "bench: could not drop the database $BENCH_DB; drop it by hand" >&2
@@ -68,12 +72,30 @@ gen() {
   mv "$1.tmp" "$1"
 }
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_ready BASE: until idem at BASE answers /readyz (10 s at most).
+wait_ready() {
+  for _ in $(seq 100); do curl -fs "$1/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "bench: idem at $1 is not ready; see $OUT/idem*.log" >&2
+  exit 1
+}
+PORT=$(free_port)
 ADMIN_TOKEN="bench-admin-$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
 IDEM_ADMIN_TOKEN="$ADMIN_TOKEN" target/release/idem serve --listen "127.0.0.1:$PORT" > "$OUT/idem.log" 2>&1 &
 IDEM_PID=$!
 BASE="http://127.0.0.1:$PORT"
-for _ in $(seq 100); do curl -fs "$BASE/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_ready "$BASE"
+# start_idem: one more idem process on the same database; prints its base
+# URL (its pid goes to $OUT/more-idem.pids, killed at exit).
+start_idem() {
+  local port
+  port=$(free_port)
+  IDEM_ADMIN_TOKEN="$ADMIN_TOKEN" target/release/idem serve --listen "127.0.0.1:$port" \
+    > "$OUT/idem-$port.log" 2>&1 &
+  echo $! >> "$OUT/more-idem.pids"
+  wait_ready "http://127.0.0.1:$port"
+  echo "http://127.0.0.1:$port"
+}
 # The measured requests carry a token made over the API, as a producer's
 # would be (looked up in idem.tokens on every request), not the admin's;
 # for the tables BENCH_TOKEN_TABLES (a JSON list; default ["orders"]).
@@ -131,6 +153,23 @@ pgbench_run() {
     exit 1
   fi
   python3 bench/pgbench_summary.py "$log" < "$OUT/pgbench-$name.txt"
+}
+# wrk_multi NAME LUA: one wrk per idem process of BASES, all at once, the
+# CLIENTS connections split among them (wrk i gets IDEM_BENCH_WRK=i); prints
+# the requests/s of all, the largest p50 and p99, the non-2xx of all, and
+# each process's requests/s (comma-separated), after `settle`.
+wrk_multi() {
+  settle
+  local i n=${#BASES[@]} pids=()
+  for i in $(seq "$n"); do
+    IDEM_BENCH_WRK=$i wrk -t 1 -c $(((CLIENTS + n - i) / n)) -d "${DURATION}s" --latency -s "$2" \
+      "${BASES[$((i - 1))]}" > "$OUT/wrk-$1-$i.txt" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  for i in $(seq "$n"); do python3 bench/wrk_summary.py < "$OUT/wrk-$1-$i.txt"; done |
+    awk '{rps += $1; if ($2 > p50) p50 = $2; if ($3 > p99) p99 = $3; bad += $4; each = each (NR > 1 ? "," : "") $1}
+         END {printf "%.0f %.2f %.2f %d %s\n", rps, p50, p99, bad, each}'
 }
 # wrk_run NAME LUA [THREADS]: prints requests/s p50 p99 non-2xx (environment
 # for the script from the caller); CLIENTS connections over THREADS threads

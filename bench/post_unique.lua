@@ -14,8 +14,12 @@ local counter = 0
 thread_id = 0
 local threads = {}
 
+-- IDEM_BENCH_WRK numbers this wrk among several run at once (default 0):
+-- threads of wrk w are w * 100 + 1, w * 100 + 2, ...
+local instance = tonumber(os.getenv("IDEM_BENCH_WRK") or "0")
+
 function setup(thread)
-  thread:set("thread_id", #threads + 1)
+  thread:set("thread_id", instance * 100 + #threads + 1)
   table.insert(threads, thread)
 end
 

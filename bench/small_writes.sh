@@ -6,13 +6,23 @@
 #   (b) pgbench: a new key row + a 100-row upsert per transaction
 #       (bench/pgbench_100_rows.sql)    vs idem: 100-row POSTs with new keys;
 #   (c) pgbench: a completed key row read by its primary key
-#       (bench/pgbench_key_read.sql)    vs idem: replays of completed keys.
+#       (bench/pgbench_key_read.sql)    vs idem: replays of completed keys
+#       (made by this idem just before: in its memory);
+#   (d) the same read                   vs idem: replays of keys made before
+#       50,000 other writes, more keys than idem's memory holds (each
+#       replay is answered from the database);
+#   (e) 3 idem processes on the one database, the 32 connections split
+#       among them: 1-row POSTs with new keys (against (a)'s one process)
+#       and (d)'s replays, the keys made by the first process (against
+#       (d)'s one process; each process's rate is printed).
 # For each: requests (transactions) per second, p50, p99, and the ratio
-# idem/pgbench of requests per second (goal: >= 0.5).
+# idem/pgbench of requests per second (goals: >= 0.7 for (a) and (b), >= 0.5
+# for (c) and (d); (e) at least the rate of one process).
 #
 # usage: bench/small_writes.sh
-#   IDEM_BENCH_SECONDS  seconds per measurement (default 20)
-#   IDEM_BENCH_KEYS     completed keys for (c), on each side (default 10000)
+#   IDEM_BENCH_SECONDS    seconds per measurement (default 20)
+#   IDEM_BENCH_KEYS       completed keys for (c), on each side (default 10000)
+#   IDEM_BENCH_OLD_KEYS   keys for (d), on each side (default 30000)
 # Runs in a database of its own, dropped at exit, on the server DATABASE_URL
 # names, or without DATABASE_URL on a Postgres it starts in .idem/bench-pg.
 # Installs wrk and pgbench (postgresql-client) with apt-get when missing.
@@ -23,7 +33,9 @@ KEYS=${IDEM_BENCH_KEYS:-10000}
 CLIENTS=32
 # One day per step, the same on both sides, so that each step writes into a
 # partition of its own that starts empty on both sides.
-DS_A=2026-10-13 DS_B=2026-10-14 DS_C=2026-10-15
+DS_A=2026-10-13 DS_B=2026-10-14 DS_C=2026-10-15 DS_D=2026-10-16 DS_E=2026-10-17
+OLD_KEYS=${IDEM_BENCH_OLD_KEYS:-30000}
+OTHER_WRITES=50000
 ROWS=0 DS=$DS_A # for common.sh (its test data is not used here)
 
 MACHINE="$(nproc) cores ($(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/^MemTotal/ {printf "%.1f GiB RAM", $2 / 1048576}' /proc/meminfo)"
@@ -64,100 +76,109 @@ check_rows() {
   fi
 }
 
+# Each measured pair is one line of $OUT/small-writes.tsv for the summary:
+# step, goal, what each side did, each side's requests/s p50 p99 failures.
+SUMMARY=$OUT/small-writes.tsv
+: > "$SUMMARY"
+record() { # record STEP GOAL PG_WHAT PG_FIGURES IDEM_WHAT IDEM_FIGURES
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$SUMMARY"
+}
+
 echo "== (a) pgbench: key row + 1-row upsert, $CLIENTS clients, ${DURATION}s"
-FIGURES=$(pgbench_run one bench/pgbench_one_row.sql -D n=0 -D ds="$DS_A")
-read -r A_PG_RPS A_PG_P50 A_PG_P99 A_PG_BAD <<< "$FIGURES"
+A_PG=$(pgbench_run one bench/pgbench_one_row.sql -D n=0 -D ds="$DS_A")
 echo "== (a) idem: 1-row POSTs with new keys, $CLIENTS connections, ${DURATION}s"
-FIGURES=$(IDEM_BENCH_ROWS=1 IDEM_BENCH_DS=$DS_A wrk_run one bench/post_unique.lua)
-read -r A_RPS A_P50 A_P99 A_BAD <<< "$FIGURES"
+A_IDEM=$(IDEM_BENCH_ROWS=1 IDEM_BENCH_DS=$DS_A wrk_run one bench/post_unique.lua)
+record "(a) 1 row, new key" 0.7 "key row + 1-row upsert" "$A_PG" "1-row POST" "$A_IDEM"
 check_rows one "$DS_A" 1
 
 echo "== (b) pgbench: key row + 100-row upsert, $CLIENTS clients, ${DURATION}s"
-FIGURES=$(pgbench_run hundred bench/pgbench_100_rows.sql -D n=0 -D ds="$DS_B")
-read -r B_PG_RPS B_PG_P50 B_PG_P99 B_PG_BAD <<< "$FIGURES"
+B_PG=$(pgbench_run hundred bench/pgbench_100_rows.sql -D n=0 -D ds="$DS_B")
 echo "== (b) idem: 100-row POSTs with new keys, $CLIENTS connections, ${DURATION}s"
-FIGURES=$(IDEM_BENCH_ROWS=100 IDEM_BENCH_DS=$DS_B wrk_run hundred bench/post_unique.lua)
-read -r B_RPS B_P50 B_P99 B_BAD <<< "$FIGURES"
+B_IDEM=$(IDEM_BENCH_ROWS=100 IDEM_BENCH_DS=$DS_B wrk_run hundred bench/post_unique.lua)
+record "(b) 100 rows, new key" 0.7 "key row + 100-row upsert" "$B_PG" "100-row POST" "$B_IDEM"
 check_rows hundred "$DS_B" 100
+
+# post_keys NAME PREFIX COUNT (--body FILE | --rows FIRST_ID DS): COUNT
+# one-row POSTs under the keys PREFIX1.., 32 at a time (bench/curl_posts.py;
+# one curl, kept-alive connections); fails unless every one answered 2xx.
+post_keys() {
+  local name=$1 prefix=$2 count=$3 made t0
+  shift 3
+  t0=$(now)
+  # The config holds the token (readable by us only), so it goes right after.
+  (umask 077 && python3 bench/curl_posts.py "$prefix" "$count" "$BASE" "$IDEM_BENCH_TOKEN" "$@" \
+    > "$OUT/$name.curl")
+  curl -sS --no-progress-meter -Z --parallel-max 32 -K "$OUT/$name.curl" > "$OUT/$name.status" || true
+  rm -f "$OUT/$name.curl"
+  made=$(grep -c '^2' "$OUT/$name.status" || true)
+  echo "   $made POSTs ($prefix1..$count) in $(elapsed "$t0" "$(now)") s"
+  if [ "$made" != "$count" ]; then
+    echo "bench: only $made of $count POSTs ($prefix..) answered 2xx; statuses:" >&2
+    sort "$OUT/$name.status" | uniq -c >&2
+    exit 1
+  fi
+}
+
+# copy_keys PREFIX COUNT: idem's keys PREFIXn (its stored answers) copied into
+# bench.keys under the principal 'bench', for pgbench to read.
+copy_keys() {
+  "${PSQL[@]}" <<SQL
+insert into bench.keys (principal, key, fingerprint, load_id, response_status, response_body, expires_at)
+select 'bench', k.key, k.fingerprint, k.load_id, k.response_status, k.response_body, k.expires_at
+  from idem.idempotency_keys k
+ where k.key like '$1%';
+analyze bench.keys;
+analyze idem.idempotency_keys;
+SQL
+  local copied
+  copied=$("${PSQL[@]}" -c "select count(*) from bench.keys where principal = 'bench' and key like '$1%'")
+  if [ "$copied" != "$2" ]; then
+    echo "bench: bench.keys has $copied keys $1N instead of $2" >&2
+    exit 1
+  fi
+}
 
 echo "== (c) $KEYS completed keys on each side: POSTs of one row to idem, then the same rows in bench.keys"
 printf '{"order_id":1,"ds":"%s","customer_id":1,"status":"paid","amount":1.25,"updated_at":"%sT01:02:03Z","note":"wrk"}\n' \
   "$DS_C" "$DS_C" > "$OUT/replay-body.ndjson"
-# One curl for all the keys (a config file of KEYS transfers, 8 at a time on
-# kept-alive connections); it holds the token (readable by us only), so it
-# goes right after. The POSTs write one day, so they take turns on its lock:
-# a minute or more for 10,000 keys.
-T0=$(now)
-(umask 077 && python3 - "$KEYS" "$BASE" "$IDEM_BENCH_TOKEN" "$OUT/replay-body.ndjson" > "$OUT/replay-keys.curl") <<'PY'
-import sys
-
-keys, base, token, body = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-for i in range(1, keys + 1):
-    if i > 1:
-        print("next")
-    print(f'url = "{base}/rows?table=orders"\nrequest = "POST"\noutput = "/dev/null"\n'
-          f'write-out = "%{{http_code}}\\n"\nheader = "authorization: Bearer {token}"\n'
-          f'header = "content-type: application/x-ndjson"\nheader = "idempotency-key: replay-{i}"\n'
-          f'data-binary = "@{body}"')
-PY
-curl -sS --no-progress-meter -Z --parallel-max 8 -K "$OUT/replay-keys.curl" > "$OUT/replay-keys.status" || true
-rm -f "$OUT/replay-keys.curl"
-echo "   made in $(elapsed "$T0" "$(now)") s"
-MADE=$(grep -c '^2' "$OUT/replay-keys.status" || true)
-if [ "$MADE" != "$KEYS" ]; then
-  echo "bench: only $MADE of $KEYS POSTs making the replay keys answered 2xx; statuses:" >&2
-  sort "$OUT/replay-keys.status" | uniq -c >&2
-  exit 1
-fi
-# bench.keys gets the same rows (idem's stored receipt of replay-1 as every
-# key's response body) under the principal 'bench'.
-"${PSQL[@]}" <<SQL
-insert into bench.keys (principal, key, fingerprint, load_id, response_status, response_body, expires_at)
-select 'bench', 'replay-' || g, k.fingerprint, gen_random_uuid(), k.response_status, k.response_body,
-       now() + interval '1 day'
-  from idem.idempotency_keys k, generate_series(1, $KEYS) g
- where k.key = 'replay-1';
-analyze bench.keys;
-analyze idem.idempotency_keys;
-SQL
-COPIED=$("${PSQL[@]}" -c "select count(*) from bench.keys where principal = 'bench' and key like 'replay-%'")
-if [ "$COPIED" != "$KEYS" ]; then
-  echo "bench: bench.keys has $COPIED keys replay-N instead of $KEYS" >&2
-  exit 1
-fi
+# One body for every key: their POSTs write one row and take turns on its
+# lock (a minute or more for 10,000 keys).
+post_keys replay-keys replay- "$KEYS" --body "$OUT/replay-body.ndjson"
+copy_keys replay- "$KEYS"
 echo "== (c) pgbench: key row by primary key, $CLIENTS clients, ${DURATION}s"
-FIGURES=$(pgbench_run replay bench/pgbench_key_read.sql -D keys="$KEYS")
-read -r C_PG_RPS C_PG_P50 C_PG_P99 C_PG_BAD <<< "$FIGURES"
+C_PG=$(pgbench_run replay bench/pgbench_key_read.sql -D keys="$KEYS" -D prefix=replay-)
 echo "== (c) idem: replays of the $KEYS keys, round-robin, $CLIENTS connections, ${DURATION}s"
-FIGURES=$(KEYS=$KEYS BODY=$OUT/replay-body.ndjson wrk_run replay bench/post_replay.lua)
-read -r C_RPS C_P50 C_P99 C_BAD <<< "$FIGURES"
+C_IDEM=$(KEYS=$KEYS BODY=$OUT/replay-body.ndjson wrk_run replay bench/post_replay.lua)
+record "(c) completed key, remembered" 0.5 "key row by primary key" "$C_PG" "replay" "$C_IDEM"
 
-python3 - "$MACHINE" "$SERVER" "$DURATION" \
-  "$A_PG_RPS" "$A_PG_P50" "$A_PG_P99" "$A_PG_BAD" "$A_RPS" "$A_P50" "$A_P99" "$A_BAD" \
-  "$B_PG_RPS" "$B_PG_P50" "$B_PG_P99" "$B_PG_BAD" "$B_RPS" "$B_P50" "$B_P99" "$B_BAD" \
-  "$C_PG_RPS" "$C_PG_P50" "$C_PG_P99" "$C_PG_BAD" "$C_RPS" "$C_P50" "$C_P99" "$C_BAD" <<'PY'
-import sys
+echo "== (d) $OLD_KEYS keys with a row each, then $OTHER_WRITES other 1-row POSTs"
+OLD_ROW_BASE=3000000000000
+post_keys old-keys old- "$OLD_KEYS" --rows "$OLD_ROW_BASE" "$DS_D"
+post_keys other-writes other- "$OTHER_WRITES" --rows 4000000000000 "$DS_D"
+copy_keys old- "$OLD_KEYS"
+echo "== (d) pgbench: key row by primary key, $CLIENTS clients, ${DURATION}s"
+D_PG=$(pgbench_run old bench/pgbench_key_read.sql -D keys="$OLD_KEYS" -D prefix=old-)
+# Index scans of idem.idempotency_keys: at least one per replay answered from
+# the database (Postgres counts them a moment after each transaction).
+key_scans() {
+  sleep 1
+  "${PSQL[@]}" -c "select coalesce(sum(idx_scan), 0) from pg_stat_user_indexes
+                    where schemaname = 'idem' and relname = 'idempotency_keys'"
+}
+echo "== (d) idem: replays of the $OLD_KEYS old keys, round-robin, $CLIENTS connections, ${DURATION}s"
+SCANS_BEFORE=$(key_scans)
+D_IDEM=$(KEYS=$OLD_KEYS KEY_PREFIX=old- ROW_BASE=$OLD_ROW_BASE ROW_DS=$DS_D wrk_run old bench/post_replay.lua)
+SCANS=$(( $(key_scans) - SCANS_BEFORE ))
+record "(d) completed key, not remembered" 0.5 "key row by primary key" "$D_PG" "replay" "$D_IDEM"
 
-machine, server, seconds = sys.argv[1:4]
-figures = [sys.argv[4 + 8 * i: 12 + 8 * i] for i in range(3)]
-steps = [
-    ("(a) 1 row, new key", "key row + 1-row upsert", "1-row POST"),
-    ("(b) 100 rows, new key", "key row + 100-row upsert", "100-row POST"),
-    ("(c) completed key", "key row by primary key", "replay"),
-]
-print()
-print(f"machine: {machine}; PostgreSQL {server}; 32 connections, {seconds} s each")
-print(f"{'':36} {'requests/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
-bad = []
-for (title, pg_what, idem_what), f in zip(steps, figures):
-    pg_rps, pg50, pg99, pg_bad, rps, p50, p99, non2xx = f
-    print(title)
-    print(f"    pgbench: {pg_what:<26} {float(pg_rps):10,.0f} {float(pg50):8.2f} {float(pg99):8.2f}   failed {pg_bad}")
-    print(f"    idem: {idem_what:<29} {float(rps):10,.0f} {float(p50):8.2f} {float(p99):8.2f}   non-2xx {non2xx}")
-    ratio = float(rps) / float(pg_rps)
-    print(f"    ratio idem/pgbench: {ratio:.2f} (goal >= 0.5: {'ok' if ratio >= 0.5 else 'MISSED'})")
-    if int(pg_bad) or int(non2xx):
-        bad.append(title)
-if bad:
-    sys.exit(f"bench: FAILED requests or transactions in {', '.join(bad)}: the figures above do not count")
-PY
+echo "== (e) two more idem processes on the same database"
+BASES=("$BASE" "$(start_idem)" "$(start_idem)")
+echo "== (e) idem x3: 1-row POSTs with new keys, $CLIENTS connections in all, ${DURATION}s"
+E_POSTS=$(IDEM_BENCH_ROWS=1 IDEM_BENCH_DS=$DS_E wrk_multi one-x3 bench/post_unique.lua)
+record "(e) 1 row, new key, 3 processes" 0.7 "(a)'s key row + 1-row upsert" "$A_PG" "1-row POST" "${E_POSTS% *}"
+echo "== (e) idem x3: replays of (d)'s keys, made by the first process, ${DURATION}s"
+E_REPLAYS=$(KEYS=$OLD_KEYS KEY_PREFIX=old- ROW_BASE=$OLD_ROW_BASE ROW_DS=$DS_D wrk_multi old-x3 bench/post_replay.lua)
+record "(e) completed key, not remembered, 3 processes" 0.5 "(d)'s key row by primary key" "$D_PG" "replay" "${E_REPLAYS% *}"
+
+python3 bench/small_writes_summary.py "$MACHINE" "$SERVER" "$DURATION" "$SUMMARY" \
+  "$A_IDEM" "${E_POSTS% *}" "$D_IDEM" "${E_REPLAYS% *}" "${E_REPLAYS##* }" "$SCANS"

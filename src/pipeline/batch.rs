@@ -492,8 +492,7 @@ impl Pipeline {
             .await?;
         let keys: Vec<(&str, &IdempotencyKey)> =
             items.iter().filter_map(|item| item.key()).collect();
-        let retention = self.settings.idempotency_retention();
-        let mut keys = claim_keys(&mut tx, &keys, retention, &def.name).await?;
+        let mut keys = claim_keys(&mut tx, &keys, &def.name).await?;
         for stored in keys.completed.values() {
             self.store.remember_completed(stored);
         }

@@ -107,14 +107,19 @@ pub struct ClaimedKeys {
 /// Claims, in the caller's transaction, every key of `keys` that is neither
 /// in flight elsewhere (its lock taken: skipped, not waited for) nor
 /// completed (its row live: handed back with its stored answer); and reads
-/// the definition of `table` as it is now, all in one statement. A key
-/// completed by a transaction that committed after the statement began is
-/// neither claimed nor handed back (skipped, as one in flight). The keys
-/// must differ (a transaction holds a lock it took twice).
+/// the definition of `table` as it is now, all in one statement.
+///
+/// A claimed key's lock is the claim: no row is written for it until its
+/// completion (`complete_sql`), which inserts the completed row at once
+/// instead of a placeholder and then its update. A key completed by a
+/// transaction that committed after this statement's snapshot but before
+/// its lock was taken looks absent here; its completion then finds the live
+/// row, writes nothing, and fails the transaction (`close_rows_writes`), so
+/// the request is never run twice. The keys must differ (a transaction
+/// holds a lock it took twice).
 pub async fn claim_keys(
     conn: &mut PgConnection,
     keys: &[(&str, &IdempotencyKey)],
-    retention: Duration,
     table: &TableName,
 ) -> StoreResult<ClaimedKeys> {
     let principals: Vec<&str> = keys.iter().map(|(p, _)| *p).collect();
@@ -132,29 +137,22 @@ pub async fn claim_keys(
            select v.principal, v.key
              from unnest($1::text[], $2::text[], $3::bigint[]) v(principal, key, lock)
             where pg_try_advisory_xact_lock(v.lock)),
-         claimed as (
-           insert into idem.idempotency_keys as k
-                  (principal, key, fingerprint, response_status, response_body, expires_at)
-           select principal, key, '', 0, 'null', now() + make_interval(secs => $4) from free
-           on conflict (principal, key) do update
-              set fingerprint = '', response_status = 0, response_body = 'null', load_id = null,
-                  created_at = now(), expires_at = excluded.expires_at
-            where k.expires_at < now()
-           returning k.principal, k.key),
          completed as (
            select k.principal, k.key, k.fingerprint, k.load_id, k.response_status,
                   k.response_body, k.response_etag, k.created_at, k.expires_at
              from idem.idempotency_keys k join free using (principal, key)
-            where k.expires_at >= now() and k.fingerprint <> '')
+            where k.expires_at >= now() and k.fingerprint <> ''),
+         claimed as (
+           select principal, key from free
+            where (principal, key) not in (select principal, key from completed))
          select coalesce((select array_agg(principal order by principal, key) from claimed), '{}'),
                 coalesce((select array_agg(key order by principal, key) from claimed), '{}'),
                 coalesce((select json_agg(completed) from completed), '[]'),
-                (select definition from idem.tables where name = $5)",
+                (select definition from idem.tables where name = $4)",
     )
     .bind(principals)
     .bind(names)
     .bind(locks)
-    .bind(retention.as_secs_f64())
     .bind(table.as_str())
     .fetch_one(conn)
     .await?;
@@ -373,8 +371,9 @@ pub async fn unbound_lock_waits(conn: &mut PgConnection) -> StoreResult<()> {
 }
 
 /// A held key (`Claim::Held`) about to be completed again: its retention
-/// starts over, as for a key claimed afresh; the completion then replaces
-/// its record. Until the transaction commits, others see the old record.
+/// starts over, as for a key claimed afresh, and it is a placeholder again
+/// (an empty fingerprint), which the completion then replaces with its
+/// record. Until the transaction commits, others see the old record.
 pub async fn renew_key(
     conn: &mut PgConnection,
     principal: &str,
@@ -384,7 +383,7 @@ pub async fn renew_key(
     // language=PostgreSQL
     sqlx::query(
         "update idem.idempotency_keys
-            set created_at = now(), expires_at = now() + make_interval(secs => $3)
+            set fingerprint = '', created_at = now(), expires_at = now() + make_interval(secs => $3)
           where principal = $1 and key = $2",
     )
     .bind(principal)
@@ -397,10 +396,23 @@ pub async fn renew_key(
 
 /// Records the completed request in the claiming transaction.
 pub async fn complete_key(conn: &mut PgConnection, done: &Completion<'_>) -> StoreResult<()> {
-    bind_completions(sqlx::query(&complete_sql(1)), std::slice::from_ref(done))
+    let completed = bind_completions(sqlx::query(&complete_sql(1)), std::slice::from_ref(done))
         .execute(conn)
-        .await?;
-    Ok(())
+        .await?
+        .rows_affected();
+    all_completed(completed, 1)
+}
+
+/// Whether a completion statement completed all `expected` keys: a key it
+/// found completed by another request (see `claim_keys`) fails the
+/// transaction, whose requests then run again, each under its own claim.
+pub(super) fn all_completed(completed: u64, expected: usize) -> StoreResult<()> {
+    if usize::try_from(completed).ok() == Some(expected) {
+        return Ok(());
+    }
+    Err(StoreError::KeyInFlight {
+        retry_after: Duration::from_secs(1),
+    })
 }
 
 /// The statement completing keys (one per element of its array parameters),
@@ -410,12 +422,14 @@ pub(super) fn complete_sql(first: usize) -> String {
         "text", "text", "text", "uuid", "integer", "jsonb", "text", "float8",
     ];
     let arrays = array_params(first, &types);
-    // An upsert, not an UPDATE … FROM: each key finds its (placeholder)
-    // row by the primary key, however many keys there are, where a join
-    // against the arrays may be planned as a scan of every key. The claim
-    // set `created_at` and `expires_at` already (`now()` is the same all
-    // through the transaction), so no indexed column changes and the update
-    // can stay on its page, without new index entries.
+    // An upsert: a key claimed by its lock alone (a batch's) is inserted
+    // completed; one claimed with a placeholder (a write alone's, made by
+    // this transaction: the only row with an empty fingerprint) or expired
+    // is overwritten; a live completed row, another request's, is left as
+    // it is (and not counted: `all_completed`). The placeholder holds the
+    // same `created_at` and `expires_at` (`now()` is the same all through
+    // the transaction), so no indexed column changes and its update can
+    // stay on its page, without new index entries.
     // language=PostgreSQL
     format!(
         "insert into idem.idempotency_keys as k
@@ -427,7 +441,9 @@ pub(super) fn complete_sql(first: usize) -> String {
          on conflict (principal, key) do update
             set fingerprint = excluded.fingerprint, load_id = excluded.load_id,
                 response_status = excluded.response_status, response_body = excluded.response_body,
-                response_etag = excluded.response_etag"
+                response_etag = excluded.response_etag, created_at = excluded.created_at,
+                expires_at = excluded.expires_at
+          where k.fingerprint = '' or k.expires_at < now()"
     )
 }
 

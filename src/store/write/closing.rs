@@ -12,7 +12,7 @@ use super::contents::{bind_deltas, deltas_sql, PartitionDelta};
 use crate::ingest::ContentDelta;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::store::idempotency::{bind_completions, complete_sql, Completion};
+use crate::store::idempotency::{all_completed, bind_completions, complete_sql, Completion};
 use crate::store::ledger::{bind_entries, insert_sql, LoadEntry};
 use crate::store::{StoreError, StoreResult};
 
@@ -73,6 +73,9 @@ pub async fn close_rows_writes(
     let keys: Vec<Completion<'_>> = writes.iter().filter_map(|w| w.key.clone()).collect();
     let query = bind_deltas(sqlx::query(&sql), table, &deltas);
     let query = bind_entries(query, &entries)?;
-    bind_completions(query, &keys).execute(conn).await?;
-    Ok(())
+    let completed = bind_completions(query, &keys)
+        .execute(conn)
+        .await?
+        .rows_affected();
+    all_completed(completed, keys.len())
 }

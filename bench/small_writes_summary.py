@@ -1,0 +1,45 @@
+"""Prints bench/small_writes.sh's table from its summary file.
+
+usage: small_writes_summary.py MACHINE SERVER SECONDS SUMMARY_TSV
+         ONE_POSTS THREE_POSTS ONE_REPLAYS THREE_REPLAYS EACH_REPLAYS SCANS
+SUMMARY_TSV: a line per step: step, goal (idem/pgbench), pgbench's work,
+pgbench's "tx/s p50 p99 failed", idem's work, idem's "requests/s p50 p99 non-2xx".
+The rest compares one idem process with three (requests/s), EACH_REPLAYS the
+three processes' replay rates (the first made the keys), SCANS the index
+scans of the keys table during (d).
+"""
+import sys
+
+machine, server, seconds, summary = sys.argv[1:5]
+one_posts, three_posts, one_replays, three_replays = (float(v.split()[0]) for v in sys.argv[5:9])
+each_replays = [float(v) for v in sys.argv[9].split(",")]
+scans = int(sys.argv[10])
+
+ok = lambda good: "ok" if good else "MISSED"
+print()
+print(f"machine: {machine}; PostgreSQL {server}; 32 connections, {seconds} s each")
+print(f"{'':44} {'requests/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+bad = []
+for line in open(summary):
+    step, goal, pg_what, pg, idem_what, idem = line.rstrip("\n").split("\t")
+    pg_rps, pg50, pg99, pg_bad = pg.split()
+    rps, p50, p99, non2xx = idem.split()
+    print(step)
+    print(f"    pgbench: {pg_what:<34} {float(pg_rps):10,.0f} {float(pg50):8.2f} {float(pg99):8.2f}   failed {pg_bad}")
+    print(f"    idem: {idem_what:<37} {float(rps):10,.0f} {float(p50):8.2f} {float(p99):8.2f}   non-2xx {non2xx}")
+    ratio = float(rps) / float(pg_rps)
+    print(f"    ratio idem/pgbench: {ratio:.2f} (goal >= {goal}: {ok(ratio >= float(goal))})")
+    if int(pg_bad) or int(non2xx):
+        bad.append(step)
+print("3 processes against one")
+print(f"    1-row POSTs: {three_posts:,.0f} against {one_posts:,.0f} requests/s: "
+      f"{three_posts / one_posts:.2f} (goal >= 1.0: {ok(three_posts >= one_posts)})")
+print(f"    replays not remembered: {three_replays:,.0f} against {one_replays:,.0f} requests/s: "
+      f"{three_replays / one_replays:.2f} (goal >= 1.0: {ok(three_replays >= one_replays)})")
+others = each_replays[1:]
+print(f"    replays per process: {', '.join(f'{r:,.0f}' for r in each_replays)} (the first made the keys; "
+      f"the others at {min(others) / each_replays[0]:.2f} of its rate)")
+print(f"(d) index scans of idem.idempotency_keys during its replays: {scans:,} "
+      "(one or more per replay read from the database)")
+if bad:
+    sys.exit(f"bench: FAILED requests or transactions in {', '.join(bad)}: the figures above do not count")
