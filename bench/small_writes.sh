@@ -23,6 +23,7 @@
 #   IDEM_BENCH_SECONDS    seconds per measurement (default 20)
 #   IDEM_BENCH_KEYS       completed keys for (c), on each side (default 10000)
 #   IDEM_BENCH_OLD_KEYS   keys for (d), on each side (default 30000)
+#   IDEM_BENCH_OTHER_WRITES  POSTs between them and (d) (default 50000)
 # Runs in a database of its own, dropped at exit, on the server DATABASE_URL
 # names, or without DATABASE_URL on a Postgres it starts in .idem/bench-pg.
 # Installs wrk and pgbench (postgresql-client) with apt-get when missing.
@@ -35,7 +36,7 @@ CLIENTS=32
 # partition of its own that starts empty on both sides.
 DS_A=2026-10-13 DS_B=2026-10-14 DS_C=2026-10-15 DS_D=2026-10-16 DS_E=2026-10-17
 OLD_KEYS=${IDEM_BENCH_OLD_KEYS:-30000}
-OTHER_WRITES=50000
+OTHER_WRITES=${IDEM_BENCH_OTHER_WRITES:-50000}
 ROWS=0 DS=$DS_A # for common.sh (its test data is not used here)
 
 MACHINE="$(nproc) cores ($(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/^MemTotal/ {printf "%.1f GiB RAM", $2 / 1048576}' /proc/meminfo)"
@@ -111,7 +112,7 @@ post_keys() {
   curl -sS --no-progress-meter -Z --parallel-max 32 -K "$OUT/$name.curl" > "$OUT/$name.status" || true
   rm -f "$OUT/$name.curl"
   made=$(grep -c '^2' "$OUT/$name.status" || true)
-  echo "   $made POSTs ($prefix1..$count) in $(elapsed "$t0" "$(now)") s"
+  echo "   $made POSTs (${prefix}1..$count) in $(elapsed "$t0" "$(now)") s"
   if [ "$made" != "$count" ]; then
     echo "bench: only $made of $count POSTs ($prefix..) answered 2xx; statuses:" >&2
     sort "$OUT/$name.status" | uniq -c >&2

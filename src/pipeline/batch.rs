@@ -61,7 +61,7 @@ const MAX_POSTS: usize = 64;
 const MAX_ROWS: u64 = 10_000;
 /// Batches of one queue written at once: while one commits, the next is
 /// written.
-const WORKERS_PER_QUEUE: usize = 4;
+const WORKERS_PER_QUEUE: usize = 2;
 
 /// A POST ready for a batch.
 pub struct BatchItem {
