@@ -227,11 +227,12 @@ if [ "$PG_ROWS" -lt "$TXNS" ] || [ "$IDEM_ROWS" -lt "$REQUESTS" ]; then
   exit 1
 fi
 
-python3 - "$MACHINE" "$SERVER" "$DURATION" \
+F_TABLES=$TABLES python3 - "$MACHINE" "$SERVER" "$DURATION" \
   "$A_PG_RPS" "$A_PG_P50" "$A_PG_P99" "$A_PG_BAD" "$A_RPS" "$A_P50" "$A_P99" "$A_BAD" \
   "$B_PG_RPS" "$B_PG_P50" "$B_PG_P99" "$B_PG_BAD" "$B_RPS" "$B_P50" "$B_P99" "$B_BAD" \
   "$C_PG_RPS" "$C_PG_P50" "$C_PG_P99" "$C_PG_BAD" "$C_RPS" "$C_P50" "$C_P99" "$C_BAD" \
   "$F_PG_RPS" "$F_PG_P50" "$F_PG_P99" "$F_PG_BAD" "$F_RPS" "$F_P50" "$F_P99" "$F_BAD" <<'PY'
+import os
 import sys
 
 machine, server, seconds = sys.argv[1:4]
@@ -240,7 +241,8 @@ steps = [
     ("(a) 1 row, new key", "key row + 1-row upsert", "1-row POST"),
     ("(b) 100 rows, new key", "key row + 100-row upsert", "100-row POST"),
     ("(c) completed key", "key row by primary key", "replay"),
-    ("(f) 1 row to 1 of 1,000 tables, 16 connections", "key row + 1-row insert", "1-row append"),
+    (f"(f) 1 row to 1 of {int(os.environ['F_TABLES']):,} tables, 16 connections",
+     "key row + 1-row insert", "1-row append"),
 ]
 print()
 print(f"machine: {machine}; PostgreSQL {server}; 32 connections, {seconds} s each")
