@@ -15,15 +15,22 @@
 #       among them: 1-row POSTs with new keys (against (a)'s one process)
 #       and (d)'s replays, the keys made by the first process (against
 #       (d)'s one process; each process's rate is printed).
+#   (f) at 16 connections, over 1,000 tables (events_0001..events_1000, no
+#       primary key, partitioned by day): pgbench: a key row + a 1-row insert
+#       into a random one of them by a PL/pgSQL function with dynamic SQL
+#       (bench/pgbench_many_tables.sql) vs idem: 1-row appends with new keys,
+#       each to a random one of the 1,000 (bench/post_many_tables.lua), as
+#       producers of one event type per table would send them.
 # For each: requests (transactions) per second, p50, p99, and the ratio
 # idem/pgbench of requests per second (goals: >= 0.7 for (a) and (b), >= 0.5
-# for (c) and (d); (e) at least the rate of one process).
+# for (c), (d) and (f); (e) at least the rate of one process).
 #
 # usage: bench/small_writes.sh
 #   IDEM_BENCH_SECONDS    seconds per measurement (default 20)
 #   IDEM_BENCH_KEYS       completed keys for (c), on each side (default 10000)
 #   IDEM_BENCH_OLD_KEYS   keys for (d), on each side (default 30000)
 #   IDEM_BENCH_OTHER_WRITES  POSTs between them and (d) (default 50000)
+#   IDEM_BENCH_TABLES     tables for (f), on each side (default 1000)
 # Runs in a database of its own, dropped at exit, on the server DATABASE_URL
 # names, or without DATABASE_URL on a Postgres it starts in .idem/bench-pg.
 # Installs wrk and pgbench (postgresql-client) with apt-get when missing.
@@ -31,13 +38,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${IDEM_BENCH_SECONDS:-20}
 KEYS=${IDEM_BENCH_KEYS:-10000}
+TABLES=${IDEM_BENCH_TABLES:-1000}
 CLIENTS=32
 # One day per step, the same on both sides, so that each step writes into a
 # partition of its own that starts empty on both sides.
-DS_A=2026-10-13 DS_B=2026-10-14 DS_C=2026-10-15 DS_D=2026-10-16 DS_E=2026-10-17
+DS_A=2026-10-13 DS_B=2026-10-14 DS_C=2026-10-15 DS_D=2026-10-16 DS_E=2026-10-17 DS_F=2026-10-18
 OLD_KEYS=${IDEM_BENCH_OLD_KEYS:-30000}
 OTHER_WRITES=${IDEM_BENCH_OTHER_WRITES:-50000}
 ROWS=0 DS=$DS_A # for common.sh (its test data is not used here)
+# The bench token writes orders and (f)'s events_NNNN.
+BENCH_TOKEN_TABLES='["orders", "events_*"]'
 
 MACHINE="$(nproc) cores ($(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/^MemTotal/ {printf "%.1f GiB RAM", $2 / 1048576}' /proc/meminfo)"
 echo "== machine: $MACHINE; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -180,6 +190,91 @@ record "(e) 1 row, new key, 3 processes" 0.7 "(a)'s key row + 1-row upsert" "$A_
 echo "== (e) idem x3: replays of (d)'s keys, made by the first process, ${DURATION}s"
 E_REPLAYS=$(KEYS=$OLD_KEYS KEY_PREFIX=old- ROW_BASE=$OLD_ROW_BASE ROW_DS=$DS_D wrk_multi old-x3 bench/post_replay.lua)
 record "(e) completed key, not remembered, 3 processes" 0.5 "(d)'s key row by primary key" "$D_PG" "replay" "${E_REPLAYS% *}"
+
+echo "== (f) $TABLES tables on each side: declared over the API, made in bench by SQL"
+# The tables' declarations, one curl for all (as for (c)'s keys).
+T0=$(now)
+(umask 077 && python3 - "$TABLES" "$BASE" "$IDEM_BENCH_TOKEN" > "$OUT/many-tables.curl") <<'PY'
+import sys
+
+tables, base, token = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+body = ('{"columns": {"event_id": "bigint", "ds": "date", "kind": "text", "payload": "text",'
+        ' "at": "timestamptz"}}').replace('"', '\\"')
+for i in range(1, tables + 1):
+    if i > 1:
+        print("next")
+    print(f'url = "{base}/tables/events_{i:04d}"\nrequest = "PUT"\noutput = "/dev/null"\n'
+          f'write-out = "%{{http_code}}\\n"\nheader = "authorization: Bearer {token}"\n'
+          f'header = "content-type: application/json"\ndata = "{body}"')
+PY
+curl -sS --no-progress-meter -Z --parallel-max 8 -K "$OUT/many-tables.curl" > "$OUT/many-tables.status" || true
+rm -f "$OUT/many-tables.curl"
+MADE=$(grep -c '^2' "$OUT/many-tables.status" || true)
+if [ "$MADE" != "$TABLES" ]; then
+  echo "bench: only $MADE of $TABLES table declarations answered 2xx; statuses:" >&2
+  sort "$OUT/many-tables.status" | uniq -c >&2
+  exit 1
+fi
+# pgbench's side: the same tables, each partitioned by day with the day of
+# (f) made; bench/pgbench_many_tables.sql's function; and a count of the
+# day's rows in the tables events_0001.. of a schema, for the check below.
+"${PSQL[@]}" <<SQL
+do \$\$
+begin
+  for i in 1..$TABLES loop
+    execute format('create table bench.%I (event_id bigint, ds date not null, kind text, payload text,
+                      "at" timestamptz) partition by list (ds)', 'events_' || lpad(i::text, 4, '0'));
+    execute format('create table bench.%I partition of bench.%I for values in (''$DS_F'')',
+                   'events_' || lpad(i::text, 4, '0') || '_f', 'events_' || lpad(i::text, 4, '0'));
+  end loop;
+end
+\$\$;
+create function bench.append_event(t int, k text, id bigint, day date) returns void
+language plpgsql as \$\$
+begin
+  insert into bench.keys (principal, key, fingerprint, load_id, response_status, response_body, expires_at)
+  values ('bench', k, 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+          gen_random_uuid(), 200,
+          '{"load_id": "00000000-0000-0000-0000-000000000000", "table": "events_0001", "mode": "append", "ds": "$DS_F", "partitions": [{"ds": "$DS_F", "row_count": 1, "content_sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}], "rows_received": 1, "rows_written": 1, "inserted": 1, "updated": 0, "deleted": 0, "unchanged": 0, "duplicates": 0, "rejected": 0, "changed": true, "replayed": false}',
+          now() + interval '1 day');
+  execute format('insert into bench.%I (event_id, ds, kind, payload, "at") values (\$1, \$2, ''click'', ''wrk'', \$3)',
+                 'events_' || lpad(t::text, 4, '0'))
+    using id, day, (day + time '01:02:03') at time zone 'UTC';
+end
+\$\$;
+create function bench.count_events(schema_name text, day date) returns bigint
+language plpgsql as \$\$
+declare
+  total bigint := 0;
+  n bigint;
+begin
+  for i in 1..$TABLES loop
+    execute format('select count(*) from %I.%I where ds = \$1', schema_name, 'events_' || lpad(i::text, 4, '0'))
+      into n using day;
+    total := total + n;
+  end loop;
+  return total;
+end
+\$\$;
+SQL
+echo "   made in $(elapsed "$T0" "$(now)") s"
+F_CLIENTS=16
+echo "== (f) pgbench: key row + 1-row insert into 1 of $TABLES tables, $F_CLIENTS clients, ${DURATION}s"
+F_PG=$(CLIENTS=$F_CLIENTS pgbench_run many bench/pgbench_many_tables.sql -D n=0 -D ds="$DS_F")
+echo "== (f) idem: 1-row appends with new keys to 1 of $TABLES tables, $F_CLIENTS connections, ${DURATION}s"
+F_IDEM=$(CLIENTS=$F_CLIENTS IDEM_BENCH_TABLES=$TABLES IDEM_BENCH_DS=$DS_F wrk_run many bench/post_many_tables.lua)
+record "(f) 1 row to 1 of $TABLES tables, 16 connections" 0.5 "key row + 1-row insert" "$F_PG" "1-row append" "$F_IDEM"
+echo "   idem's peak RSS: $(peak_rss_mb) MB"
+TXNS=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/pgbench-many.txt")
+REQUESTS=$(awk '/ requests in / {print $1}' "$OUT/wrk-many.txt")
+PG_ROWS=$("${PSQL[@]}" -c "select bench.count_events('bench', '$DS_F')")
+IDEM_ROWS=$("${PSQL[@]}" -c "select bench.count_events('idem_data', '$DS_F')")
+echo "   rows of $DS_F: pgbench $PG_ROWS for $TXNS transactions, idem $IDEM_ROWS for $REQUESTS requests"
+if [ "$PG_ROWS" -lt "$TXNS" ] || [ "$IDEM_ROWS" -lt "$REQUESTS" ]; then
+  echo "bench: fewer rows than transactions or requests in (f): some keys repeated" >&2
+  exit 1
+fi
+
 
 python3 bench/small_writes_summary.py "$MACHINE" "$SERVER" "$DURATION" "$SUMMARY" \
   "$A_IDEM" "${E_POSTS% *}" "$D_IDEM" "${E_REPLAYS% *}" "${E_REPLAYS##* }" "$SCANS"

@@ -387,8 +387,13 @@ pub fn init_tracing(format: LogFormat) -> anyhow::Result<LogGuard> {
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let _log = init_tracing(args.log_format)?;
     announce_access(&args.settings)?;
-    let store =
-        Store::connect(args.database.database_url.expose(), args.database.pool_size).await?;
+    let database = &args.database;
+    let store = Store::connect(
+        database.database_url.expose(),
+        database.pool_size,
+        database.statement_cache,
+    )
+    .await?;
     store.migrate().await?;
     let state = AppState::new(store, args.settings);
     let swept = state.store.sweep_stages().await?;
@@ -452,7 +457,7 @@ async fn shutdown_signal() {
 /// `idem migrate`.
 pub async fn migrate(args: crate::config::DatabaseArgs) -> anyhow::Result<()> {
     let _log = init_tracing(LogFormat::Text)?;
-    let store = Store::connect(args.database_url.expose(), 2).await?;
+    let store = Store::connect(args.database_url.expose(), 2, args.statement_cache).await?;
     store.migrate().await?;
     println!("migrations applied");
     Ok(())

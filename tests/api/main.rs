@@ -29,6 +29,7 @@ mod ledger;
 mod limits;
 mod load_races;
 mod loads;
+mod many_tables;
 mod numeric_limits;
 mod ops;
 mod partitions;

@@ -91,6 +91,9 @@ async fn create_partition(
         parent_table(&def.name),
         period_literal(def, ds)
     ))
+    // Run once per table and day: kept prepared, it would only push a
+    // statement used again out of the connection's cache.
+    .persistent(false)
     .execute(&mut *conn)
     .await?;
     let empty = ContentHash::default();
