@@ -100,14 +100,15 @@ pub struct ClaimedKeys {
     /// The keys found completed (and live), with their stored answers: their
     /// requests are replays, answered without a write.
     pub completed: HashMap<(String, String), StoredKey>,
-    /// The table's definition as it is now.
-    pub def: Option<TableDef>,
+    /// The tables' definitions as they are now, by name (a table not
+    /// declared is not there).
+    pub defs: HashMap<String, TableDef>,
 }
 
 /// Claims, in the caller's transaction, every key of `keys` that is neither
 /// in flight elsewhere (its lock taken: skipped, not waited for) nor
 /// completed (its row live: handed back with its stored answer); and reads
-/// the definition of `table` as it is now, all in one statement.
+/// the definitions of `tables` as they are now, all in one statement.
 ///
 /// A claimed key's lock is the claim: no row is written for it until its
 /// completion (`complete_sql`), which inserts the completed row at once
@@ -120,7 +121,7 @@ pub struct ClaimedKeys {
 pub async fn claim_keys(
     conn: &mut PgConnection,
     keys: &[(&str, &IdempotencyKey)],
-    table: &TableName,
+    tables: &[&TableName],
 ) -> StoreResult<ClaimedKeys> {
     let principals: Vec<&str> = keys.iter().map(|(p, _)| *p).collect();
     let names: Vec<&str> = keys.iter().map(|(_, k)| k.as_str()).collect();
@@ -130,9 +131,10 @@ pub async fn claim_keys(
         Vec<String>,
         Vec<String>,
         Json<Vec<StoredKey>>,
-        Option<Json<TableDef>>,
+        Json<HashMap<String, TableDef>>,
     );
-    let (principals, keys, completed, def): Claimed = sqlx::query_as(
+    let tables: Vec<&str> = tables.iter().map(|t| t.as_str()).collect();
+    let (principals, keys, completed, defs): Claimed = sqlx::query_as(
         "with free as (
            select v.principal, v.key
              from unnest($1::text[], $2::text[], $3::bigint[]) v(principal, key, lock)
@@ -148,12 +150,13 @@ pub async fn claim_keys(
          select coalesce((select array_agg(principal order by principal, key) from claimed), '{}'),
                 coalesce((select array_agg(key order by principal, key) from claimed), '{}'),
                 coalesce((select json_agg(completed) from completed), '[]'),
-                (select definition from idem.tables where name = $4)",
+                (select coalesce(json_object_agg(name, definition), '{}')
+                   from idem.tables where name = any($4::text[]))",
     )
     .bind(principals)
     .bind(names)
     .bind(locks)
-    .bind(table.as_str())
+    .bind(tables)
     .fetch_one(conn)
     .await?;
     Ok(ClaimedKeys {
@@ -163,7 +166,7 @@ pub async fn claim_keys(
             .into_iter()
             .map(|stored| ((stored.principal.clone(), stored.key.clone()), stored))
             .collect(),
-        def: def.map(|d| d.0),
+        defs: defs.0,
     })
 }
 

@@ -45,6 +45,11 @@ async fn appends_spread_over_more_tables_than_the_statement_cache_holds_each_lan
     for (i, (status, body)) in answers.iter().enumerate() {
         assert_eq!(*status, 200, "POST {i}: {body}");
         assert_eq!(body["inserted"], 1, "POST {i}: {body}");
+        assert_eq!(
+            body["table"],
+            names[i % TABLES],
+            "POST {i}: its own table's receipt"
+        );
     }
     for name in &names {
         assert_eq!(app.count(name, "2026-10-18").await, 3, "{name}");
