@@ -110,9 +110,10 @@ b_rps, b50, b99, b_bad = float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[
 c_rps, c50, c99, c_bad = float(sys.argv[8]), float(sys.argv[9]), float(sys.argv[10]), int(sys.argv[11])
 ok = lambda b: "ok" if b else "MISSED"
 print()
-print(f"(a) {rows:,} rows, merge mode                              seconds       rows/s")
-print(f"    anchor: \\copy + insert on conflict, batches of 10,000 {anchor:8.3f} {rows / anchor:12,.0f}")
-print(f"    idem: POSTs of 10,000 rows                        {idem:8.3f} {rows / idem:12,.0f}")
+print(f"{f'(a) {rows:,} rows, merge mode':60}{'seconds':>8} {'rows/s':>12}")
+for name, t in [("anchor: \\copy + insert on conflict, batches of 10,000", anchor),
+                ("idem: POSTs of 10,000 rows", idem)]:
+    print(f"    {name:55} {t:8.3f} {rows / t:12,.0f}")
 print(f"    ratio idem/anchor: {anchor / idem:.2f} (goal >= 0.80: {ok(anchor / idem >= 0.8)})")
 print(f"(b) 100-row POSTs, new keys, c=32: {b_rps:,.0f} requests/s ({b_rps * 100:,.0f} rows/s), p50 {b50:.2f} ms, p99 {b99:.2f} ms, non-2xx {b_bad}")
 print(f"(c) replays, c=32: {c_rps:,.0f} requests/s, p50 {c50:.2f} ms, p99 {c99:.2f} ms (goal p99 < 5 ms: {ok(c99 < 5)}), non-2xx {c_bad}")
