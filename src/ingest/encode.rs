@@ -6,6 +6,7 @@ use sha2::{Digest, Sha256};
 
 use super::cell::{parse_cell, Cell};
 use super::infer::value_type;
+use super::key_order::KeyOrder;
 use super::tuple_size::TupleSize;
 use super::RawField;
 use super::{ErrorLog, RawRecord, RowError, DELETED_FIELD};
@@ -71,6 +72,8 @@ pub struct RowEncoder<'d> {
     wants: Option<SchemaWants>,
     /// The current row needs something of the table.
     row_wants: bool,
+    /// Whether the rows came in the unique index's order.
+    key_order: KeyOrder,
 }
 
 impl RowEncoder<'_> {
@@ -147,6 +150,7 @@ impl<'d> RowEncoder<'d> {
             canonical: Vec::with_capacity(256),
             row_period: None,
             label: None,
+            key_order: KeyOrder::new(!def.identity().is_empty()),
         }
     }
 
@@ -154,6 +158,11 @@ impl<'d> RowEncoder<'d> {
     /// could be read (a bad row's too).
     pub fn last_period(&self) -> Option<Period> {
         self.row_period
+    }
+
+    /// Whether the rows encoded so far came in the unique index's order.
+    pub fn in_key_order(&self) -> bool {
+        self.key_order.ascending()
     }
 
     /// How many values of fields the table has no column for were dropped
@@ -204,8 +213,10 @@ impl<'d> RowEncoder<'d> {
             deleted,
             period: self.row_period,
         };
-        self.write_tuple(record, &cells, &row, copy_out, errors)
-            .then_some(row)
+        let written = self.write_tuple(record, &cells, &row, copy_out, errors);
+        let key = self.key_indexes.iter().map(|&i| &cells[i]);
+        written.then(|| self.key_order.see(self.row_period, key))?;
+        Some(row)
     }
 
     /// Types every field of the record into `cells`; returns whether the

@@ -11,6 +11,7 @@ pub mod formats;
 pub mod hash;
 pub mod infer;
 mod json;
+mod key_order;
 mod numeric;
 pub(crate) mod temporal;
 mod text;

@@ -40,6 +40,8 @@ pub struct Decoded {
     /// Whether two rows may share a row id (so duplicates must be resolved);
     /// always true when not watched.
     pub maybe_repeated: bool,
+    /// Whether the rows came in the order of the table's unique index.
+    pub in_key_order: bool,
     /// The content hash of the rows as received (before duplicates collapse).
     pub input_hash: ContentHash,
     /// Values of unknown fields dropped (`schema: discard_unknown`).
@@ -545,6 +547,7 @@ fn decode<R: io::Read>(
         rows_received: sink.rows_received,
         tombstones: sink.tombstones,
         maybe_repeated: sink.repeats.maybe_repeated(),
+        in_key_order: sink.encoder.in_key_order(),
         input_hash: sink.input_hash,
         discarded_fields: sink.encoder.discarded_fields(),
         wants: sink.encoder.wants().cloned().unwrap_or_default(),

@@ -232,6 +232,9 @@ impl Pipeline {
             content: decoded.input_hash,
             tombstones: decoded.tombstones,
             maybe_repeated: decoded.maybe_repeated,
+            // A patch rewrites its rows in place (`fill_in_patches`), which
+            // moves them out of the order they came in.
+            in_key_order: decoded.in_key_order && mode != MergeMode::Patch,
             // Under a quarantine (its bad rows set aside) a repeat is held.
             refuse_repeats: def.duplicates == DuplicatePolicy::Reject && decoded.rejects.is_none(),
             refuse_conflicts: decoded.rejects.is_none(),

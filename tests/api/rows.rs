@@ -360,6 +360,51 @@ fn streaming_bodies() -> idem::config::Settings {
     }
 }
 
+/// A streamed body's rows in key order are upserted as they came (no sort),
+/// others sorted first: either way the same rows, counts and content hash.
+#[tokio::test]
+async fn a_streamed_merge_in_key_order_or_out_of_it_writes_the_same_rows() {
+    let app = spawn_app_with(streaming_bodies()).await;
+    app.declare_orders().await;
+    let ascending: Vec<Value> = (1..=40)
+        .map(|id| order(id, "paid", "2026-10-12T01:00:00Z"))
+        .collect();
+    let first = app.post_rows("table=orders", Some("asc"), &ascending).await;
+    let first = json_body(first).await;
+    assert_eq!(
+        (&first["inserted"], &first["updated"]),
+        (&json!(40), &json!(0))
+    );
+
+    // Newer versions of keys 20 to 40 and new keys 41 to 60, backwards.
+    let descending: Vec<Value> = (20..=60)
+        .rev()
+        .map(|id| order(id, "shipped", "2026-10-12T02:00:00Z"))
+        .collect();
+    let second = app
+        .post_rows("table=orders", Some("desc"), &descending)
+        .await;
+    let second = json_body(second).await;
+    assert_eq!(
+        (&second["inserted"], &second["updated"]),
+        (&json!(20), &json!(21))
+    );
+    assert_eq!(app.count("orders", "2026-10-12").await, 60);
+
+    let stored = app.get("/partitions/orders/2026-10-12").await;
+    let etag = stored.headers()["etag"].to_str().unwrap().to_string();
+    let text = stored.text().await.unwrap();
+    let put = app
+        .put(
+            "/partitions/orders/2026-10-12",
+            "application/x-ndjson",
+            text,
+        )
+        .await;
+    assert_eq!(put.headers()["etag"].to_str().unwrap(), etag);
+    assert_eq!(json_body(put).await["changed"], false);
+}
+
 #[tokio::test]
 async fn a_write_whose_connection_dies_leaves_no_rows_and_no_key_and_the_retry_succeeds_once() {
     let app = spawn_app_with(streaming_bodies()).await;

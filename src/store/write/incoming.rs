@@ -90,6 +90,9 @@ pub struct Incoming {
     pub tombstones: u64,
     /// Two rows may share a row id: duplicates must be resolved.
     pub maybe_repeated: bool,
+    /// The rows are in the order of the table's unique index, where the
+    /// merge reads them (see `MergeSql::upsert`).
+    pub in_key_order: bool,
     /// A repeated key refuses the load (`Resolve::refuse`).
     pub refuse_repeats: bool,
     /// A version stored already with other content refuses the load (a

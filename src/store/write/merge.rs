@@ -29,7 +29,7 @@ use super::duplicates::{self, Resolve};
 use super::history;
 use super::incoming::{fits_arrays, Incoming, IncomingRows};
 pub use super::merge_sql::Rehash;
-use super::merge_sql::{fill_in_patches, partition_gone_is_busy, period_of, MergeSql};
+use super::merge_sql::{fill_in_patches, partition_gone_is_busy, period_of, MergeSql, UpsertShape};
 use super::stage::number_identical_rows;
 use super::touched::lock_touched_partitions;
 use super::versions;
@@ -174,6 +174,8 @@ pub async fn apply_batch(
         tombstones,
         // A batch's rows repeat no row id.
         maybe_repeated: false,
+        // Its POSTs' rows follow each other, each POST's in its own order.
+        in_key_order: false,
         refuse_repeats: false,
         // A conflict fails the batch: its POSTs then go alone, where the
         // table's policy refuses or holds it.
@@ -268,7 +270,11 @@ impl MergeWrite<'_> {
         if mode.replaces() && self.incoming.tombstones > 0 {
             delete_tombstoned(conn, sql, &mut tallies).await?;
         }
-        upsert_rows(conn, sql, mode, self.loads, &mut tallies).await?;
+        let shape = UpsertShape {
+            in_key_order: self.incoming.in_key_order,
+            one_load: self.loads.len() == 1,
+        };
+        upsert_rows(conn, sql, mode, shape, self.loads, &mut tallies).await?;
         if mode != MergeMode::Append && tallies.values().any(Tally::left_rows_alone) {
             self.count_stored(conn, &mut tallies).await?;
         }
@@ -416,10 +422,11 @@ async fn upsert_rows(
     conn: &mut PgConnection,
     sql: &MergeSql,
     mode: MergeMode,
+    shape: UpsertShape,
     loads: &[LoadRows],
     tallies: &mut Tallies,
 ) -> StoreResult<()> {
-    let shares = upsert(conn, sql, mode).await?;
+    let shares = upsert(conn, sql, mode, shape, loads).await?;
     let mut written: BTreeMap<(Uuid, Period), u64> = BTreeMap::new();
     for share in shares {
         let Some(tally) = tallies.get_mut(&share.load_id) else {
@@ -475,20 +482,28 @@ async fn upsert(
     conn: &mut PgConnection,
     sql: &MergeSql,
     mode: MergeMode,
+    shape: UpsertShape,
+    loads: &[LoadRows],
 ) -> StoreResult<Vec<WrittenShare>> {
-    let upsert = sql.upsert(mode);
+    let upsert = sql.upsert(mode, shape);
     let rows = sql
         .query(&upsert)
         .fetch_all(&mut *conn)
         .await
         .map_err(partition_gone_is_busy)?;
+    // A single load's answer has no load column (see `MergeSql::upsert`).
+    let one_load = loads.first().filter(|_| shape.one_load).map(|l| l.load_id);
+    let next = usize::from(one_load.is_none());
     rows.iter()
         .map(|row| {
-            let replaced: Vec<Vec<u8>> = row.try_get(3)?;
+            let replaced: Vec<Vec<u8>> = row.try_get(2 + next)?;
             Ok(WrittenShare {
                 ds: period_of(&row.try_get::<String, _>(0)?, sql.grain)?,
-                load_id: row.try_get(1)?,
-                rows: count_from(row.try_get(2)?)?,
+                load_id: match one_load {
+                    Some(load_id) => load_id,
+                    None => row.try_get(1)?,
+                },
+                rows: count_from(row.try_get(1 + next)?)?,
                 replaced: replaced
                     .into_iter()
                     .map(row_hash)

@@ -118,8 +118,10 @@ impl MergeSql {
 
     /// Writes every incoming row in key order, by `mode`'s rule, and answers
     /// one row per partition and load (not a row each: a batch of 10,000
-    /// costs one message) with the hashes the rows replaced.
-    pub(super) fn upsert(&self, mode: MergeMode) -> String {
+    /// costs one message) with the hashes the rows replaced: the partition's
+    /// label, the load (unless `shape.one_load`), the rows written, the
+    /// hashes replaced.
+    pub(super) fn upsert(&self, mode: MergeMode, shape: UpsertShape) -> String {
         let MergeSql {
             parent,
             all_columns,
@@ -144,16 +146,30 @@ impl MergeSql {
               where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
             ),
         };
+        // Rows that came in key order are read in it: sorting them again
+        // costs Postgres about 8% of the upsert (10,000 rows).
+        let order = if shape.in_key_order {
+            String::new()
+        } else {
+            format!("order by {conflict}")
+        };
+        // One load's rows all carry its id: grouping by it would cost a hash
+        // of every row for nothing.
+        let (load, load_group) = if shape.one_load {
+            ("", "")
+        } else {
+            (", t.\"_load_id\" as load_id", ", w.load_id")
+        };
         // language=PostgreSQL
         format!(
             "with written as (
            insert into {parent} as t ({all_columns})
-           select {all_columns} from {from_incoming} where not s.\"_deleted\" order by {conflict}
+           select {all_columns} from {from_incoming} where not s.\"_deleted\" {order}
            {on_conflict}
-           returning t.{part_key} as part, t.\"_load_id\" as load_id, t.{PREV_HASH_COLUMN} as replaced)
-         select {written_label}, w.load_id, count(*),
+           returning t.{part_key} as part{load}, t.{PREV_HASH_COLUMN} as replaced)
+         select {written_label}{load_group}, count(*),
                 coalesce(array_agg(w.replaced) filter (where w.replaced is not null), '{{}}')
-           from written w group by w.part, w.load_id"
+           from written w group by w.part{load_group}"
         )
     }
 
@@ -210,6 +226,15 @@ impl MergeSql {
         }
         query
     }
+}
+
+/// What an upsert may rely on of its incoming rows (see `MergeSql::upsert`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct UpsertShape {
+    /// They come in the order of the unique index, where they are read.
+    pub in_key_order: bool,
+    /// They are one load's.
+    pub one_load: bool,
 }
 
 /// `unnest($1, $2, …) s(…)`: the arrays as rows `s`, with the columns a COPY
