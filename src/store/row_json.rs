@@ -4,7 +4,6 @@
 //! sends the values and idem spends little per row writing them.
 
 use crate::binary_copy::{Malformed, TupleReader};
-use crate::ingest::temporal::PG_EPOCH_UNIX_MICROS;
 use crate::schema::{ColumnType, TableDef};
 
 /// How each column of a read is written: its key, its type, and whether a
@@ -247,20 +246,35 @@ fn write_numeric(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), Malformed> {
 
 /// Four decimal digits of `v` (below 10000), zero-padded.
 fn push_4(out: &mut Vec<u8>, v: u16) {
-    for d in [v / 1000, v / 100 % 10, v / 10 % 10, v % 10] {
-        out.push(b'0' + u8::try_from(d).unwrap_or(0));
+    out.extend_from_slice(&[
+        b'0' + digit(v / 1000 % 10),
+        b'0' + digit(v / 100 % 10),
+        b'0' + digit(v / 10 % 10),
+        b'0' + digit(v % 10),
+    ]);
+}
+
+/// `n` (not negative), zero-padded to `width` digits.
+fn push_padded(out: &mut Vec<u8>, n: i64, width: usize) {
+    // Two-digit fields and four-digit years are nearly every call.
+    match (width, u16::try_from(n)) {
+        (2, Ok(n @ 0..=99)) => out.extend_from_slice(&[b'0' + digit(n / 10), b'0' + digit(n % 10)]),
+        (4, Ok(n @ 0..=9999)) => push_4(out, n),
+        _ => {
+            let mut buf = itoa::Buffer::new();
+            let text = buf.format(n);
+            out.resize(out.len() + width.saturating_sub(text.len()), b'0');
+            out.extend_from_slice(text.as_bytes());
+        }
     }
 }
 
-/// `n`, zero-padded to `width` digits.
-fn push_padded(out: &mut Vec<u8>, n: i64, width: usize) {
-    let mut buf = itoa::Buffer::new();
-    let text = buf.format(n);
-    out.resize(out.len() + width.saturating_sub(text.len()), b'0');
-    out.extend_from_slice(text.as_bytes());
+/// A decimal digit's value (below 10) as a byte.
+fn digit(d: u16) -> u8 {
+    u8::try_from(d).unwrap_or(0)
 }
 
-/// Days from 2000-01-01, Postgres's date epoch, to 1970-01-01.
+/// Days from 1970-01-01 to 2000-01-01, Postgres's date epoch.
 const PG_EPOCH_UNIX_DAYS: i64 = 10_957;
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
@@ -286,9 +300,10 @@ fn write_timestamptz(out: &mut Vec<u8>, micros: i64) {
         i64::MAX => out.extend_from_slice(b"\"infinity\""),
         i64::MIN => out.extend_from_slice(b"\"-infinity\""),
         _ => {
-            let unix = i128::from(micros) + i128::from(PG_EPOCH_UNIX_MICROS);
-            let day = i64::try_from(unix.div_euclid(i128::from(MICROS_PER_DAY))).unwrap_or(0);
-            let time = i64::try_from(unix.rem_euclid(i128::from(MICROS_PER_DAY))).unwrap_or(0);
+            // Days first: microseconds from 1970 overflow near the end of
+            // Postgres's range.
+            let day = micros.div_euclid(MICROS_PER_DAY) + PG_EPOCH_UNIX_DAYS;
+            let time = micros.rem_euclid(MICROS_PER_DAY);
             out.push(b'"');
             let year = write_ymd(out, day);
             out.push(b'T');
@@ -417,6 +432,11 @@ mod tests {
         assert_eq!(ts(day + 1), "\"2026-10-12T00:00:00.000001+00:00\"");
         assert_eq!(ts(-1), "\"1999-12-31T23:59:59.999999+00:00\"");
         assert_eq!(ts(i64::MIN), "\"-infinity\"");
+        // Postgres's last timestamp, 294276-12-31 23:59:59.999999.
+        assert_eq!(
+            ts(9_223_371_331_200_000_000 - 1),
+            "\"294276-12-31T23:59:59.999999+00:00\""
+        );
     }
 
     #[test]
