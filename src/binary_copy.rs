@@ -143,6 +143,129 @@ pub fn for_each_field<'a, E: From<Malformed>>(
     Ok(())
 }
 
+/// COPY data as Postgres sends it, in parts that need not end where a
+/// tuple does: the header checked once, then each whole tuple read in turn,
+/// a tuple's first part kept until the rest arrives.
+pub struct TupleStream {
+    fields: usize,
+    pending: Vec<u8>,
+    header_read: bool,
+    ended: bool,
+}
+
+impl TupleStream {
+    /// A stream of tuples of `fields` fields.
+    pub fn new(fields: usize) -> Self {
+        Self {
+            fields,
+            pending: Vec::new(),
+            header_read: false,
+            ended: false,
+        }
+    }
+
+    /// Calls `f` with a reader of each whole tuple that `part` completes,
+    /// to read its fields with.
+    pub fn feed<E: From<Malformed>>(
+        &mut self,
+        part: &[u8],
+        mut f: impl FnMut(&mut TupleReader<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        // Postgres sends a tuple a message: nothing is pending, nothing copied.
+        if self.pending.is_empty() {
+            let used = self.whole_tuples(part, &mut f)?;
+            self.pending.extend_from_slice(&part[used..]);
+        } else {
+            let mut data = std::mem::take(&mut self.pending);
+            data.extend_from_slice(part);
+            let used = self.whole_tuples(&data, &mut f)?;
+            data.drain(..used);
+            self.pending = data;
+        }
+        Ok(())
+    }
+
+    /// Whether the data ended with the trailer, and nothing after it.
+    pub fn finish(&self) -> Result<(), Malformed> {
+        match self.ended && self.pending.is_empty() {
+            true => Ok(()),
+            false => Err(Malformed),
+        }
+    }
+
+    /// Reads the whole tuples at the front of `data`; the bytes read.
+    fn whole_tuples<E: From<Malformed>>(
+        &mut self,
+        data: &[u8],
+        f: &mut impl FnMut(&mut TupleReader<'_>) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        let mut at = 0;
+        if !self.header_read {
+            if data.len() < HEADER.len() {
+                return Ok(0);
+            }
+            TupleReader::new(data)?;
+            at = HEADER.len();
+            self.header_read = true;
+        }
+        while !self.ended {
+            match next_tuple(&data[at..], self.fields)? {
+                None => break,
+                Some(Next::Trailer) => {
+                    at += TRAILER.len();
+                    self.ended = true;
+                }
+                Some(Next::Tuple(size)) => {
+                    // Past the field count, which `next_tuple` checked.
+                    let rest = &data[at + 2..at + size];
+                    at += size;
+                    f(&mut TupleReader { rest })?;
+                }
+            }
+        }
+        if self.ended && at < data.len() {
+            return Err(Malformed.into());
+        }
+        Ok(at)
+    }
+}
+
+/// What starts COPY data past its header.
+enum Next {
+    /// A whole tuple of this many bytes.
+    Tuple(usize),
+    Trailer,
+}
+
+/// The tuple of `fields` fields (or the trailer) at the front of `data`;
+/// `None` when `data` ends before it does.
+fn next_tuple(data: &[u8], fields: usize) -> Result<Option<Next>, Malformed> {
+    let Some(count) = data.first_chunk::<2>() else {
+        return Ok(None);
+    };
+    let count = i16::from_be_bytes(*count);
+    if count == -1 {
+        return Ok(Some(Next::Trailer));
+    }
+    if usize::try_from(count).ok() != Some(fields) {
+        return Err(Malformed);
+    }
+    let mut at = 2;
+    for _ in 0..fields {
+        let Some(length) = data.get(at..).and_then(<[u8]>::first_chunk::<4>) else {
+            return Ok(None);
+        };
+        at += 4;
+        let length = i32::from_be_bytes(*length);
+        match usize::try_from(length) {
+            Ok(n) => at += n,
+            Err(_) if length == NULL_LENGTH => {}
+            Err(_) => return Err(Malformed),
+        }
+    }
+    Ok((at <= data.len()).then_some(Next::Tuple(at)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +323,37 @@ mod tests {
         assert_eq!(read(&copy[..copy.len() - 3], 1), Err(Malformed));
         assert_eq!(read(&copy[1..], 1), Err(Malformed));
         assert_eq!(read(&copy, 1), Ok(()));
+    }
+
+    #[test]
+    fn tuples_split_anywhere_read_as_whole_ones() {
+        let copy = tuples(&[&[Some(b"x"), None], &[Some(b""), Some(b"yz")]]);
+        let whole = |parts: &[&[u8]]| {
+            let mut stream = TupleStream::new(2);
+            let mut seen = Vec::new();
+            for part in parts {
+                stream
+                    .feed::<Malformed>(part, |t| {
+                        seen.push((
+                            t.field()?.map(<[u8]>::to_vec),
+                            t.field()?.map(<[u8]>::to_vec),
+                        ));
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            (seen, stream.finish())
+        };
+        let expected = vec![
+            (Some(b"x".to_vec()), None),
+            (Some(Vec::new()), Some(b"yz".to_vec())),
+        ];
+        assert_eq!(whole(&[&copy]), (expected.clone(), Ok(())));
+        for cut in 1..copy.len() {
+            let (a, b) = copy.split_at(cut);
+            assert_eq!(whole(&[a, b]), (expected.clone(), Ok(())), "cut at {cut}");
+        }
+        assert_eq!(whole(&[&copy[..copy.len() - 1]]).1, Err(Malformed));
     }
 
     #[test]

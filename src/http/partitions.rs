@@ -29,7 +29,8 @@ use crate::pipeline::keyed::KeyedWrite;
 use crate::pipeline::load::LoadTarget;
 use crate::pipeline::partition::PutPartition;
 use crate::schema::TableDef;
-use crate::store::partitions::{PartitionInfo, RowFormat};
+use crate::store::partitions::PartitionInfo;
+use crate::store::read::RowFormat;
 
 /// The row count of a partition, on GET and HEAD.
 pub const ROW_COUNT_HEADER: &str = "idem-row-count";

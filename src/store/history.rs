@@ -14,7 +14,7 @@
 
 use sqlx::{Connection, PgConnection};
 
-use super::partitions::{json_row_with, RowFormat, RowsRead};
+use super::read::{json_row_with, RowFormat, RowsRead};
 use super::sql::{column_change_ddl, history_table, label_sql, parent_table, widen_ddl, Ident};
 use super::write::history::HistoryShape;
 use super::{Store, StoreError, StoreResult};

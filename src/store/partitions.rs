@@ -4,16 +4,14 @@
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use serde::Serialize;
 use sqlx::{Connection, PgConnection};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::locks::lock_partition;
-use super::sql::{
-    column_list, parent_table, partition_key, partition_table, period_literal, quote_literal, Ident,
-};
+use super::read::{RowFormat, RowsRead};
+use super::sql::{column_list, parent_table, partition_key, partition_table, period_literal};
 use super::write::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
 use super::write::history::{record_replacement, Replacement};
 use super::StoreError;
@@ -21,7 +19,7 @@ use super::{Store, StoreResult};
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::{Column, ColumnType, TableDef};
+use crate::schema::TableDef;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PartitionInfo {
@@ -82,120 +80,6 @@ pub async fn table_content(
         content,
         partitions,
     })
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RowFormat {
-    Ndjson,
-    /// One JSON array of the rows.
-    Json,
-    Csv,
-}
-
-type Chunks = mpsc::Sender<std::io::Result<Bytes>>;
-
-/// Rows are sent to the client in chunks of about this size.
-const READ_CHUNK: usize = 64 * 1024;
-
-/// The rows as Postgres's own CSV (`COPY … TO STDOUT`). Stops quietly when
-/// the client has gone away.
-async fn send_csv(conn: &mut PgConnection, select: &str, tx: &Chunks) -> Result<(), sqlx::Error> {
-    let sql = format!("copy ({select}) to stdout with (format csv, header)");
-    let mut chunks = conn.copy_out_raw(&sql).await?;
-    while let Some(chunk) = chunks.next().await {
-        if tx.send(Ok(chunk?)).await.is_err() {
-            return Ok(());
-        }
-    }
-    Ok(())
-}
-
-/// A row of `_row` as one JSON object. `row_to_json` writes SQL NULL and a
-/// jsonb `null` alike; where a jsonb column may be NULL, the object is built
-/// field by field (each as `row_to_json` writes it) and leaves a SQL-NULL
-/// jsonb column out, as a JSON body leaves it out. `||` rather than
-/// `concat_ws`: a function takes at most 100 arguments, a table has more columns.
-fn json_row(def: &TableDef) -> String {
-    json_row_with(def, &[])
-}
-
-/// `json_row` of a read that selects idem's fields `extra` (none of them
-/// jsonb) after the user columns.
-pub(super) fn json_row_with(def: &TableDef, extra: &[&str]) -> String {
-    let nullable_jsonb = |c: &Column| c.ty == ColumnType::Jsonb && c.nullable;
-    if !def.columns.iter().any(nullable_jsonb) {
-        return "row_to_json(_row)::text".into();
-    }
-    let extra = extra.iter().map(|name| {
-        let key = quote_literal(&format!(",\"{name}\":"));
-        let value = format!("_row.{}", Ident::system(name));
-        format!("{key} || coalesce(to_json({value})::text, 'null')")
-    });
-    let fields: Vec<String> = def
-        .columns
-        .iter()
-        .map(|c| {
-            // Names are `[a-z_][a-z0-9_]*`: nothing to escape in JSON.
-            let key = quote_literal(&format!(",\"{}\":", c.name.as_str()));
-            let value = format!("_row.{}", Ident::column(&c.name));
-            if nullable_jsonb(c) {
-                format!("coalesce({key} || {value}::text, '')")
-            } else {
-                format!("{key} || coalesce(to_json({value})::text, 'null')")
-            }
-        })
-        .chain(extra)
-        .collect();
-    format!("'{{' || substr({}, 2) || '}}'", fields.join(" || "))
-}
-
-/// The rows as JSON objects (`json_row`): one a line (NDJSON), or the
-/// elements of one JSON array.
-async fn send_json(
-    conn: &mut PgConnection,
-    read: (&str, &str, &[String]),
-    format: RowFormat,
-    tx: &Chunks,
-) -> Result<(), sqlx::Error> {
-    let (select, json_row, params) = read;
-    let array = format == RowFormat::Json;
-    // The alias starts with `_`, as no user column does: a column named
-    // like it would be taken for the whole row.
-    let sql = format!("select {json_row} from ({select}) _row");
-    let mut query = sqlx::query_scalar::<_, String>(&sql);
-    for param in params {
-        query = query.bind(param);
-    }
-    let mut rows = query.fetch(&mut *conn);
-    let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
-    let mut first = true;
-    if array {
-        buf.push(b'[');
-    }
-    while let Some(row) = rows.next().await {
-        if array && !std::mem::take(&mut first) {
-            buf.extend_from_slice(b",\n");
-        }
-        buf.extend_from_slice(row?.as_bytes());
-        if !array {
-            buf.push(b'\n');
-        }
-        if buf.len() >= READ_CHUNK
-            && tx
-                .send(Ok(Bytes::from(std::mem::take(&mut buf))))
-                .await
-                .is_err()
-        {
-            return Ok(()); // the client went away
-        }
-    }
-    if array {
-        buf.extend_from_slice(b"]\n");
-    }
-    if !buf.is_empty() {
-        let _ = tx.send(Ok(Bytes::from(buf))).await;
-    }
-    Ok(())
 }
 
 impl Store {
@@ -263,7 +147,7 @@ impl Store {
             period_literal(def, ds)
         );
         Ok(info.map(|info| PartitionSnapshot {
-            rows: RowsRead::new(tx, select, json_row(def), Vec::new()),
+            rows: RowsRead::columns(tx, select, def),
             info,
         }))
     }
@@ -307,7 +191,7 @@ impl Store {
             false => parts.join(" union all "),
         };
         Ok(TableSnapshot {
-            rows: RowsRead::new(tx, select, json_row(def), Vec::new()),
+            rows: RowsRead::columns(tx, select, def),
             content,
         })
     }
@@ -392,60 +276,5 @@ impl TableSnapshot {
     /// Streams the table's user columns (see `RowsRead::stream`).
     pub fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
         self.rows.stream(format)
-    }
-}
-
-/// A read of rows in an open snapshot: the query, its parameters (text,
-/// cast by the query; not for CSV, whose COPY takes none) and how a row is
-/// written as JSON.
-pub(super) struct RowsRead {
-    tx: sqlx::Transaction<'static, sqlx::Postgres>,
-    select: String,
-    json_row: String,
-    params: Vec<String>,
-}
-
-impl RowsRead {
-    pub(super) fn new(
-        tx: sqlx::Transaction<'static, sqlx::Postgres>,
-        select: String,
-        json_row: String,
-        params: Vec<String>,
-    ) -> Self {
-        RowsRead {
-            tx,
-            select,
-            json_row,
-            params,
-        }
-    }
-
-    /// Streams the rows. They travel through a small channel: a slow
-    /// client slows the query, nothing piles up.
-    pub(super) fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
-        let (tx, rx) = mpsc::channel(4);
-        let Self {
-            tx: mut snapshot,
-            select,
-            json_row,
-            params,
-        } = self;
-        tokio::spawn(async move {
-            let result = match format {
-                RowFormat::Csv => send_csv(&mut snapshot, &select, &tx).await,
-                RowFormat::Ndjson | RowFormat::Json => {
-                    send_json(&mut snapshot, (&select, &json_row, &params), format, &tx).await
-                }
-            };
-            if let Err(e) = result {
-                tracing::error!(error = %e, "reading rows failed");
-                let _ = tx
-                    .send(Err(std::io::Error::other("reading the rows failed")))
-                    .await;
-            }
-            // Read only: ending it is all a commit does; dropping would too.
-            let _ = snapshot.commit().await;
-        });
-        rx
     }
 }

@@ -1,0 +1,323 @@
+//! Streaming rows out of an open snapshot: a partition's or a whole table's
+//! (Postgres's CSV as it comes, or JSON written from binary COPY by
+//! `row_json`), or a query's (each row made JSON by Postgres: history).
+
+use bytes::Bytes;
+use futures::StreamExt;
+use sqlx::PgConnection;
+use tokio::sync::mpsc;
+
+use super::row_json::{sent_as_text, JsonColumns};
+use super::sql::{quote_literal, Ident};
+use super::{StoreError, StoreResult};
+use crate::binary_copy::{Malformed, TupleStream};
+use crate::schema::{Column, ColumnType, TableDef};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowFormat {
+    Ndjson,
+    /// One JSON array of the rows.
+    Json,
+    Csv,
+}
+
+type Chunks = mpsc::Sender<std::io::Result<Bytes>>;
+
+/// Rows are sent to the client in chunks of about this size: Postgres sends
+/// a row a message, and a chunk a row would cost a channel send, an HTTP
+/// chunk and a write(2) a row.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// The body's bytes, gathered into chunks of `READ_CHUNK`.
+struct ChunkSink<'a> {
+    buf: Vec<u8>,
+    tx: &'a Chunks,
+}
+
+impl<'a> ChunkSink<'a> {
+    fn new(tx: &'a Chunks) -> Self {
+        ChunkSink {
+            buf: Vec::with_capacity(READ_CHUNK + 1024),
+            tx,
+        }
+    }
+
+    /// Sends the chunk once it is full; false when the client has gone away.
+    async fn flush_full(&mut self) -> bool {
+        if self.buf.len() < READ_CHUNK {
+            return true;
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(READ_CHUNK + 1024));
+        self.tx.send(Ok(Bytes::from(chunk))).await.is_ok()
+    }
+
+    /// Sends what is left.
+    async fn finish(self) {
+        if !self.buf.is_empty() {
+            let _ = self.tx.send(Ok(Bytes::from(self.buf))).await;
+        }
+    }
+}
+
+/// How rows go between JSON objects: one a line (NDJSON), or the elements
+/// of one JSON array, `[` … `,\n` … `]\n`.
+struct JsonFraming {
+    array: bool,
+    first: bool,
+}
+
+impl JsonFraming {
+    fn new(format: RowFormat) -> Self {
+        JsonFraming {
+            array: format == RowFormat::Json,
+            first: true,
+        }
+    }
+
+    fn before_row(&mut self, out: &mut Vec<u8>) {
+        if self.array {
+            out.extend_from_slice(if std::mem::take(&mut self.first) {
+                b"["
+            } else {
+                b",\n"
+            });
+        }
+    }
+
+    fn after_row(&self, out: &mut Vec<u8>) {
+        if !self.array {
+            out.push(b'\n');
+        }
+    }
+
+    fn end(&self, out: &mut Vec<u8>) {
+        if self.array {
+            if self.first {
+                out.push(b'[');
+            }
+            out.extend_from_slice(b"]\n");
+        }
+    }
+}
+
+/// The rows as Postgres's own CSV (`COPY … TO STDOUT`). Stops quietly when
+/// the client has gone away.
+async fn send_csv(conn: &mut PgConnection, select: &str, tx: &Chunks) -> StoreResult<()> {
+    let sql = format!("copy ({select}) to stdout with (format csv, header)");
+    let mut parts = conn.copy_out_raw(&sql).await?;
+    let mut sink = ChunkSink::new(tx);
+    while let Some(part) = parts.next().await {
+        sink.buf.extend_from_slice(&part?);
+        if !sink.flush_full().await {
+            return Ok(());
+        }
+    }
+    sink.finish().await;
+    Ok(())
+}
+
+/// The rows of `select` (a table's user columns) as JSON objects, each
+/// written by `row_json` from a binary COPY of the values.
+async fn send_copy_json(
+    conn: &mut PgConnection,
+    select: &str,
+    columns: &JsonColumns,
+    format: RowFormat,
+    tx: &Chunks,
+) -> StoreResult<()> {
+    let (list, aliases) = copy_list(columns);
+    let sql = format!(
+        "copy (select {list} from ({select}) _row({aliases})) to stdout with (format binary)"
+    );
+    let mut parts = conn.copy_out_raw(&sql).await?;
+    let mut tuples = TupleStream::new(columns.len());
+    let mut sink = ChunkSink::new(tx);
+    let mut framing = JsonFraming::new(format);
+    let malformed =
+        |_: Malformed| StoreError::Corrupt("Postgres sent binary COPY idem cannot read");
+    while let Some(part) = parts.next().await {
+        tuples
+            .feed(&part?, |fields| {
+                framing.before_row(&mut sink.buf);
+                columns.write_row(fields, &mut sink.buf)?;
+                framing.after_row(&mut sink.buf);
+                Ok::<_, Malformed>(())
+            })
+            .map_err(malformed)?;
+        if !sink.flush_full().await {
+            return Ok(()); // the client went away
+        }
+    }
+    tuples.finish().map_err(malformed)?;
+    framing.end(&mut sink.buf);
+    sink.finish().await;
+    Ok(())
+}
+
+/// The select list of `send_copy_json`'s COPY over `_row`, and the names
+/// it gives `_row`'s columns: `_c0`, `_c1`, … (names of idem's own, which
+/// no user column takes), each cast to text where `row_json` writes
+/// Postgres's text.
+fn copy_list(columns: &JsonColumns) -> (String, String) {
+    let names: Vec<Ident> = (0..columns.len())
+        .map(|i| Ident::system(&format!("_c{i}")))
+        .collect();
+    let list: Vec<String> = names
+        .iter()
+        .zip(columns.types())
+        .map(|(name, ty)| match sent_as_text(ty) {
+            true => format!("_row.{name}::text"),
+            false => format!("_row.{name}"),
+        })
+        .collect();
+    (list.join(", "), super::sql::join(&names))
+}
+
+/// A row of `_row` as one JSON object. `row_to_json` writes SQL NULL and a
+/// jsonb `null` alike; where a jsonb column may be NULL, the object is built
+/// field by field (each as `row_to_json` writes it) and leaves a SQL-NULL
+/// jsonb column out, as a JSON body leaves it out. `||` rather than
+/// `concat_ws`: a function takes at most 100 arguments, a table has more
+/// columns. For a read that selects idem's fields `extra` (none of them
+/// jsonb) after the user columns.
+pub(super) fn json_row_with(def: &TableDef, extra: &[&str]) -> String {
+    let nullable_jsonb = |c: &Column| c.ty == ColumnType::Jsonb && c.nullable;
+    if !def.columns.iter().any(nullable_jsonb) {
+        return "row_to_json(_row)::text".into();
+    }
+    let extra = extra.iter().map(|name| {
+        let key = quote_literal(&format!(",\"{name}\":"));
+        let value = format!("_row.{}", Ident::system(name));
+        format!("{key} || coalesce(to_json({value})::text, 'null')")
+    });
+    let fields: Vec<String> = def
+        .columns
+        .iter()
+        .map(|c| {
+            // Names are `[a-z_][a-z0-9_]*`: nothing to escape in JSON.
+            let key = quote_literal(&format!(",\"{}\":", c.name.as_str()));
+            let value = format!("_row.{}", Ident::column(&c.name));
+            if nullable_jsonb(c) {
+                format!("coalesce({key} || {value}::text, '')")
+            } else {
+                format!("{key} || coalesce(to_json({value})::text, 'null')")
+            }
+        })
+        .chain(extra)
+        .collect();
+    format!("'{{' || substr({}, 2) || '}}'", fields.join(" || "))
+}
+
+/// The rows of a query as JSON objects (`json_row_with`), each made by
+/// Postgres.
+async fn send_query_json(
+    conn: &mut PgConnection,
+    read: (&str, &str, &[String]),
+    format: RowFormat,
+    tx: &Chunks,
+) -> StoreResult<()> {
+    let (select, json_row, params) = read;
+    // The alias starts with `_`, as no user column does: a column named
+    // like it would be taken for the whole row.
+    let sql = format!("select {json_row} from ({select}) _row");
+    let mut query = sqlx::query_scalar::<_, String>(&sql);
+    for param in params {
+        query = query.bind(param);
+    }
+    let mut rows = query.fetch(&mut *conn);
+    let mut sink = ChunkSink::new(tx);
+    let mut framing = JsonFraming::new(format);
+    while let Some(row) = rows.next().await {
+        framing.before_row(&mut sink.buf);
+        sink.buf.extend_from_slice(row?.as_bytes());
+        framing.after_row(&mut sink.buf);
+        if !sink.flush_full().await {
+            return Ok(()); // the client went away
+        }
+    }
+    framing.end(&mut sink.buf);
+    sink.finish().await;
+    Ok(())
+}
+
+/// How a read's rows become JSON.
+enum JsonRows {
+    /// A table's user columns, written by `row_json`.
+    Columns(JsonColumns),
+    /// A query's rows, each made JSON by this expression over `_row`, with
+    /// the query's parameters (text, cast by the query).
+    Query {
+        json_row: String,
+        params: Vec<String>,
+    },
+}
+
+/// A read of rows in an open snapshot: the query and how a row is written
+/// as JSON.
+pub(super) struct RowsRead {
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    select: String,
+    json: JsonRows,
+}
+
+impl RowsRead {
+    /// A read of `select`, which selects `def`'s user columns in order.
+    pub(super) fn columns(
+        tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        select: String,
+        def: &TableDef,
+    ) -> Self {
+        RowsRead {
+            tx,
+            select,
+            json: JsonRows::Columns(JsonColumns::of(def)),
+        }
+    }
+
+    /// A read of `select`, its rows written as JSON by `json_row`
+    /// (`json_row_with`) with `params` bound (not for CSV, whose COPY takes
+    /// none).
+    pub(super) fn new(
+        tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        select: String,
+        json_row: String,
+        params: Vec<String>,
+    ) -> Self {
+        RowsRead {
+            tx,
+            select,
+            json: JsonRows::Query { json_row, params },
+        }
+    }
+
+    /// Streams the rows. They travel through a small channel: a slow
+    /// client slows the query, nothing piles up.
+    pub(super) fn stream(self, format: RowFormat) -> mpsc::Receiver<std::io::Result<Bytes>> {
+        let (tx, rx) = mpsc::channel(4);
+        let Self {
+            tx: mut snapshot,
+            select,
+            json,
+        } = self;
+        tokio::spawn(async move {
+            let result = match (format, &json) {
+                (RowFormat::Csv, _) => send_csv(&mut snapshot, &select, &tx).await,
+                (_, JsonRows::Columns(columns)) => {
+                    send_copy_json(&mut snapshot, &select, columns, format, &tx).await
+                }
+                (_, JsonRows::Query { json_row, params }) => {
+                    send_query_json(&mut snapshot, (&select, json_row, params), format, &tx).await
+                }
+            };
+            if let Err(e) = result {
+                tracing::error!(error = %e, "reading rows failed");
+                let _ = tx
+                    .send(Err(std::io::Error::other("reading the rows failed")))
+                    .await;
+            }
+            // Read only: ending it is all a commit does; dropping would too.
+            let _ = snapshot.commit().await;
+        });
+        rx
+    }
+}
