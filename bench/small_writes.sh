@@ -192,29 +192,48 @@ E_REPLAYS=$(KEYS=$OLD_KEYS KEY_PREFIX=old- ROW_BASE=$OLD_ROW_BASE ROW_DS=$DS_D w
 record "(e) completed key, not remembered, 3 processes" 0.5 "(d)'s key row by primary key" "$D_PG" "replay" "${E_REPLAYS% *}"
 
 echo "== (f) $TABLES tables on each side: declared over the API, made in bench by SQL"
-# The tables' declarations, one curl for all (as for (c)'s keys).
-T0=$(now)
-(umask 077 && python3 - "$TABLES" "$BASE" "$IDEM_BENCH_TOKEN" > "$OUT/many-tables.curl") <<'PY'
+# many_tables_curl NAME KIND: one curl for a request to each table, 8 at a
+# time: KIND declare (PUT /tables) or first (the day's first event, a
+# POST under a key of its own: it makes the table's partition of the day,
+# as pgbench's side has its partitions made before it is measured); fails
+# unless each answered 2xx.
+many_tables_curl() {
+  (umask 077 && python3 - "$TABLES" "$BASE" "$IDEM_BENCH_TOKEN" "$2" "$DS_F" > "$OUT/$1.curl") <<'PY'
 import sys
 
-tables, base, token = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-body = ('{"columns": {"event_id": "bigint", "ds": "date", "kind": "text", "payload": "text",'
-        ' "at": "timestamptz"}}').replace('"', '\\"')
+tables, base, token, kind, ds = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+declaration = ('{"columns": {"event_id": "bigint", "ds": "date", "kind": "text", "payload": "text",'
+               ' "at": "timestamptz"}}')
+first = f'{{"event_id": 0, "ds": "{ds}", "kind": "first", "payload": "setup", "at": "{ds}T00:00:00Z"}}'
 for i in range(1, tables + 1):
     if i > 1:
         print("next")
-    print(f'url = "{base}/tables/events_{i:04d}"\nrequest = "PUT"\noutput = "/dev/null"\n'
-          f'write-out = "%{{http_code}}\\n"\nheader = "authorization: Bearer {token}"\n'
-          f'header = "content-type: application/json"\ndata = "{body}"')
+    table = f"events_{i:04d}"
+    if kind == "declare":
+        request = (f'url = "{base}/tables/{table}"\nrequest = "PUT"\n'
+                   'header = "content-type: application/json"\n')
+        body = declaration
+    else:
+        request = (f'url = "{base}/rows?table={table}&mode=append"\nrequest = "POST"\n'
+                   f'header = "content-type: application/x-ndjson"\nheader = "idempotency-key: first-{table}"\n')
+        body = first
+    body = body.replace('"', '\\"')
+    print(f'{request}output = "/dev/null"\nwrite-out = "%{{http_code}}\\n"\n'
+          f'header = "authorization: Bearer {token}"\ndata = "{body}"')
 PY
-curl -sS --no-progress-meter -Z --parallel-max 8 -K "$OUT/many-tables.curl" > "$OUT/many-tables.status" || true
-rm -f "$OUT/many-tables.curl"
-MADE=$(grep -c '^2' "$OUT/many-tables.status" || true)
-if [ "$MADE" != "$TABLES" ]; then
-  echo "bench: only $MADE of $TABLES table declarations answered 2xx; statuses:" >&2
-  sort "$OUT/many-tables.status" | uniq -c >&2
-  exit 1
-fi
+  curl -sS --no-progress-meter -Z --parallel-max 8 -K "$OUT/$1.curl" > "$OUT/$1.status" || true
+  rm -f "$OUT/$1.curl"
+  local made
+  made=$(grep -c '^2' "$OUT/$1.status" || true)
+  if [ "$made" != "$TABLES" ]; then
+    echo "bench: only $made of $TABLES requests ($2) answered 2xx; statuses:" >&2
+    sort "$OUT/$1.status" | uniq -c >&2
+    exit 1
+  fi
+}
+T0=$(now)
+many_tables_curl many-tables declare
+many_tables_curl many-tables-first first
 # pgbench's side: the same tables, each partitioned by day with the day of
 # (f) made; bench/pgbench_many_tables.sql's function; and a count of the
 # day's rows in the tables events_0001.. of a schema, for the check below.
@@ -226,6 +245,8 @@ begin
                       "at" timestamptz) partition by list (ds)', 'events_' || lpad(i::text, 4, '0'));
     execute format('create table bench.%I partition of bench.%I for values in (''$DS_F'')',
                    'events_' || lpad(i::text, 4, '0') || '_f', 'events_' || lpad(i::text, 4, '0'));
+    execute format('insert into bench.%I values (0, ''$DS_F'', ''first'', ''setup'', ''$DS_F'')',
+                   'events_' || lpad(i::text, 4, '0'));
   end loop;
 end
 \$\$;

@@ -136,6 +136,13 @@ pub struct Settings {
     /// transaction (each POST keeps its own receipt, key and ledger row).
     #[arg(long, env = "IDEM_BATCH_WRITES", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub batch_writes: bool,
+    /// Batches of small POSTs written at once (each on a connection of its
+    /// own): while one commits, another is written. Fewer make larger
+    /// batches (less CPU a POST); more keep Postgres busier with POSTs of
+    /// many rows.
+    #[arg(long, env = "IDEM_BATCH_WORKERS", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub batch_workers: u32,
     /// How long a completed Idempotency-Key is kept (and replayed), in seconds.
     #[arg(long, env = "IDEM_IDEMPOTENCY_RETENTION_SECS", default_value_t = 72 * 3600)]
     pub idempotency_retention_secs: u64,
@@ -295,6 +302,7 @@ impl Default for Settings {
             idempotency_wait_ms: 10_000,
             small_body_bytes: 128 * 1024,
             batch_writes: true,
+            batch_workers: 3,
             idempotency_retention_secs: 72 * 3600,
             load_ttl: 24 * 3600,
             admin_token: None,

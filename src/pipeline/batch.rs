@@ -3,7 +3,7 @@
 //! for the work of one statement.
 //!
 //! A small body, decoded before any transaction, waits in one queue for all
-//! tables. Two workers take what waits, as much as fits in a batch, and
+//! tables. A few workers (`batch_workers`) take what waits, as much as fits in a batch, and
 //! write it in one transaction: the keys of all its POSTs claimed by one
 //! statement (a key in flight elsewhere is skipped, not waited for; a
 //! completed one is handed back with its stored answer, and its POST
@@ -62,10 +62,6 @@ const MAX_POSTS: usize = 64;
 /// Most rows in one batch (a single POST may bring more, and goes alone in
 /// its batch).
 const MAX_ROWS: u64 = 10_000;
-/// Batches written at once: while one commits, the next is written. Two
-/// make batches twice as large as four, at a quarter less CPU per POST
-/// (idem's and Postgres's), and no fewer POSTs a second.
-const WORKERS: usize = 2;
 
 /// A POST ready for a batch.
 pub struct BatchItem {
@@ -433,7 +429,9 @@ impl Pipeline {
             return queue.clone();
         }
         let started = Arc::new(Queue::default());
-        for _ in 0..WORKERS {
+        // Batches written at once (`batch_workers`): while one commits,
+        // another is written.
+        for _ in 0..self.settings.batch_workers {
             tokio::spawn(self.clone().drain(started.clone()));
         }
         *queue = Some(started.clone());
