@@ -3,7 +3,9 @@
 //! for the work of one statement.
 //!
 //! A small body, decoded before any transaction, waits in one queue for all
-//! tables. A few workers (`batch_workers`) take what waits, as much as fits in a batch, and
+//! tables. A few workers (`batch_workers`) take what waits, one batch
+//! written at a time (the next gathers what arrives while it is written,
+//! and is written while it commits), as much as fits in a batch, and
 //! write it in one transaction: the keys of all its POSTs claimed by one
 //! statement (a key in flight elsewhere is skipped, not waited for; a
 //! completed one is handed back with its stored answer, and its POST
@@ -32,6 +34,7 @@
 //! correct.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -214,11 +217,30 @@ struct Waiting {
     reply: oneshot::Sender<BatchOutcome>,
 }
 
-/// One table definition's (and mode's) POSTs waiting for a batch.
+/// The POSTs waiting for a batch, and whether a batch is being written.
 #[derive(Default)]
 struct Queue {
     waiting: Mutex<VecDeque<Waiting>>,
+    /// A batch is being written (not yet committing): the next one waits
+    /// for it, gathering what arrives meanwhile. One batch written at a
+    /// time while others commit makes batches as large as the load allows:
+    /// several workers starting at once would each take a few POSTs, at
+    /// the CPU (idem's and Postgres's) of a transaction each.
+    writing: AtomicBool,
     wake: Notify,
+}
+
+/// The turn to write a batch (see `Queue::writing`); given back when the
+/// batch reaches its commit, or fails.
+struct WritingTurn<'a> {
+    queue: &'a Queue,
+}
+
+impl Drop for WritingTurn<'_> {
+    fn drop(&mut self) {
+        self.queue.writing.store(false, Ordering::Release);
+        self.queue.wake.notify_one();
+    }
 }
 
 /// Table definitions this process has read, so that a small POST can be
@@ -262,10 +284,14 @@ impl Queue {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What waits, as much as fits in one batch, in arrival order; a POST
-    /// that shares a key or a row with one taken waits for the next.
-    fn take(&self) -> Vec<Waiting> {
+    /// What waits, as much as fits in one batch, in arrival order (a POST
+    /// that shares a key or a row with one taken waits for the next), with
+    /// the turn to write it; nothing while another batch is being written.
+    fn take(&self) -> Option<(Vec<Waiting>, WritingTurn<'_>)> {
         let mut waiting = self.lock();
+        if waiting.is_empty() || self.writing.load(Ordering::Acquire) {
+            return None;
+        }
         let mut taken: Vec<Waiting> = Vec::new();
         let mut left = VecDeque::new();
         let mut keys: HashSet<(String, String)> = HashSet::new();
@@ -287,7 +313,8 @@ impl Queue {
             taken.push(next);
         }
         *waiting = left;
-        taken
+        self.writing.store(true, Ordering::Release);
+        Some((taken, WritingTurn { queue: self }))
     }
 }
 
@@ -442,22 +469,18 @@ impl Pipeline {
     async fn drain(self, queue: Arc<Queue>) {
         loop {
             queue.wake.notified().await;
-            loop {
-                let batch = queue.take();
-                if batch.is_empty() {
-                    break;
-                }
-                // Another worker may find more waiting meanwhile.
-                queue.wake.notify_one();
-                self.run_batch(batch).await;
+            // Until nothing waits, or another worker is writing a batch
+            // (it wakes one of us when it reaches its commit).
+            while let Some((batch, turn)) = queue.take() {
+                self.run_batch(batch, turn).await;
             }
         }
     }
 
     /// Writes one batch and answers each of its POSTs.
-    async fn run_batch(&self, batch: Vec<Waiting>) {
+    async fn run_batch(&self, batch: Vec<Waiting>, turn: WritingTurn<'_>) {
         let items: Vec<&BatchData> = batch.iter().map(|w| &w.item.data).collect();
-        let settled = match self.write_batch(&items).await {
+        let settled = match self.write_batch(&items, turn).await {
             Ok(settled) => settled,
             Err(e) => {
                 tracing::info!(error = %e, posts = batch.len(), "a batch failed; its POSTs go alone");
@@ -482,7 +505,11 @@ impl Pipeline {
     /// POSTs' keys are claimed at once, then each table's (and mode's) POSTs
     /// are written by the statements of one POST, tables in name order; one
     /// commit for all.
-    async fn write_batch(&self, items: &[&BatchData]) -> WriteResult<Vec<Settled>> {
+    async fn write_batch(
+        &self,
+        items: &[&BatchData],
+        turn: WritingTurn<'_>,
+    ) -> WriteResult<Vec<Settled>> {
         let claimed_at = Utc::now();
         // Each token with a POST in the batch has one of its turns taken.
         let principals: Vec<&str> = items.iter().map(|item| item.principal.as_str()).collect();
@@ -511,6 +538,8 @@ impl Pipeline {
             // Nothing written: the transaction ends without a commit to wait for.
             return Ok(settle(items, &mut keys.completed, HashMap::new()));
         }
+        // The next batch is written while this one commits.
+        drop(turn);
         tx.commit().await.map_err(crate::store::StoreError::from)?;
         let mut receipts = HashMap::new();
         for group in written {
