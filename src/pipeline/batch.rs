@@ -33,16 +33,19 @@
 //! Postgres as for a POST alone, so processes batching side by side stay
 //! correct.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use chrono::Utc;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::answer::{AnswerForm, KeyedAnswer};
+use super::batch_queue::{
+    with_predecoded, BatchData, BatchItem, BatchOutcome, Queue, Waiting, WritingTurn,
+};
+pub use super::batch_queue::{BatchClaim, Batches, Definitions};
 use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
 use super::rows::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
@@ -56,58 +59,14 @@ use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
 use crate::store::idempotency::{claim_keys, ClaimedKeys, Completion};
 use crate::store::write::arrays::TupleArrays;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
-use crate::store::write::incoming::{fits_arrays, row_id_prefixes, small_bodies};
+use crate::store::write::incoming::{fits_arrays, small_bodies};
 use crate::store::write::merge::{apply_batch, LoadRows, Merged};
 use crate::store::Store;
-
-/// Most POSTs in one batch.
-const MAX_POSTS: usize = 64;
-/// Most rows in one batch (a single POST may bring more, and goes alone in
-/// its batch).
-const MAX_ROWS: u64 = 10_000;
-
-/// A POST ready for a batch.
-pub struct BatchItem {
-    /// The request (its body read already), to be written alone if the
-    /// batch cannot take it.
-    rows: Box<PostRows>,
-    data: BatchData,
-}
-
-/// What keeps a POST in a batch from being written twice.
-pub enum BatchClaim {
-    /// Its Idempotency-Key and the request's fingerprint.
-    Key {
-        key: IdempotencyKey,
-        fingerprint: String,
-    },
-    /// Its channel's offset (a POST on a channel without a key).
-    Channel(Box<ChannelOffset>),
-}
-
-/// What a batch needs of a POST.
-struct BatchData {
-    principal: String,
-    claim: BatchClaim,
-    /// The form its key's answer is stored in.
-    form: &'static dyn AnswerForm,
-    /// Its body decoded, the COPY data of its rows included.
-    pre: Box<Predecoded>,
-    /// The first 16 bytes of each row's id (one per row): two POSTs sharing
-    /// one are not batched together.
-    row_ids: Vec<u128>,
-}
 
 /// A POST's body decoded before its transaction, or the POST to write alone.
 enum Predecoding {
     Ready(Box<PostRows>, Box<Predecoded>),
     Alone(Box<PostRows>),
-}
-
-/// `rows` with its body decoded already, to be written alone.
-fn with_predecoded(mut rows: Box<PostRows>, pre: Box<Predecoded>) -> Box<PostRows> {
-    rows.predecoded = Some(pre);
-    rows
 }
 
 /// What became of a POST offered to a batch.
@@ -134,188 +93,6 @@ enum Settled {
     Completed(Box<StoredKey>),
     /// Not taken: it goes alone.
     Alone,
-}
-
-pub enum BatchOutcome {
-    Written(Box<RowsReceipt>),
-    /// Its key was found completed: the stored answer, or the refusal of
-    /// another request under that key.
-    Replayed(WriteResult<KeyedAnswer>),
-    /// Not written; nothing of it was committed.
-    Alone(Box<BatchItem>),
-}
-
-impl BatchItem {
-    /// `rows` and its body decoded already, as a batch takes them; or `rows`
-    /// back (with the decoded body) when its rows cannot go in a batch.
-    pub fn new(
-        rows: Box<PostRows>,
-        pre: Box<Predecoded>,
-        claim: BatchClaim,
-        form: &'static dyn AnswerForm,
-    ) -> Result<Self, Box<PostRows>> {
-        let Ok(row_ids) = row_id_prefixes(&pre.def, pre.mode, &pre.copy) else {
-            return Err(with_predecoded(rows, pre));
-        };
-        let data = BatchData {
-            principal: rows.principal.clone(),
-            claim,
-            form,
-            pre,
-            row_ids,
-        };
-        Ok(BatchItem { rows, data })
-    }
-
-    /// The request, to be written alone.
-    pub fn alone(self) -> Box<PostRows> {
-        with_predecoded(self.rows, self.data.pre)
-    }
-}
-
-impl BatchData {
-    /// Its Idempotency-Key, if it has one.
-    fn key(&self) -> Option<(&str, &IdempotencyKey)> {
-        match &self.claim {
-            BatchClaim::Key { key, .. } => Some((&self.principal, key)),
-            BatchClaim::Channel(_) => None,
-        }
-    }
-
-    /// What no two POSTs of one batch may share: a principal's key, or its
-    /// channel (a channel's next POST waits for the next batch).
-    fn claim_id(&self) -> (String, String) {
-        match &self.claim {
-            BatchClaim::Key { key, .. } => (self.principal.clone(), key.to_string()),
-            BatchClaim::Channel(channel) => (self.principal.clone(), format!("\0{}", channel.name)),
-        }
-    }
-
-    /// The request's fingerprint, if it is claimed by its key.
-    fn fingerprint(&self) -> Option<&str> {
-        match &self.claim {
-            BatchClaim::Key { fingerprint, .. } => Some(fingerprint),
-            BatchClaim::Channel(_) => None,
-        }
-    }
-
-    /// Its channel, if it is claimed by one.
-    fn channel(&self) -> Option<&ChannelOffset> {
-        match &self.claim {
-            BatchClaim::Channel(channel) => Some(channel),
-            BatchClaim::Key { .. } => None,
-        }
-    }
-
-    fn row_count(&self) -> u64 {
-        u64::try_from(self.row_ids.len()).expect("a count fits u64")
-    }
-}
-
-struct Waiting {
-    item: BatchItem,
-    reply: oneshot::Sender<BatchOutcome>,
-}
-
-/// The POSTs waiting for a batch, and whether a batch is being written.
-#[derive(Default)]
-struct Queue {
-    waiting: Mutex<VecDeque<Waiting>>,
-    /// A batch is being written (not yet committing): the next one waits
-    /// for it, gathering what arrives meanwhile. One batch written at a
-    /// time while others commit makes batches as large as the load allows:
-    /// several workers starting at once would each take a few POSTs, at
-    /// the CPU (idem's and Postgres's) of a transaction each.
-    writing: AtomicBool,
-    wake: Notify,
-}
-
-/// The turn to write a batch (see `Queue::writing`); given back when the
-/// batch reaches its commit, or fails.
-struct WritingTurn<'a> {
-    queue: &'a Queue,
-}
-
-impl Drop for WritingTurn<'_> {
-    fn drop(&mut self) {
-        self.queue.writing.store(false, Ordering::Release);
-        self.queue.wake.notify_one();
-    }
-}
-
-/// Table definitions this process has read, so that a small POST can be
-/// decoded before any read of the catalog. Only a hint: a batch checks the
-/// definition it was decoded for against the catalog, in its transaction,
-/// and a POST written alone reads it in its claim (see `rows::write_rows`).
-#[derive(Default)]
-pub struct Definitions {
-    tables: Mutex<HashMap<TableName, TableDef>>,
-}
-
-impl Definitions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TableName, TableDef>> {
-        self.tables.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn get(&self, table: &TableName) -> Option<TableDef> {
-        self.lock().get(table).cloned()
-    }
-
-    pub fn remember(&self, def: &TableDef) {
-        self.lock().insert(def.name.clone(), def.clone());
-    }
-
-    pub fn forget(&self, table: &TableName) {
-        self.lock().remove(table);
-    }
-}
-
-/// Every queue of this process.
-/// The queue of small POSTs, one for all tables: a batch takes POSTs of
-/// several tables, so that POSTs spread over many tables share a commit as
-/// POSTs to one table do.
-#[derive(Default)]
-pub struct Batches {
-    queue: Mutex<Option<Arc<Queue>>>,
-}
-
-impl Queue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Waiting>> {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// What waits, as much as fits in one batch, in arrival order (a POST
-    /// that shares a key or a row with one taken waits for the next), with
-    /// the turn to write it; nothing while another batch is being written.
-    fn take(&self) -> Option<(Vec<Waiting>, WritingTurn<'_>)> {
-        let mut waiting = self.lock();
-        if waiting.is_empty() || self.writing.load(Ordering::Acquire) {
-            return None;
-        }
-        let mut taken: Vec<Waiting> = Vec::new();
-        let mut left = VecDeque::new();
-        let mut keys: HashSet<(String, String)> = HashSet::new();
-        let mut row_ids: HashSet<u128> = HashSet::new();
-        let mut rows = 0;
-        while let Some(next) = waiting.pop_front() {
-            let item = &next.item.data;
-            let claim = item.claim_id();
-            let full = taken.len() >= MAX_POSTS
-                || (!taken.is_empty() && rows + item.row_count() > MAX_ROWS);
-            let clash = keys.contains(&claim) || item.row_ids.iter().any(|id| row_ids.contains(id));
-            if full || clash {
-                left.push_back(next);
-                continue;
-            }
-            keys.insert(claim);
-            row_ids.extend(item.row_ids.iter().copied());
-            rows += item.row_count();
-            taken.push(next);
-        }
-        *waiting = left;
-        self.writing.store(true, Ordering::Release);
-        Some((taken, WritingTurn { queue: self }))
-    }
 }
 
 impl Pipeline {

@@ -24,6 +24,7 @@
 
 pub mod answer;
 pub mod batch;
+mod batch_queue;
 pub mod body;
 pub mod channel;
 pub mod decode;
