@@ -44,6 +44,7 @@ use uuid::Uuid;
 use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch_queue::{
     with_predecoded, BatchData, BatchItem, BatchOutcome, Queue, Waiting, WritingTurn,
+    WRITING_TURN_BOUND,
 };
 pub use super::batch_queue::{BatchClaim, Batches, Definitions};
 use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
@@ -249,7 +250,13 @@ impl Pipeline {
             // Until nothing waits, or another worker is writing a batch
             // (it wakes one of us when it reaches its commit).
             while let Some((batch, turn)) = queue.take() {
+                let (bounded, number) = (queue.clone(), turn.number);
+                let bound = tokio::spawn(async move {
+                    tokio::time::sleep(WRITING_TURN_BOUND).await;
+                    bounded.give_back(number);
+                });
                 self.run_batch(batch, turn).await;
+                bound.abort();
             }
         }
     }

@@ -6,8 +6,9 @@
 //! body before any read of the catalog.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{oneshot, Notify};
 
@@ -153,21 +154,31 @@ pub(super) struct Queue {
     /// for it, gathering what arrives meanwhile. One batch written at a
     /// time while others commit makes batches as large as the load allows:
     /// several workers starting at once would each take a few POSTs, at
-    /// the CPU (idem's and Postgres's) of a transaction each.
-    writing: AtomicBool,
+    /// the CPU (idem's and Postgres's) of a transaction each. The number
+    /// of the turn held (0: none).
+    writing: AtomicU64,
+    /// The number of the last turn given.
+    turns: AtomicU64,
     pub(super) wake: Notify,
 }
 
+/// The longest a batch holds the turn to write: one that waits for a lock
+/// (a swap of its partition, a row another write holds) must not hold up
+/// the batches of every other table meanwhile; past it, the next batch is
+/// written beside it.
+pub(super) const WRITING_TURN_BOUND: Duration = Duration::from_millis(50);
+
 /// The turn to write a batch (see `Queue::writing`); given back when the
-/// batch reaches its commit, or fails.
+/// batch reaches its commit, or fails, or after `WRITING_TURN_BOUND`
+/// (`Queue::give_back`).
 pub(super) struct WritingTurn<'a> {
     queue: &'a Queue,
+    pub(super) number: u64,
 }
 
 impl Drop for WritingTurn<'_> {
     fn drop(&mut self) {
-        self.queue.writing.store(false, Ordering::Release);
-        self.queue.wake.notify_one();
+        self.queue.give_back(self.number);
     }
 }
 
@@ -217,7 +228,7 @@ impl Queue {
     /// the turn to write it; nothing while another batch is being written.
     pub(super) fn take(&self) -> Option<(Vec<Waiting>, WritingTurn<'_>)> {
         let mut waiting = self.lock();
-        if waiting.is_empty() || self.writing.load(Ordering::Acquire) {
+        if waiting.is_empty() || self.writing.load(Ordering::Acquire) != 0 {
             return None;
         }
         let mut taken: Vec<Waiting> = Vec::new();
@@ -241,7 +252,25 @@ impl Queue {
             taken.push(next);
         }
         *waiting = left;
-        self.writing.store(true, Ordering::Release);
-        Some((taken, WritingTurn { queue: self }))
+        let number = self.turns.fetch_add(1, Ordering::Relaxed) + 1;
+        self.writing.store(number, Ordering::Release);
+        Some((
+            taken,
+            WritingTurn {
+                queue: self,
+                number,
+            },
+        ))
+    }
+
+    /// Gives back turn `number`, if it is still held, and wakes a worker
+    /// for what waits.
+    pub(super) fn give_back(&self, number: u64) {
+        let held = self
+            .writing
+            .compare_exchange(number, 0, Ordering::AcqRel, Ordering::Acquire);
+        if held.is_ok() {
+            self.wake.notify_one();
+        }
     }
 }

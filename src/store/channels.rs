@@ -123,7 +123,9 @@ pub struct LockedChannels {
 }
 
 /// Locks the rows of existing channels `(principal, name)`, in one order
-/// (so that two batches cannot deadlock), and reads `table`'s definition
+/// (the channels of one table's POSTs in a batch; a batch spanning tables
+/// locks each table's in turn, so two such batches may deadlock: Postgres
+/// ends one, whose POSTs then go alone), and reads `table`'s definition
 /// with them: a wait for a channel may outlast a change of the table.
 pub async fn lock_channels(
     conn: &mut PgConnection,

@@ -82,6 +82,16 @@ pub async fn table_content(
     })
 }
 
+/// The table's definition as the read's snapshot sees it (read after the
+/// table's lock, which no schema change passes): the rows are decoded by
+/// their column types, and an `evolve` that widened a column after the
+/// caller read `def` must not be decoded by the old ones.
+async fn definition_in_snapshot(tx: &mut PgConnection, def: &TableDef) -> StoreResult<TableDef> {
+    Ok(super::catalog::table_def(tx, &def.name)
+        .await?
+        .unwrap_or_else(|| def.clone()))
+}
+
 impl Store {
     pub async fn partition(
         &self,
@@ -136,6 +146,7 @@ impl Store {
         ))
         .execute(&mut *tx)
         .await?;
+        let def = &definition_in_snapshot(&mut tx, def).await?;
         let info = contents::live(&mut tx, &def.name, ds)
             .await?
             .map(PartitionInfo::from);
@@ -173,6 +184,7 @@ impl Store {
         sqlx::query("set local max_parallel_workers_per_gather = 0")
             .execute(&mut *tx)
             .await?;
+        let def = &definition_in_snapshot(&mut tx, def).await?;
         let content = table_content(&mut tx, &def.name).await?;
         let columns = column_list(def);
         let key = partition_key(def);

@@ -60,3 +60,65 @@ async fn appends_spread_over_more_tables_than_the_statement_cache_holds_each_lan
     assert_eq!(again["load_id"], answers[0].1["load_id"]);
     assert_eq!(app.count(&names[0], "2026-10-18").await, 3);
 }
+
+/// A merge of one order to `table` under `key`: its status and body.
+async fn merge_order(app: &TestApp, table: &str, key: &str, status: &str) -> (u16, Value) {
+    let r = app
+        .client
+        .post(app.url(&format!("/rows?table={table}")))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", key)
+        .body(ndjson(&[order(1, status, "2026-10-12T01:00:00Z")]))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), json_body(r).await)
+}
+
+#[tokio::test]
+async fn a_batch_waiting_for_a_lock_on_one_table_does_not_hold_up_another_tables_posts() {
+    let app = spawn_app().await;
+    for table in ["held", "free"] {
+        let r = app.declare(table, ORDERS).await;
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        let (status, body) = merge_order(&app, table, &format!("{table}-first"), "paid").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // Another session holds the stored row of `held`: a POST that updates
+    // it waits for that lock (up to the key's wait, 10 s by default).
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("select 1 from idem_data.held where order_id = 1 for update")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let waiting = {
+        let app_client = app.client.clone();
+        let url = app.url("/rows?table=held");
+        tokio::spawn(async move {
+            app_client
+                .post(url)
+                .header("content-type", "application/x-ndjson")
+                .header("idempotency-key", "held-second")
+                .body(ndjson(&[order(1, "shipped", "2026-10-12T02:00:00Z")]))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Meanwhile a small POST to another table is written at once.
+    let started = std::time::Instant::now();
+    let (status, body) = merge_order(&app, "free", "free-second", "refunded").await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(!waiting.is_finished(), "the held POST waits for its row");
+    assert!(
+        took < std::time::Duration::from_secs(3),
+        "a POST to another table waited {took:?} behind a batch waiting for a lock"
+    );
+    holder.rollback().await.unwrap();
+    assert_eq!(waiting.await.unwrap(), 200);
+    assert_eq!(app.rows("held", "2026-10-12").await[0]["status"], "shipped");
+}
