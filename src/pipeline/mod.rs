@@ -6,7 +6,7 @@
 //! `drop_table`), each delegating to the file that holds its steps, and the
 //! steps the write paths share. The files: `partition` replaces a day (`PUT
 //! /partitions`), `rows` appends or merges (`POST /rows`), `batch` writes
-//! small POSTs to one table together, `keyed` runs any of them under an
+//! small POSTs together (`batch_queue`: what waits for it), `keyed` runs any of them under an
 //! Idempotency-Key, `channel` a POST on a channel (with or without a key), `replay` writes a table's rejects again, `evolve` fits
 //! a table to a body under `schema: evolve`, `drop` drops a table; `body`
 //! reads a request body within its limits, `turns` and `slots` hand out
