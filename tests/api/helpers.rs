@@ -141,6 +141,19 @@ impl TestApp {
         rows
     }
 
+    /// The partition at `path` read as NDJSON and PUT back as it was read:
+    /// the same `ETag`, `"changed": false` (an export is taken back
+    /// unchanged). Returns what was read.
+    pub async fn put_back_unchanged(&self, path: &str) -> String {
+        let stored = self.get(path).await;
+        let etag = stored.headers()["etag"].to_str().unwrap().to_string();
+        let text = stored.text().await.unwrap();
+        let put = self.put(path, "application/x-ndjson", text.clone()).await;
+        assert_eq!(put.headers()["etag"].to_str().unwrap(), etag, "{path}");
+        assert_eq!(json_body(put).await["changed"], false, "{path}");
+        text
+    }
+
     /// Rows of a table straight from Postgres, behind the API.
     pub async fn count(&self, table: &str, ds: &str) -> i64 {
         sqlx::query_scalar(&format!(

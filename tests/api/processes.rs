@@ -19,14 +19,7 @@ async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
         Idem::start(&url, "processes-race-3", POOL_OF_8).await,
     ];
     let client = client_with_token(ADMIN_TOKEN);
-    let declared = client
-        .put(format!("{}/tables/orders", processes[0].base))
-        .header("content-type", "application/json")
-        .body(ORDERS)
-        .send()
-        .await
-        .unwrap();
-    assert!(declared.status().is_success());
+    declare_orders(&client, &processes[0].base).await;
 
     let keys = ["alpha", "beta", "gamma"];
     let mut tasks = Vec::new();
@@ -78,6 +71,18 @@ async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
         .await
         .unwrap();
     assert_eq!(rows, 300);
+}
+
+/// Declares the orders table through the process at `base`.
+async fn declare_orders(client: &reqwest::Client, base: &str) {
+    let declared = client
+        .put(format!("{base}/tables/orders"))
+        .header("content-type", "application/json")
+        .body(ORDERS)
+        .send()
+        .await
+        .unwrap();
+    assert!(declared.status().is_success());
 }
 
 /// Log lines up to the first that holds `needle`, which comes last.
@@ -165,14 +170,7 @@ async fn a_write_refused_as_busy_is_logged_as_a_warning_not_an_error() {
     ];
     let (idem, mut log) = Idem::start_piped(&url, "processes-busy", "text", &busy).await;
     let client = client_with_token(ADMIN_TOKEN);
-    let declared = client
-        .put(format!("{}/tables/orders", idem.base))
-        .header("content-type", "application/json")
-        .body(ORDERS)
-        .send()
-        .await
-        .unwrap();
-    assert!(declared.status().is_success());
+    declare_orders(&client, &idem.base).await;
     // A PUT whose body's start arrives (more than a write reads before its
     // turn) and whose rest does not: it holds the only turn.
     let (body, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(2);
@@ -290,14 +288,7 @@ async fn keys_completed_by_one_process_are_replayed_by_another_amid_its_batched_
     let first = Idem::start(&url, "processes-replay-1", POOL_OF_8).await;
     let second = Idem::start(&url, "processes-replay-2", POOL_OF_8).await;
     let client = client_with_token(ADMIN_TOKEN);
-    let declared = client
-        .put(format!("{}/tables/orders", first.base))
-        .header("content-type", "application/json")
-        .body(ORDERS)
-        .send()
-        .await
-        .unwrap();
-    assert!(declared.status().is_success());
+    declare_orders(&client, &first.base).await;
     // The second process learns the table's definition: its next small
     // POSTs are batched, and their keys are not looked up before.
     let (status, _, _) = post_order(&client, &second.base, "warm", 100, "paid").await;
