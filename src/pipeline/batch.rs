@@ -12,8 +12,9 @@
 //! answered as a replay: a replay is a read, wherever its key was made),
 //! then each table's POSTs (of one mode) by the statements of one POST,
 //! tables in name order: the rows merged (each row carries its load's id,
-//! which tells each POST its share), every POST's deltas, ledger row and
-//! key completion; and one commit. POSTs spread over many tables so share
+//! which tells each POST its share); then every POST's deltas, ledger row
+//! and key completion, whatever its table, in one statement; and one
+//! commit. POSTs spread over many tables so share
 //! a commit as POSTs to one table do. Each POST gets the receipt it would
 //! have had alone. A POST the batch could not take (its key skipped, its
 //! table changed since it was decoded, or the whole batch failed) is written
@@ -79,12 +80,15 @@ pub enum Batched {
     Alone(Box<PostRows>),
 }
 
-/// What a batch wrote of one table's (and mode's) POSTs.
-struct GroupWritten {
+/// What a batch wrote of one table's (and mode's) POSTs, closed with the
+/// other tables' at the end of the batch (see `close_rows_writes`).
+struct GroupWritten<'a> {
     table: TableName,
-    receipts: HashMap<Uuid, RowsReceipt>,
-    /// Their keys, as stored once the batch commits.
-    completions: Vec<StoredKey>,
+    /// The POSTs it wrote.
+    taken: Vec<&'a BatchData>,
+    written: HashMap<Uuid, RowsWritten>,
+    /// Each one's answer, as its key stores it.
+    bodies: HashMap<Uuid, serde_json::Value>,
 }
 
 /// What a batch's transaction did with one of its POSTs.
@@ -313,28 +317,48 @@ impl Pipeline {
         }
         let mut written = Vec::new();
         for group in self.groups(items, &keys).into_values() {
-            let group = self
-                .write_group(&mut tx, &group, &keys.claimed, claimed_at)
-                .await?;
+            let group = self.write_group(&mut tx, group, &keys.claimed).await?;
             written.extend(group);
         }
         if written.is_empty() {
             // Nothing written: the transaction ends without a commit to wait for.
             return Ok(settle(items, &mut keys.completed, HashMap::new()));
         }
+        let completions = self.close(&mut tx, &written, claimed_at).await?;
         // The next batch is written while this one commits.
         drop(turn);
         tx.commit().await.map_err(crate::store::StoreError::from)?;
+        for key in &completions {
+            self.store.remember_completed(key);
+        }
         let mut receipts = HashMap::new();
         for group in written {
             self.metrics
-                .batch(group.table.as_str(), group.receipts.len());
-            for key in &group.completions {
-                self.store.remember_completed(key);
-            }
-            receipts.extend(group.receipts);
+                .batch(group.table.as_str(), group.written.len());
+            receipts.extend(group.written.into_iter().map(|(id, w)| (id, w.receipt)));
         }
         Ok(settle(items, &mut keys.completed, receipts))
+    }
+
+    /// The deltas, ledger rows and key completions of every table's
+    /// written POSTs, in one statement (one round trip a batch, not one a
+    /// table); their keys as stored once the batch commits.
+    async fn close(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        written: &[GroupWritten<'_>],
+        claimed_at: chrono::DateTime<Utc>,
+    ) -> WriteResult<Vec<StoredKey>> {
+        let closings: Vec<RowsClosing<'_>> = written
+            .iter()
+            .flat_map(|group| self.closings(group))
+            .collect();
+        close_rows_writes(tx, &closings).await?;
+        Ok(closings
+            .iter()
+            .filter_map(|c| c.key.as_ref())
+            .map(|key| key.stored(claimed_at))
+            .collect())
     }
 
     /// The batch's POSTs by table (in name order) and mode, each decoded for
@@ -359,24 +383,24 @@ impl Pipeline {
     }
 
     /// One table's (and mode's) POSTs of a batch, written in its
-    /// transaction: their rows, their channels' offsets, their ledger rows
-    /// and keys; `None` when none of them is written here.
-    async fn write_group(
+    /// transaction: their rows and their channels' offsets (their ledger
+    /// rows and keys are written with the other tables', by `close`);
+    /// `None` when none of them is written here.
+    async fn write_group<'a>(
         &self,
         tx: &mut sqlx::PgConnection,
-        items: &[&BatchData],
+        items: Vec<&'a BatchData>,
         claimed: &HashSet<(String, String)>,
-        claimed_at: chrono::DateTime<Utc>,
-    ) -> WriteResult<Option<GroupWritten>> {
+    ) -> WriteResult<Option<GroupWritten<'a>>> {
         let (def, mode) = (&items[0].pre.def, items[0].pre.mode);
-        let (open, def_now) = open_channels(tx, &def.name, items).await?;
+        let (open, def_now) = open_channels(tx, &def.name, &items).await?;
         // A wait for a channel may have outlasted a change of the table
         // (a POST alone on that channel may have evolved it).
         if !open.is_empty() && def_now.as_ref() != Some(def) {
             self.definitions.forget(&def.name);
             return Ok(None);
         }
-        let taken = taken_items(items, claimed, &open);
+        let taken = taken_items(&items, claimed, &open);
         if taken.is_empty() {
             return Ok(None);
         }
@@ -391,30 +415,23 @@ impl Pipeline {
                 (id, item.form.rows(&written[&id].receipt))
             })
             .collect();
-        let closings = self.closings(&taken, &written, &bodies);
-        close_rows_writes(tx, &def.name, &closings).await?;
-        let completions = closings
-            .iter()
-            .filter_map(|c| c.key.as_ref())
-            .map(|key| key.stored(claimed_at))
-            .collect();
         Ok(Some(GroupWritten {
             table: def.name.clone(),
-            receipts: written
-                .into_iter()
-                .map(|(load_id, written)| (load_id, written.receipt))
-                .collect(),
-            completions,
+            taken,
+            written,
+            bodies,
         }))
     }
 
-    /// Each written POST's deltas, ledger row and key completion.
-    fn closings<'a>(
-        &self,
-        taken: &[&'a BatchData],
-        written: &'a HashMap<Uuid, RowsWritten>,
-        bodies: &'a HashMap<Uuid, serde_json::Value>,
-    ) -> Vec<RowsClosing<'a>> {
+    /// Each POST's deltas, ledger row and key completion, of one table's
+    /// written POSTs.
+    fn closings<'a>(&self, group: &'a GroupWritten<'_>) -> Vec<RowsClosing<'a>> {
+        let GroupWritten {
+            taken,
+            written,
+            bodies,
+            ..
+        } = group;
         taken
             .iter()
             .map(|item| {

@@ -97,7 +97,7 @@ impl Pipeline {
                     entry: written.receipt.entry(ticket),
                     key: None,
                 };
-                close_rows_writes(&mut tx, &ticket.table, &[closing]).await?;
+                close_rows_writes(&mut tx, &[closing]).await?;
                 tx.commit().await.map_err(StoreError::from)?;
                 (form.rows(&written.receipt), written.receipt.counts())
             }

@@ -453,7 +453,7 @@ async fn complete(
                 entry,
                 key: Some(completion.clone()),
             };
-            close_rows_writes(tx, &ticket.table, &[closing]).await?;
+            close_rows_writes(tx, &[closing]).await?;
         }
         None => complete_key(tx, completion).await?,
     }

@@ -53,6 +53,12 @@ async fn appends_spread_over_more_tables_than_the_statement_cache_holds_each_lan
     }
     for name in &names {
         assert_eq!(app.count(name, "2026-10-18").await, 3, "{name}");
+        // A batch's deltas (several tables' in one statement) land on their
+        // own table: the partition's count and hash are its rows'.
+        let path = format!("/partitions/{name}/2026-10-18");
+        let head = app.get(&path).await;
+        assert_eq!(head.headers()["idem-row-count"], "3", "{name}");
+        app.put_back_unchanged(&path).await;
     }
     // A replay answers what the write answered, and writes nothing again.
     let (status, again) = append(&app, &names[0], "event-0", 0).await;

@@ -1,7 +1,8 @@
 //! The last statement of a `POST /rows` transaction (one POST's, or a
-//! batch's): what each write changed in each partition, its ledger row and
-//! its key's completion (when it has a key), written by one statement (one
-//! round trip, not three) just before the commit.
+//! batch's, whatever tables its POSTs wrote): what each write changed in
+//! each partition, its ledger row and its key's completion (when it has a
+//! key), written by one statement (one round trip, not three a write)
+//! just before the commit.
 
 use std::collections::BTreeMap;
 
@@ -30,11 +31,13 @@ pub struct RowsClosing<'a> {
 /// The writes' changes to each partition, as one delta row a partition
 /// (under the first write's load id): folding adds them all the same, and a
 /// batch then inserts, and the folder removes, one row a day, not one a POST.
-fn per_partition(writes: &[RowsClosing<'_>]) -> StoreResult<Vec<PartitionDelta>> {
-    let mut days: BTreeMap<Period, PartitionDelta> = BTreeMap::new();
+fn per_partition<'a>(writes: &[RowsClosing<'a>]) -> StoreResult<Vec<PartitionDelta<'a>>> {
+    let mut days: BTreeMap<(&TableName, Period), PartitionDelta> = BTreeMap::new();
     for write in writes {
+        let table = write.entry.table;
         for (ds, delta) in write.deltas {
-            let day = days.entry(*ds).or_insert(PartitionDelta {
+            let day = days.entry((table, *ds)).or_insert(PartitionDelta {
+                table,
                 ds: *ds,
                 load_id: write.load_id,
                 delta: ContentDelta::default(),
@@ -52,11 +55,10 @@ const DELTA_PARAMS: usize = 5;
 const ENTRY_PARAMS: usize = 16;
 
 /// Writes the deltas, the ledger rows and the keys' completions of writes
-/// to `table` (under the partitions' locks and the keys, which the
-/// transaction holds).
+/// (each to the table its ledger entry names; under the partitions' locks
+/// and the keys, which the transaction holds).
 pub async fn close_rows_writes(
     conn: &mut PgConnection,
-    table: &TableName,
     writes: &[RowsClosing<'_>],
 ) -> StoreResult<()> {
     let entry_from = 1 + DELTA_PARAMS;
@@ -71,7 +73,7 @@ pub async fn close_rows_writes(
     let deltas = per_partition(writes)?;
     let entries: Vec<LoadEntry<'_>> = writes.iter().map(|w| w.entry.clone()).collect();
     let keys: Vec<Completion<'_>> = writes.iter().filter_map(|w| w.key.clone()).collect();
-    let query = bind_deltas(sqlx::query(&sql), table, &deltas);
+    let query = bind_deltas(sqlx::query(&sql), &deltas);
     let query = bind_entries(query, &entries)?;
     let completed = bind_completions(query, &keys)
         .execute(conn)

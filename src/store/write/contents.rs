@@ -136,17 +136,17 @@ pub async fn live_set(
 }
 
 /// The INSERT of what writes changed in each partition they touched (in
-/// their transaction), its parameters numbered from `first`: the table,
-/// then arrays of partition labels, load ids, row deltas and sum deltas
-/// (see `store::write::closing`).
+/// their transaction), its parameters numbered from `first`: arrays of
+/// tables, partition labels, load ids, row deltas and sum deltas (see
+/// `store::write::closing`).
 pub(super) fn deltas_sql(first: usize) -> String {
     let p = |i: usize| format!("${}", first + i);
     // language=PostgreSQL
     format!(
         "insert into idem.partition_deltas (table_name, ds, load_id, row_delta, sum_delta)
-         select {}, d.ds, d.load_id, d.row_delta, d.sum_delta
-           from unnest({}::text[], {}::uuid[], {}::bigint[], {}::bytea[])
-                d(ds, load_id, row_delta, sum_delta)",
+         select d.table_name, d.ds, d.load_id, d.row_delta, d.sum_delta
+           from unnest({}::text[], {}::text[], {}::uuid[], {}::bigint[], {}::bytea[])
+                d(table_name, ds, load_id, row_delta, sum_delta)",
         p(0),
         p(1),
         p(2),
@@ -155,8 +155,9 @@ pub(super) fn deltas_sql(first: usize) -> String {
     )
 }
 
-/// One load's (or one batch's) change to one partition.
-pub struct PartitionDelta {
+/// One load's (or one batch's) change to one partition of a table.
+pub struct PartitionDelta<'a> {
+    pub table: &'a TableName,
     pub ds: Period,
     pub load_id: Uuid,
     pub delta: ContentDelta,
@@ -166,16 +167,16 @@ pub struct PartitionDelta {
 /// write that changed nothing in a partition) is left out.
 pub(super) fn bind_deltas<'q>(
     query: Query<'q, Postgres, PgArguments>,
-    table: &TableName,
-    deltas: &[PartitionDelta],
+    deltas: &[PartitionDelta<'_>],
 ) -> Query<'q, Postgres, PgArguments> {
     let changed = || deltas.iter().filter(|d| !d.delta.is_empty());
+    let tables: Vec<String> = changed().map(|d| d.table.as_str().to_string()).collect();
     let labels: Vec<String> = changed().map(|d| d.ds.label()).collect();
     let loads: Vec<Uuid> = changed().map(|d| d.load_id).collect();
     let rows: Vec<i64> = changed().map(|d| d.delta.rows()).collect();
     let sums: Vec<Vec<u8>> = changed().map(|d| d.delta.sum_bytes().to_vec()).collect();
     query
-        .bind(table.as_str().to_string())
+        .bind(tables)
         .bind(labels)
         .bind(loads)
         .bind(rows)
