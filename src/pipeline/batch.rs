@@ -14,12 +14,11 @@
 //! tables in name order: the rows merged (each row carries its load's id,
 //! which tells each POST its share); then every POST's deltas, ledger row
 //! and key completion, whatever its table, in one statement; and one
-//! commit. POSTs spread over many tables so share
-//! a commit as POSTs to one table do. Each POST gets the receipt it would
-//! have had alone. A POST the batch could not take (its key skipped, its
-//! table changed since it was decoded, or the whole batch failed) is written
-//! alone, as it would have been without batching: nothing of it was
-//! committed.
+//! commit. POSTs spread over many tables so share a commit as POSTs to one
+//! table do. Each POST gets the receipt it would have had alone. A POST the
+//! batch could not take (its key skipped, its table changed since it was
+//! decoded, or the whole batch failed) is written alone, as it would have
+//! been without batching: nothing of it was committed.
 //!
 //! A POST on a channel without an Idempotency-Key is claimed by its offset
 //! instead: a batch holds at most one POST per channel (a channel's next
