@@ -220,3 +220,16 @@ pub async fn all_pages(app: &TestApp, first: &str, page_size: usize) -> Vec<Valu
     }
     pages.into_iter().flatten().collect()
 }
+
+/// Declares the orders table through the idem (a process of its own, or a
+/// test app) at `base`.
+pub async fn declare_orders(client: &reqwest::Client, base: &str) {
+    let declared = client
+        .put(format!("{base}/tables/orders"))
+        .header("content-type", "application/json")
+        .body(ORDERS)
+        .send()
+        .await
+        .unwrap();
+    assert!(declared.status().is_success());
+}

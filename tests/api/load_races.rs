@@ -164,14 +164,7 @@ async fn two_processes_publishing_one_load_at_once_publish_it_once_and_answer_on
     let second = Idem::start(&url, "load-races-publish-2", &[]).await;
     let client = client();
     let db = PgPool::connect(&url).await.unwrap();
-    let r = client
-        .put(first.url("/tables/orders"))
-        .header("content-type", "application/json")
-        .body(ORDERS)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    declare_orders(&client, &first.base).await;
     for round in 0..3 {
         let load_id = open_week(&client, &first.base, &format!("twice-{round}")).await;
         let status = format!("r{round}");

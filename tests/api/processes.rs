@@ -4,6 +4,7 @@ use serde_json::Value;
 use tokio::io::{BufReader, Lines};
 use tokio::process::ChildStderr;
 
+use crate::helpers::declare_orders;
 use crate::support::*;
 
 /// A larger pool than the default, so that three processes race for real.
@@ -71,18 +72,6 @@ async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
         .await
         .unwrap();
     assert_eq!(rows, 300);
-}
-
-/// Declares the orders table through the process at `base`.
-async fn declare_orders(client: &reqwest::Client, base: &str) {
-    let declared = client
-        .put(format!("{base}/tables/orders"))
-        .header("content-type", "application/json")
-        .body(ORDERS)
-        .send()
-        .await
-        .unwrap();
-    assert!(declared.status().is_success());
 }
 
 /// Log lines up to the first that holds `needle`, which comes last.
