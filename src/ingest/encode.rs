@@ -9,7 +9,7 @@ use super::infer::value_type;
 use super::key_order::KeyOrder;
 use super::tuple_size::TupleSize;
 use super::RawField;
-use super::{ErrorLog, RawRecord, RowError, DELETED_FIELD};
+use super::{not_a_column, ErrorLog, RawRecord, RowError, DELETED_FIELD};
 use crate::binary_copy::TupleWriter;
 use crate::names::ColumnName;
 use crate::period::Period;
@@ -169,6 +169,13 @@ impl<'d> RowEncoder<'d> {
     /// (`schema: discard_unknown`).
     pub fn discarded_fields(&self) -> u64 {
         self.discarded_fields
+    }
+
+    /// Joins what `next` saw of the rows right after these: its dropped
+    /// fields and its key order (wants are not joined: see `collect_wants`).
+    pub fn then(&mut self, next: &RowEncoder<'_>) {
+        self.discarded_fields += next.discarded_fields;
+        self.key_order.then(&next.key_order);
     }
 
     /// Under `schema: evolve`, collect what rows need of the table (see
@@ -511,42 +518,6 @@ fn no_tombstones(def: &TableDef) -> String {
     )
 }
 
-/// What is wrong with a field or CSV header `name` the table does not have,
-/// with the declared column it most likely meant: the closest by edit
-/// distance, when at most a third of the longer name differs (a typo, not
-/// another word). Case is ignored: column names are lower case, and
-/// `Amount` means `amount`.
-pub fn not_a_column(def: &TableDef, name: &str) -> String {
-    const NO_HINT: &str = "is not a column of this table";
-    if name == DELETED_FIELD && def.primary_key.is_empty() {
-        return format!(
-            "marks a tombstone, and tombstones need a primary key: table {:?} has none",
-            def.name
-        );
-    }
-    // No name of a valid length is within a third of one this long; and a
-    // hostile body's long names must not cost an edit distance each.
-    if name.len() > 2 * crate::names::MAX_NAME_LEN {
-        return NO_HINT.into();
-    }
-    let lower = name.to_lowercase();
-    let closest = def
-        .columns
-        .iter()
-        .map(|c| {
-            (
-                strsim::levenshtein(&lower, c.name.as_str()),
-                c.name.as_str(),
-            )
-        })
-        .filter(|(distance, column)| *distance * 3 <= name.chars().count().max(column.len()))
-        .min_by_key(|(distance, _)| *distance);
-    match closest {
-        Some((_, column)) => format!("is not a column of this table; did you mean {column:?}?"),
-        None => NO_HINT.into(),
-    }
-}
-
 /// `[a,b,...]` of the cells' canonical encodings, replacing `out`'s content.
 fn write_canonical_list<'c, 'v: 'c>(out: &mut Vec<u8>, cells: impl Iterator<Item = &'c Cell<'v>>) {
     out.clear();
@@ -642,24 +613,6 @@ mod tests {
         let (row, errors, _) = encode(&def, r#"{"status":"paid"}"#);
         assert!(row.is_none());
         assert_eq!(errors.listed[0].column.as_deref(), Some("order_id"));
-    }
-
-    #[test]
-    fn an_unknown_field_is_named_with_the_column_it_most_likely_meant() {
-        let def = orders();
-        assert_eq!(
-            not_a_column(&def, "staus"),
-            "is not a column of this table; did you mean \"status\"?"
-        );
-        assert_eq!(
-            not_a_column(&def, "Order_ID"),
-            "is not a column of this table; did you mean \"order_id\"?"
-        );
-        assert_eq!(
-            not_a_column(&def, "colour"),
-            "is not a column of this table"
-        );
-        assert_eq!(not_a_column(&def, "x"), "is not a column of this table");
     }
 
     #[test]

@@ -13,6 +13,9 @@ use crate::period::Period;
 /// Watches the keys of the rows encoded so far.
 pub struct KeyOrder {
     ascending: bool,
+    /// The first row's partition and key (to join a watch of the rows
+    /// before, see `then`).
+    first: Option<(Option<Period>, Vec<KeyValue>)>,
     last_period: Option<Period>,
     last_key: Vec<KeyValue>,
 }
@@ -45,6 +48,7 @@ impl KeyOrder {
     pub fn new(keyed: bool) -> Self {
         KeyOrder {
             ascending: keyed,
+            first: None,
             last_period: None,
             last_key: Vec::new(),
         }
@@ -77,9 +81,35 @@ impl KeyOrder {
                 None => self.last_key.push(value),
             }
         }
-        if !first && order != Ordering::Greater {
+        if first {
+            self.first = Some((period, self.last_key.clone()));
+        } else if order != Ordering::Greater {
             self.ascending = false;
         }
+    }
+
+    /// Joins the watch of the rows that came right after these (watched on
+    /// their own): ascending when both are and `next`'s first row comes
+    /// after this one's last.
+    pub fn then(&mut self, next: &KeyOrder) {
+        if !self.ascending {
+            return;
+        }
+        if !next.ascending {
+            self.ascending = false;
+            return;
+        }
+        let Some((period, key)) = &next.first else {
+            return;
+        };
+        if self.first.is_none() {
+            self.first = Some((*period, key.clone()));
+        } else if (period, key) <= (&self.last_period, &self.last_key) {
+            self.ascending = false;
+            return;
+        }
+        self.last_period = next.last_period;
+        self.last_key.clone_from(&next.last_key);
     }
 
     /// Whether every row seen so far came after the one before it.
@@ -119,6 +149,29 @@ mod tests {
         assert!(!watch(&[(day(1), 5), (day(1), 4)]));
         assert!(!watch(&[(day(1), 5), (day(1), 5)]));
         assert!(!watch(&[(day(2), 1), (day(1), 9)]));
+    }
+
+    #[test]
+    fn watches_of_consecutive_rows_join_as_one() {
+        let bodies: [&[(Option<Period>, i64)]; 4] = [
+            &[(day(1), 5), (day(1), 7), (day(2), 1), (day(2), 2)],
+            &[(day(1), 5), (day(1), 7), (day(1), 6), (day(2), 2)],
+            &[(day(1), 5), (day(1), 7), (day(1), 7), (day(2), 2)],
+            &[(day(2), 5), (day(1), 7)],
+        ];
+        for rows in bodies {
+            for cut in 0..=rows.len() {
+                let (head, tail) = rows.split_at(cut);
+                let mut joined = KeyOrder::new(true);
+                let mut second = KeyOrder::new(true);
+                head.iter()
+                    .for_each(|(p, k)| joined.see(*p, [&Cell::Int(*k)]));
+                tail.iter()
+                    .for_each(|(p, k)| second.see(*p, [&Cell::Int(*k)]));
+                joined.then(&second);
+                assert_eq!(joined.ascending(), watch(rows), "cut at {cut}: {rows:?}");
+            }
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! binary COPY tuple, `hash` folds row digests into an order-independent content hash.
 
 pub mod cell;
+mod column_hint;
 pub mod encode;
 pub mod formats;
 pub mod hash;
@@ -19,8 +20,12 @@ mod tuple_size;
 
 use serde::Serialize;
 
-pub use encode::{not_a_column, EncodeOptions, EncodedRow, RowEncoder};
-pub use formats::{read_records, BodyFormat, RawField, RawRecord, RecordSink, DELETED_FIELD};
+pub use column_hint::not_a_column;
+pub use encode::{EncodeOptions, EncodedRow, RowEncoder};
+pub use formats::{
+    read_ndjson_block, read_records, BodyFormat, LineBlock, LineBlocks, RawField, RawRecord,
+    RecordSink, DELETED_FIELD,
+};
 pub use hash::{ContentDelta, ContentHash};
 
 /// What is wrong with one row (or with the body at one place): the line it
@@ -184,6 +189,20 @@ impl ErrorLog {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// Adds the bad rows of the next part of the body, logged on their own
+    /// (their records counted from 1 again: `records_before` places them).
+    pub fn append(&mut self, next: ErrorLog, records_before: u64) {
+        self.count += next.count;
+        self.problems += next.problems;
+        let room = self.max_listed.saturating_sub(self.listed.len());
+        self.listed
+            .extend(next.listed.into_iter().take(room).map(|mut row| {
+                row.record += records_before;
+                row
+            }));
+        self.last = None;
     }
 
     /// The most rows it lists.

@@ -6,12 +6,13 @@
 mod csv;
 mod csv_reader;
 mod json_array;
+mod line_blocks;
 mod ndjson;
 mod record;
 
 use std::io::{self, BufRead, Read};
 
-pub use ndjson::parse_object;
+pub use ndjson::{parse_object, read_ndjson_block, LineBlock, LineBlocks};
 pub use record::{RawField, RawRecord, ReadError, RecordSink, DELETED_FIELD};
 
 use csv::read_csv;

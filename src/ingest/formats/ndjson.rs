@@ -7,16 +7,37 @@ use std::ops::ControlFlow;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+pub use super::line_blocks::{LineBlock, LineBlocks};
 use super::record::{too_large, RawField, RawRecord, ReadError, RecordSink};
 use crate::ingest::RowError;
 
 pub(super) fn read_ndjson<R: BufRead>(
-    mut reader: R,
+    reader: R,
     sink: &mut impl RecordSink,
     max_record: usize,
 ) -> Result<(), ReadError> {
+    read_ndjson_from(reader, sink, max_record, 0)
+}
+
+/// Reads the records of one block of a body cut by `LineBlocks` (its line
+/// numbers those of the body; its records counted from 1 again).
+pub fn read_ndjson_block(
+    block: &LineBlock,
+    sink: &mut impl RecordSink,
+    max_record: usize,
+) -> Result<(), ReadError> {
+    let lines_before = block.first_line.saturating_sub(1);
+    read_ndjson_from(&block.bytes[..], sink, max_record, lines_before)
+}
+
+fn read_ndjson_from<R: BufRead>(
+    mut reader: R,
+    sink: &mut impl RecordSink,
+    max_record: usize,
+    lines_before: u64,
+) -> Result<(), ReadError> {
     let mut buf = Vec::with_capacity(1024);
-    let (mut line, mut record) = (0u64, 0u64);
+    let (mut line, mut record) = (lines_before, 0u64);
     loop {
         buf.clear();
         let whole = match read_line_within(&mut reader, &mut buf, max_record)? {
