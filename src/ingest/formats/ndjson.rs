@@ -136,7 +136,17 @@ pub(super) fn feed_object(
 
 /// A JSON object's fields in order, values left raw (borrowed, not parsed).
 pub fn parse_object(text: &[u8]) -> Result<Vec<(Cow<'_, str>, RawField<'_>)>, String> {
-    let mut de = serde_json::Deserializer::from_slice(text);
+    // Text checked as UTF-8 once, whole, spares the parser checking each
+    // key and value on its own; other bytes get the parser's own answer.
+    match std::str::from_utf8(text) {
+        Ok(text) => parse_object_from(serde_json::Deserializer::from_str(text)),
+        Err(_) => parse_object_from(serde_json::Deserializer::from_slice(text)),
+    }
+}
+
+fn parse_object_from<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+) -> Result<Vec<(Cow<'de, str>, RawField<'de>)>, String> {
     let fields = de.deserialize_any(ObjectVisitor).map_err(|e| {
         let msg = e.to_string();
         if e.is_data() {
