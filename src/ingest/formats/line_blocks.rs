@@ -84,7 +84,8 @@ impl<R: BufRead> LineBlocks<R> {
             if buf.is_empty() {
                 return Ok(self.emit(block, false));
             }
-            let room = self.max_record + 1 - block.len();
+            // At most the bound: checked above (which may be usize::MAX).
+            let room = self.max_record.saturating_add(1) - block.len();
             let window = &buf[..buf.len().min(room)];
             if let Some(end) = memchr::memchr(b'\n', window) {
                 block.extend_from_slice(&window[..=end]);
@@ -178,6 +179,12 @@ mod tests {
             got,
             [(1, "0123456789\n".to_string()), (2, "x\n".to_string())]
         );
+    }
+
+    #[test]
+    fn no_bound_on_records_cuts_nothing() {
+        let got = blocks(b"0123456789\nx", 4, usize::MAX);
+        assert_eq!(got, [(1, "0123456789\n".to_string()), (2, "x".to_string())]);
     }
 
     #[test]
