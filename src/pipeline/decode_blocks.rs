@@ -104,8 +104,9 @@ fn decode_blocks<'d>(
 ) {
     for block in blocks {
         // The rows' binary form is about the size of their text, plus the
-        // system columns.
-        let mut sink = Encoding::new(job, None, block.bytes.len() * 3 / 2);
+        // system columns (a block of one long line grows it as it needs).
+        let capacity = (block.bytes.len() * 3 / 2).min(2 * BLOCK_BYTES);
+        let mut sink = Encoding::new(job, None, capacity);
         // A block is in memory: reading it cannot fail.
         let _ = read_ndjson_block(&block, &mut sink, job.max_record_bytes);
         if sinks.send(sink).is_err() {
