@@ -77,7 +77,7 @@ impl<R: BufRead> LineBlocks<R> {
     fn one_long_line(&mut self, mut block: Vec<u8>) -> io::Result<LineBlock> {
         loop {
             if block.len() > self.max_record {
-                self.drop_rest_of_line()?;
+                drop_rest_of_line(&mut self.reader)?;
                 return Ok(self.emit(block, true));
             }
             let buf = self.reader.fill_buf()?;
@@ -98,21 +98,6 @@ impl<R: BufRead> LineBlocks<R> {
         }
     }
 
-    fn drop_rest_of_line(&mut self) -> io::Result<()> {
-        loop {
-            let buf = self.reader.fill_buf()?;
-            if buf.is_empty() {
-                return Ok(());
-            }
-            if let Some(end) = memchr::memchr(b'\n', buf) {
-                self.reader.consume(end + 1);
-                return Ok(());
-            }
-            let n = buf.len();
-            self.reader.consume(n);
-        }
-    }
-
     /// `bytes` as the next block; `cut` when its line's end was dropped.
     fn emit(&mut self, bytes: Vec<u8>, cut: bool) -> LineBlock {
         let first_line = self.next_line;
@@ -129,6 +114,23 @@ impl<R: BufRead> LineBlocks<R> {
             self.carry = head;
         }
         Ok(())
+    }
+}
+
+/// Reads and drops what is left of the current line, its end included: the
+/// part of a line past the record bound, which no one reads.
+pub(super) fn drop_rest_of_line(reader: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(end) = memchr::memchr(b'\n', buf) {
+            reader.consume(end + 1);
+            return Ok(());
+        }
+        let n = buf.len();
+        reader.consume(n);
     }
 }
 

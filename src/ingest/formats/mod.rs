@@ -12,7 +12,8 @@ mod record;
 
 use std::io::{self, BufRead, Read};
 
-pub use ndjson::{parse_object, read_ndjson_block, LineBlock, LineBlocks};
+pub use line_blocks::{LineBlock, LineBlocks};
+pub use ndjson::{parse_object, read_ndjson_block};
 pub use record::{RawField, RawRecord, ReadError, RecordSink, DELETED_FIELD};
 
 use csv::read_csv;

@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-pub use super::line_blocks::{LineBlock, LineBlocks};
+use super::line_blocks::{drop_rest_of_line, LineBlock};
 use super::record::{too_large, RawField, RawRecord, ReadError, RecordSink};
 use crate::ingest::RowError;
 
@@ -87,22 +87,8 @@ fn read_line_within<R: BufRead>(
         return Ok(Some(true));
     }
     buf.clear();
-    loop {
-        let chunk = reader.fill_buf()?;
-        if chunk.is_empty() {
-            return Ok(Some(false));
-        }
-        match chunk.iter().position(|&b| b == b'\n') {
-            Some(end) => {
-                reader.consume(end + 1);
-                return Ok(Some(false));
-            }
-            None => {
-                let n = chunk.len();
-                reader.consume(n);
-            }
-        }
-    }
+    drop_rest_of_line(reader)?;
+    Ok(Some(false))
 }
 
 /// One JSON object (`text`, within the record's bytes `raw`) to the sink.
