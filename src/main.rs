@@ -12,12 +12,21 @@ use cli::{usage_error, Cli, Command};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let command = match Cli::try_parse() {
         Ok(cli) => cli.command,
         Err(e) => usage_error(e),
     };
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    // The server's threads are a setting (IDEM_WORKER_THREADS); a client
+    // command keeps tokio's default, a thread a core.
+    if let Command::Serve(args) = &command {
+        runtime.worker_threads(args.worker_threads);
+    }
+    runtime.enable_all().build()?.block_on(run(command))
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
     let outcome = match command {
         Command::Serve(args) => return idem::app::run(*args).await,
         Command::Migrate(args) => return idem::app::migrate(args).await,
