@@ -35,14 +35,13 @@ fn cpu_cores() -> usize {
     std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
 }
 
-/// Half the cores, at least one: the runtime's threads only move requests
-/// and rows between sockets (decoding a large body runs on threads of its
-/// own), and each thread more costs every request cross-thread wake-ups,
-/// while Postgres, often on the same machine, needs the other cores. On 2
-/// cores one thread spent a quarter less CPU a 1-row POST than two (README,
-/// "Speed on every path").
+/// A thread a core, as tokio would choose. Fewer spend less CPU a request
+/// (fewer wake-ups across threads) and leave cores to a Postgres on the
+/// same machine, but serve less of what idem does alone: on 2 cores, one
+/// thread took 1-row POSTs from 0.52 to 0.70 of pgbench and uncached
+/// replays from 0.24 down to 0.16 (README, "Speed on every path").
 fn default_worker_threads() -> usize {
-    (cpu_cores() / 2).max(1)
+    cpu_cores()
 }
 
 #[derive(Clone, Debug, Args)]
@@ -58,7 +57,8 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Threads that serve requests (the async runtime's workers; default:
-    /// half the CPU cores, at least 1).
+    /// one a CPU core). Fewer spend less CPU a request and leave cores to a
+    /// Postgres on the same machine.
     #[arg(long, env = "IDEM_WORKER_THREADS", default_value_t = default_worker_threads(),
           value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u16).range(1..), usize::from))]
     pub worker_threads: usize,

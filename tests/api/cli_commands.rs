@@ -280,3 +280,18 @@ async fn idem_post_counts_its_batches_from_1() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn idem_serve_refuses_zero_worker_threads_before_it_starts() {
+    let args = [
+        "serve",
+        "--database-url",
+        "postgres://nobody@127.0.0.1:1/none",
+        "--worker-threads",
+        "0",
+    ];
+    let out = idem(&args, b"").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("--worker-threads"), "{stderr}");
+}

@@ -9,6 +9,10 @@ use crate::support::*;
 
 /// A larger pool than the default, so that three processes race for real.
 const POOL_OF_8: &[(&str, &str)] = &[("IDEM_POOL_SIZE", "8")];
+/// The same, served by one runtime thread (`IDEM_WORKER_THREADS`): its
+/// requests interleave on that thread instead of running side by side.
+const POOL_OF_8_ONE_THREAD: &[(&str, &str)] =
+    &[("IDEM_POOL_SIZE", "8"), ("IDEM_WORKER_THREADS", "1")];
 
 #[tokio::test]
 async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
@@ -17,7 +21,7 @@ async fn three_processes_racing_on_the_same_keys_write_each_key_once() {
     let processes = [
         Idem::start(&url, "processes-race-1", POOL_OF_8).await,
         Idem::start(&url, "processes-race-2", POOL_OF_8).await,
-        Idem::start(&url, "processes-race-3", POOL_OF_8).await,
+        Idem::start(&url, "processes-race-3", POOL_OF_8_ONE_THREAD).await,
     ];
     let client = client_with_token(ADMIN_TOKEN);
     declare_orders(&client, &processes[0].base).await;
