@@ -18,7 +18,7 @@ use super::encoding::Encoding;
 pub use super::encoding::{DecodeJob, Decoded, Quarantine, RepeatCheck};
 use super::{BodyReader, WriteError, WriteResult};
 use crate::ingest::formats::ReadError;
-use crate::ingest::{read_records, BadRow};
+use crate::ingest::BadRow;
 use crate::store::{StoreError, StoreResult};
 
 /// Chunks in flight between the decoder and COPY (bounds memory).
@@ -196,13 +196,7 @@ fn decode<R: io::Read>(
         Some(chunks) if decode_blocks::can_split(job) => {
             decode_blocks::decode_on_two_threads(job, &mut reader, chunks)
         }
-        chunks => {
-            let mut sink = Encoding::new(job, chunks, out_capacity);
-            sink.begin_copy_data();
-            let read_error =
-                read_records(job.format, &mut reader, &mut sink, job.max_record_bytes).err();
-            (sink, read_error)
-        }
+        chunks => Encoding::read_whole_body(job, chunks, out_capacity, &mut reader),
     };
     let whole = sink.close(read_error.as_ref());
     let body_sha256 = hex::encode(reader.into_inner().hash.finalize());

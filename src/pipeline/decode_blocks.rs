@@ -139,7 +139,7 @@ mod tests {
     use sha2::{Digest, Sha256};
 
     use super::*;
-    use crate::ingest::{read_records, EncodeOptions};
+    use crate::ingest::EncodeOptions;
     use crate::pipeline::encoding::{Decoded, RepeatCheck};
     use crate::schema::{TableDeclaration, TableDef};
 
@@ -216,9 +216,7 @@ mod tests {
 
     /// The body decoded by one sink, as `decode::decode_whole` does.
     fn in_one_piece(job: &DecodeJob, body: &[u8]) -> (Decoded, Option<Bytes>) {
-        let mut sink = Encoding::new(job, None, 0);
-        sink.begin_copy_data();
-        let read_error = read_records(job.format, body, &mut sink, job.max_record_bytes).err();
+        let (mut sink, read_error) = Encoding::read_whole_body(job, None, 0, body);
         let data = sink.close(read_error.as_ref());
         (sink.into_decoded(read_error, String::new()), data)
     }

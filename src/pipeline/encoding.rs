@@ -17,8 +17,8 @@ use crate::binary_copy;
 use crate::ingest::formats::ReadError;
 use crate::ingest::DELETED_FIELD;
 use crate::ingest::{
-    not_a_column, BadRow, BodyFormat, ContentDelta, ContentHash, EncodeOptions, ErrorLog,
-    RawRecord, RecordSink, RowEncoder, RowError,
+    not_a_column, read_records, BadRow, BodyFormat, ContentDelta, ContentHash, EncodeOptions,
+    ErrorLog, RawRecord, RecordSink, RowEncoder, RowError,
 };
 use crate::period::Period;
 use crate::schema::{SchemaPolicy, SchemaWants, TableDef};
@@ -292,6 +292,21 @@ impl<'d> Encoding<'d> {
             spool_error: None,
             csv_header: None,
         }
+    }
+
+    /// A sink for `job` (see `new`) that has read the whole of `body` on
+    /// this thread, and what stopped the reading early (a body that is
+    /// not of its format, or a failed read).
+    pub fn read_whole_body(
+        job: &'d DecodeJob,
+        chunks: Option<mpsc::Sender<io::Result<Bytes>>>,
+        out_capacity: usize,
+        body: impl io::BufRead,
+    ) -> (Self, Option<ReadError>) {
+        let mut sink = Encoding::new(job, chunks, out_capacity);
+        sink.begin_copy_data();
+        let read_error = read_records(job.format, body, &mut sink, job.max_record_bytes).err();
+        (sink, read_error)
     }
 
     /// Starts the COPY data (with its header: a sink of a part of a body
