@@ -138,20 +138,61 @@ checkpoint() { "${PSQL[@]}" -c checkpoint; }
 settle() { "${PSQL[@]}" -c 'vacuum (analyze)'; checkpoint; }
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$IDEM_PID/status"; }
 
+# Where a side's time goes when both sides share this machine's cores: the
+# CPU each process spent, from /proc. Postgres's counts only when it runs on
+# this machine: its postmaster is the checkpointer's parent.
+POSTMASTER_PID=$("${PSQL[@]}" -c "select pid from pg_stat_activity where backend_type = 'checkpointer'")
+POSTMASTER_PID=$(awk '$2 == "(postgres)" {print $4}' "/proc/$POSTMASTER_PID/stat" 2>/dev/null || true)
+CLOCK_TICKS=$(getconf CLK_TCK)
+# ticks_of PID: the clock ticks PID and the children it reaped have spent.
+ticks_of() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# cpu_ticks SHELL_PID: "CLIENT IDEM POSTGRES" ticks so far: the reaped
+# children of the shell SHELL_PID (pgbench, wrk: the caller's $BASHPID, read
+# before $(cpu_ticks …) forks a shell of its own), every idem process, and Postgres
+# (the postmaster, each of its processes, and those that ended).
+cpu_ticks() {
+  local idem=0 pg=0 pid
+  for pid in $IDEM_PID $(cat "$OUT/more-idem.pids" 2>/dev/null); do
+    idem=$((idem + $(ticks_of "$pid")))
+  done
+  if [ -n "$POSTMASTER_PID" ]; then
+    pg=$(ticks_of "$POSTMASTER_PID")
+    for pid in $(pgrep -P "$POSTMASTER_PID"); do pg=$((pg + $(ticks_of "$pid"))); done
+  fi
+  echo "$(awk '{print $16 + $17}' "/proc/$1/stat") $idem $pg"
+}
+# cpu_per NAME BEFORE AFTER COUNT: writes $OUT/cpu-NAME.txt, the µs of CPU
+# a transaction or request of client, idem and Postgres ("-" for Postgres
+# when it is not on this machine).
+cpu_per() {
+  python3 - "$2" "$3" "$4" "$CLOCK_TICKS" "${POSTMASTER_PID:--}" > "$OUT/cpu-$1.txt" <<'PY'
+import sys
+
+before, after, count, ticks, postmaster = sys.argv[1:]
+spent = [int(a) - int(b) for a, b in zip(after.split(), before.split())]
+each = [f"{s * 1e6 / int(ticks) / max(int(count), 1):.0f}" for s in spent]
+print(each[0], each[1], each[2] if postmaster != "-" else "-")
+PY
+}
+
 # pgbench_run NAME SCRIPT [pgbench options]: prints tps p50 p99 failed
 # (called in $(...), so that its failure stops the script); CLIENTS
-# clients, DURATION seconds, after `settle`.
+# clients, DURATION seconds, after `settle`; the CPU a transaction in
+# $OUT/cpu-pgbench-NAME.txt.
 pgbench_run() {
-  local name=$1 script=$2 log=$OUT/pgbench-$1-log
+  local name=$1 script=$2 log=$OUT/pgbench-$1-log before me=$BASHPID
   shift 2
   rm -f "$log".*
   settle
+  before=$(cpu_ticks "$me")
   if ! pgbench -n -c "$CLIENTS" -j 2 -T "$DURATION" -M prepared -f "$script" "$@" \
       --log --log-prefix="$log" "$DATABASE_URL" > "$OUT/pgbench-$name.txt" 2>&1; then
     echo "bench: pgbench ($name) failed; see $OUT/pgbench-$name.txt:" >&2
     grep -m 5 -i 'error' "$OUT/pgbench-$name.txt" >&2 || tail -n 20 "$OUT/pgbench-$name.txt" >&2
     exit 1
   fi
+  cpu_per "pgbench-$name" "$before" "$(cpu_ticks "$me")" \
+    "$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/pgbench-$name.txt")"
   python3 bench/pgbench_summary.py "$log" < "$OUT/pgbench-$name.txt"
 }
 # wrk_multi NAME LUA: one wrk per idem process of BASES, all at once, the
@@ -160,22 +201,28 @@ pgbench_run() {
 # each process's requests/s (comma-separated), after `settle`.
 wrk_multi() {
   settle
-  local i n=${#BASES[@]} pids=()
+  local i n=${#BASES[@]} pids=() before me=$BASHPID
+  before=$(cpu_ticks "$me")
   for i in $(seq "$n"); do
     IDEM_BENCH_WRK=$i wrk -t 1 -c $(((CLIENTS + n - i) / n)) -d "${DURATION}s" --latency -s "$2" \
       "${BASES[$((i - 1))]}" > "$OUT/wrk-$1-$i.txt" &
     pids+=($!)
   done
   wait "${pids[@]}"
+  cpu_per "idem-$1" "$before" "$(cpu_ticks "$me")" "$(cat "$OUT/wrk-$1-"*.txt | awk '/ requests in / {n += $1} END {print n}')"
   for i in $(seq "$n"); do python3 bench/wrk_summary.py < "$OUT/wrk-$1-$i.txt"; done |
     awk '{rps += $1; if ($2 > p50) p50 = $2; if ($3 > p99) p99 = $3; bad += $4; each = each (NR > 1 ? "," : "") $1}
          END {printf "%.0f %.2f %.2f %d %s\n", rps, p50, p99, bad, each}'
 }
 # wrk_run NAME LUA [THREADS]: prints requests/s p50 p99 non-2xx (environment
 # for the script from the caller); CLIENTS connections over THREADS threads
-# (default 1), DURATION seconds, after `settle`.
+# (default 1), DURATION seconds, after `settle`; the CPU a request in
+# $OUT/cpu-idem-NAME.txt.
 wrk_run() {
+  local before me=$BASHPID
   settle
+  before=$(cpu_ticks "$me")
   wrk -t "${3:-1}" -c "$CLIENTS" -d "${DURATION}s" --latency -s "$2" "$BASE" > "$OUT/wrk-$1.txt"
+  cpu_per "idem-$1" "$before" "$(cpu_ticks "$me")" "$(awk '/ requests in / {print $1}' "$OUT/wrk-$1.txt")"
   python3 bench/wrk_summary.py < "$OUT/wrk-$1.txt"
 }

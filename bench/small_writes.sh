@@ -88,25 +88,27 @@ check_rows() {
 }
 
 # Each measured pair is one line of $OUT/small-writes.tsv for the summary:
-# step, goal, what each side did, each side's requests/s p50 p99 failures.
+# step, goal, what each side did, each side's requests/s p50 p99 failures,
+# and each side's CPU a transaction or request (client idem Postgres, in µs;
+# from $OUT/cpu-PG_RUN.txt and cpu-IDEM_RUN.txt, see cpu_per).
 SUMMARY=$OUT/small-writes.tsv
 : > "$SUMMARY"
-record() { # record STEP GOAL PG_WHAT PG_FIGURES IDEM_WHAT IDEM_FIGURES
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$SUMMARY"
+record() { # record STEP GOAL PG_WHAT PG_FIGURES IDEM_WHAT IDEM_FIGURES PG_RUN IDEM_RUN
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${@:1:6}" "$(cat "$OUT/cpu-$7.txt")" "$(cat "$OUT/cpu-$8.txt")" >> "$SUMMARY"
 }
 
 echo "== (a) pgbench: key row + 1-row upsert, $CLIENTS clients, ${DURATION}s"
 A_PG=$(pgbench_run one bench/pgbench_one_row.sql -D n=0 -D ds="$DS_A")
 echo "== (a) idem: 1-row POSTs with new keys, $CLIENTS connections, ${DURATION}s"
 A_IDEM=$(IDEM_BENCH_ROWS=1 IDEM_BENCH_DS=$DS_A wrk_run one bench/post_unique.lua)
-record "(a) 1 row, new key" 0.7 "key row + 1-row upsert" "$A_PG" "1-row POST" "$A_IDEM"
+record "(a) 1 row, new key" 0.7 "key row + 1-row upsert" "$A_PG" "1-row POST" "$A_IDEM" pgbench-one idem-one
 check_rows one "$DS_A" 1
 
 echo "== (b) pgbench: key row + 100-row upsert, $CLIENTS clients, ${DURATION}s"
 B_PG=$(pgbench_run hundred bench/pgbench_100_rows.sql -D n=0 -D ds="$DS_B")
 echo "== (b) idem: 100-row POSTs with new keys, $CLIENTS connections, ${DURATION}s"
 B_IDEM=$(IDEM_BENCH_ROWS=100 IDEM_BENCH_DS=$DS_B wrk_run hundred bench/post_unique.lua)
-record "(b) 100 rows, new key" 0.7 "key row + 100-row upsert" "$B_PG" "100-row POST" "$B_IDEM"
+record "(b) 100 rows, new key" 0.7 "key row + 100-row upsert" "$B_PG" "100-row POST" "$B_IDEM" pgbench-hundred idem-hundred
 check_rows hundred "$DS_B" 100
 
 # post_keys NAME PREFIX COUNT (--body FILE | --rows FIRST_ID DS): COUNT
@@ -160,7 +162,7 @@ echo "== (c) pgbench: key row by primary key, $CLIENTS clients, ${DURATION}s"
 C_PG=$(pgbench_run replay bench/pgbench_key_read.sql -D keys="$KEYS" -D prefix=replay-)
 echo "== (c) idem: replays of the $KEYS keys, round-robin, $CLIENTS connections, ${DURATION}s"
 C_IDEM=$(KEYS=$KEYS BODY=$OUT/replay-body.ndjson wrk_run replay bench/post_replay.lua)
-record "(c) completed key, remembered" 0.5 "key row by primary key" "$C_PG" "replay" "$C_IDEM"
+record "(c) completed key, remembered" 0.5 "key row by primary key" "$C_PG" "replay" "$C_IDEM" pgbench-replay idem-replay
 
 echo "== (d) $OLD_KEYS keys with a row each, then $OTHER_WRITES other 1-row POSTs"
 OLD_ROW_BASE=3000000000000
@@ -180,16 +182,16 @@ echo "== (d) idem: replays of the $OLD_KEYS old keys, round-robin, $CLIENTS conn
 SCANS_BEFORE=$(key_scans)
 D_IDEM=$(KEYS=$OLD_KEYS KEY_PREFIX=old- ROW_BASE=$OLD_ROW_BASE ROW_DS=$DS_D wrk_run old bench/post_replay.lua)
 SCANS=$(( $(key_scans) - SCANS_BEFORE ))
-record "(d) completed key, not remembered" 0.5 "key row by primary key" "$D_PG" "replay" "$D_IDEM"
+record "(d) completed key, not remembered" 0.5 "key row by primary key" "$D_PG" "replay" "$D_IDEM" pgbench-old idem-old
 
 echo "== (e) two more idem processes on the same database"
 BASES=("$BASE" "$(start_idem)" "$(start_idem)")
 echo "== (e) idem x3: 1-row POSTs with new keys, $CLIENTS connections in all, ${DURATION}s"
 E_POSTS=$(IDEM_BENCH_ROWS=1 IDEM_BENCH_DS=$DS_E wrk_multi one-x3 bench/post_unique.lua)
-record "(e) 1 row, new key, 3 processes" 0.7 "(a)'s key row + 1-row upsert" "$A_PG" "1-row POST" "${E_POSTS% *}"
+record "(e) 1 row, new key, 3 processes" 0.7 "(a)'s key row + 1-row upsert" "$A_PG" "1-row POST" "${E_POSTS% *}" pgbench-one idem-one-x3
 echo "== (e) idem x3: replays of (d)'s keys, made by the first process, ${DURATION}s"
 E_REPLAYS=$(KEYS=$OLD_KEYS KEY_PREFIX=old- ROW_BASE=$OLD_ROW_BASE ROW_DS=$DS_D wrk_multi old-x3 bench/post_replay.lua)
-record "(e) completed key, not remembered, 3 processes" 0.5 "(d)'s key row by primary key" "$D_PG" "replay" "${E_REPLAYS% *}"
+record "(e) completed key, not remembered, 3 processes" 0.5 "(d)'s key row by primary key" "$D_PG" "replay" "${E_REPLAYS% *}" pgbench-old idem-old-x3
 
 echo "== (f) $TABLES tables on each side: declared over the API, made in bench by SQL"
 # many_tables_curl NAME KIND: one curl for a request to each table, 8 at a
@@ -281,10 +283,10 @@ SQL
 echo "   made in $(elapsed "$T0" "$(now)") s"
 F_CLIENTS=16
 echo "== (f) pgbench: key row + 1-row insert into 1 of $TABLES tables, $F_CLIENTS clients, ${DURATION}s"
-F_PG=$(CLIENTS=$F_CLIENTS pgbench_run many bench/pgbench_many_tables.sql -D n=0 -D ds="$DS_F")
+F_PG=$(CLIENTS=$F_CLIENTS pgbench_run many bench/pgbench_many_tables.sql -D n=0 -D ds="$DS_F" -D tables="$TABLES")
 echo "== (f) idem: 1-row appends with new keys to 1 of $TABLES tables, $F_CLIENTS connections, ${DURATION}s"
 F_IDEM=$(CLIENTS=$F_CLIENTS IDEM_BENCH_TABLES=$TABLES IDEM_BENCH_DS=$DS_F wrk_run many bench/post_many_tables.lua)
-record "(f) 1 row to 1 of $TABLES tables, 16 connections" 0.5 "key row + 1-row insert" "$F_PG" "1-row append" "$F_IDEM"
+record "(f) 1 row to 1 of $TABLES tables, 16 connections" 0.5 "key row + 1-row insert" "$F_PG" "1-row append" "$F_IDEM" pgbench-many idem-many
 echo "   idem's peak RSS: $(peak_rss_mb) MB"
 TXNS=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/pgbench-many.txt")
 REQUESTS=$(awk '/ requests in / {print $1}' "$OUT/wrk-many.txt")

@@ -3,7 +3,9 @@
 usage: small_writes_summary.py MACHINE SERVER SECONDS SUMMARY_TSV
          ONE_POSTS THREE_POSTS ONE_REPLAYS THREE_REPLAYS EACH_REPLAYS SCANS
 SUMMARY_TSV: a line per step: step, goal (idem/pgbench), pgbench's work,
-pgbench's "tx/s p50 p99 failed", idem's work, idem's "requests/s p50 p99 non-2xx".
+pgbench's "tx/s p50 p99 failed", idem's work, idem's "requests/s p50 p99 non-2xx",
+and the CPU µs a transaction, then a request, of "client idem postgres"
+(postgres "-" when it runs on another machine).
 The rest compares one idem process with three (requests/s), EACH_REPLAYS the
 three processes' replay rates (the first made the keys), SCANS the index
 scans of the keys table during (d).
@@ -16,12 +18,30 @@ each_replays = [float(v) for v in sys.argv[9].split(",")]
 scans = int(sys.argv[10])
 
 ok = lambda good: "ok" if good else "MISSED"
+
+
+def print_cpu(pg_cpu, idem_cpu):
+    """Where each side's CPU went, and the ratio the two totals allow: on
+    shared cores, a side that needs more CPU a request cannot run faster."""
+    pgbench, _, pg_postgres = pg_cpu.split()
+    wrk, idem, idem_postgres = idem_cpu.split()
+    if "-" in (pg_postgres, idem_postgres):
+        print(f"    CPU µs: pgbench {pgbench} a transaction; wrk {wrk}, idem {idem} a request "
+              "(Postgres is not on this machine)")
+        return
+    pg_total = int(pgbench) + int(pg_postgres)
+    idem_total = int(wrk) + int(idem) + int(idem_postgres)
+    print(f"    CPU µs a transaction: pgbench {pgbench} + Postgres {pg_postgres} = {pg_total}; "
+          f"a request: wrk {wrk} + idem {idem} + Postgres {idem_postgres} = {idem_total} "
+          f"(ratio at equal CPU: {pg_total / max(idem_total, 1):.2f})")
+
+
 print()
 print(f"machine: {machine}; PostgreSQL {server}; 32 connections, {seconds} s each")
 print(f"{'':44} {'requests/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
 bad = []
 for line in open(summary):
-    step, goal, pg_what, pg, idem_what, idem = line.rstrip("\n").split("\t")
+    step, goal, pg_what, pg, idem_what, idem, pg_cpu, idem_cpu = line.rstrip("\n").split("\t")
     pg_rps, pg50, pg99, pg_bad = pg.split()
     rps, p50, p99, non2xx = idem.split()
     print(step)
@@ -29,6 +49,7 @@ for line in open(summary):
     print(f"    idem: {idem_what:<37} {float(rps):10,.0f} {float(p50):8.2f} {float(p99):8.2f}   non-2xx {non2xx}")
     ratio = float(rps) / float(pg_rps)
     print(f"    ratio idem/pgbench: {ratio:.2f} (goal >= {goal}: {ok(ratio >= float(goal))})")
+    print_cpu(pg_cpu, idem_cpu)
     if int(pg_bad) or int(non2xx):
         bad.append(step)
 print("3 processes against one")
