@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use crate::ingest::formats::DEFAULT_MAX_ROW_GROUP_BYTES;
+
 #[derive(Clone, Debug, Args)]
 pub struct DatabaseArgs {
     /// Postgres connection URL.
@@ -87,6 +89,11 @@ pub struct Settings {
     /// memory than this.
     #[arg(long, env = "IDEM_MAX_RECORD_BYTES", default_value_t = 4 * MIB)]
     pub max_record_bytes: u64,
+    /// Largest row group of a Parquet body, in bytes uncompressed: what
+    /// reading one row group may hold in memory. A body with a larger one
+    /// is refused (413) before any row is written.
+    #[arg(long, env = "IDEM_MAX_ROW_GROUP_BYTES", default_value_t = DEFAULT_MAX_ROW_GROUP_BYTES)]
+    pub max_row_group_bytes: u64,
     /// Most bytes a gzip body may unpack to per byte sent (a body that
     /// unpacks to less than 1 MiB is never refused for it).
     #[arg(long, env = "IDEM_MAX_GZIP_RATIO", default_value_t = 100)]
@@ -305,6 +312,7 @@ impl Default for Settings {
             max_put_body_bytes: 4 * GIB,
             max_post_body_bytes: 256 * MIB,
             max_record_bytes: 4 * MIB,
+            max_row_group_bytes: DEFAULT_MAX_ROW_GROUP_BYTES,
             max_gzip_ratio: 100,
             max_listed_errors: 100,
             max_connections_per_client: 256,

@@ -7,7 +7,9 @@ use std::ops::ControlFlow;
 use super::cell::parse_text;
 use super::temporal::parse_timestamp;
 use super::temporal::Infinity;
-use super::{read_records, BodyFormat, RawField, RawRecord, RecordSink, RowError, DELETED_FIELD};
+use super::{
+    read_records, BodyFormat, RawField, RawRecord, ReadLimits, RecordSink, RowError, DELETED_FIELD,
+};
 use crate::names::{ColumnName, TableName};
 use crate::schema::{check_width, Column, ColumnType, SchemaError, SchemaPolicy, TableDef};
 
@@ -117,7 +119,12 @@ pub fn infer_table(
     let mut guess = Guess::default();
     // The sample may end inside a record; what could not be read is ignored
     // here and reported by the real pass over the whole body.
-    let _ = read_records(format, head, &mut guess, head.len());
+    let _ = read_records(
+        format,
+        head,
+        &mut guess,
+        &ReadLimits::records_up_to(head.len()),
+    );
     let mut columns = Vec::with_capacity(guess.columns.len() + 1);
     // A tombstone's mark is no column: the table made has no key, and the
     // rows that carry it are refused for that (see `not_a_column`).

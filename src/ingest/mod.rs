@@ -24,7 +24,7 @@ pub use column_hint::not_a_column;
 pub use encode::{EncodeOptions, EncodedRow, RowEncoder};
 pub use formats::{
     read_ndjson_block, read_records, BodyFormat, LineBlock, LineBlocks, RawField, RawRecord,
-    RecordSink, DELETED_FIELD,
+    ReadLimits, RecordSink, DELETED_FIELD,
 };
 pub use hash::{ContentDelta, ContentHash};
 

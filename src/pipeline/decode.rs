@@ -137,6 +137,17 @@ pub fn verdict(mut decoded: Decoded) -> WriteResult<Decoded> {
                 rows_received,
             })
         }
+        Some(ReadError::RowGroupTooLarge {
+            row_group,
+            bytes,
+            max,
+        }) => {
+            return Err(WriteError::RowGroupTooLarge {
+                row_group: *row_group,
+                bytes: *bytes,
+                max: *max,
+            })
+        }
         None => {}
     }
     if !decoded.wants.is_empty() {

@@ -166,6 +166,7 @@ mod tests {
             hash_prefix: Sha256::new(),
             max_listed_errors: 5,
             max_record_bytes,
+            max_row_group_bytes: crate::ingest::formats::DEFAULT_MAX_ROW_GROUP_BYTES,
             quarantine: None,
             spool_dir: None,
             collect_wants: false,

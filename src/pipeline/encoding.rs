@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::body::CHUNK_BYTES;
 use crate::binary_copy;
-use crate::ingest::formats::ReadError;
+use crate::ingest::formats::{ReadError, ReadLimits};
 use crate::ingest::DELETED_FIELD;
 use crate::ingest::{
     not_a_column, read_records, BadRow, BodyFormat, ContentDelta, ContentHash, EncodeOptions,
@@ -84,6 +84,8 @@ pub struct DecodeJob {
     pub max_listed_errors: usize,
     /// The largest record (see `read_records`).
     pub max_record_bytes: usize,
+    /// A Parquet body's largest row group, uncompressed.
+    pub max_row_group_bytes: u64,
     /// What becomes of bad rows other than refusing the body (`None`: the
     /// body is refused on any bad row).
     pub quarantine: Option<Quarantine>,
@@ -237,6 +239,11 @@ impl RecordSink for Encoding<'_> {
         Err(first)
     }
 
+    /// Only a quarantine keeps a bad row's raw form.
+    fn wants_raw(&self) -> bool {
+        self.rejects.is_some()
+    }
+
     fn record(
         &mut self,
         raw: Option<&[u8]>,
@@ -305,7 +312,12 @@ impl<'d> Encoding<'d> {
     ) -> (Self, Option<ReadError>) {
         let mut sink = Encoding::new(job, chunks, out_capacity);
         sink.begin_copy_data();
-        let read_error = read_records(job.format, body, &mut sink, job.max_record_bytes).err();
+        let limits = ReadLimits {
+            max_record: job.max_record_bytes,
+            max_row_group_bytes: job.max_row_group_bytes,
+            spool_dir: job.spool_dir.clone(),
+        };
+        let read_error = read_records(job.format, body, &mut sink, &limits).err();
         (sink, read_error)
     }
 

@@ -33,6 +33,16 @@ pub enum WriteError {
         max: usize,
         rows_received: u64,
     },
+    /// A Parquet row group past `IDEM_MAX_ROW_GROUP_BYTES`, found before
+    /// any row was read.
+    #[error(
+        "row group {row_group} of the Parquet file holds {bytes} bytes uncompressed, more than the limit of {max}; nothing was written"
+    )]
+    RowGroupTooLarge {
+        row_group: usize,
+        bytes: u64,
+        max: u64,
+    },
     /// `count` of the `rows_received` rows were bad; `errors` lists the first of them.
     #[error("{count} row(s) were refused; nothing was written")]
     BadRows {
@@ -92,7 +102,9 @@ impl WriteError {
             WriteError::Body(e) => e.code(),
             WriteError::Malformed { .. } => ProblemCode::MalformedBody,
             WriteError::BadRows { .. } => ProblemCode::BadRows,
-            WriteError::RecordTooLarge { .. } => ProblemCode::RecordTooLarge,
+            WriteError::RecordTooLarge { .. } | WriteError::RowGroupTooLarge { .. } => {
+                ProblemCode::RecordTooLarge
+            }
             WriteError::TableNotFound(_) => ProblemCode::TableNotFound,
             WriteError::Mode(_) => ProblemCode::InvalidRequest,
             WriteError::Inferred(e) => e.code(),

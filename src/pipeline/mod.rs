@@ -225,6 +225,7 @@ impl Pipeline {
             hash_prefix: Sha256::default(),
             max_listed_errors: self.settings.max_listed_errors,
             max_record_bytes: self.settings.max_record_bytes(),
+            max_row_group_bytes: self.settings.max_row_group_bytes,
             quarantine: None,
             spool_dir: self.settings.spool_dir.clone(),
             collect_wants: false,
@@ -244,7 +245,10 @@ impl Pipeline {
         if let Some(def) = catalog::table_def(&mut *conn, table).await? {
             return Ok((Target::Stored(def), body));
         }
-        if !self.settings.auto_create_tables {
+        // A columnar body's schema is not read for a table yet: its
+        // table must be declared first.
+        let columnar = matches!(format, BodyFormat::Parquet | BodyFormat::ArrowStream);
+        if !self.settings.auto_create_tables || columnar {
             return Err(WriteError::TableNotFound(table.clone()));
         }
         let mut head = Vec::with_capacity(64 * 1024);

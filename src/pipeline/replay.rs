@@ -336,7 +336,9 @@ fn replay_body(
     let records = rejects.iter().filter_map(|r| r.raw.as_deref());
     let mut body = Vec::new();
     match format {
-        BodyFormat::Ndjson => {
+        // A columnar body's bad rows are kept as NDJSON lines
+        // (`BodyFormat::of_raw_records`).
+        BodyFormat::Ndjson | BodyFormat::Parquet | BodyFormat::ArrowStream => {
             for record in records {
                 body.extend_from_slice(record);
                 body.push(b'\n');

@@ -60,7 +60,7 @@ impl LoadTicket {
             load_id: self.load_id,
             origin,
             mode,
-            format: format.name(),
+            format: format.of_raw_records().name(),
             ds: self.ds,
             idempotency_key: self.idempotency_key.clone(),
             received_at: self.started_at,

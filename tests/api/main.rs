@@ -12,6 +12,7 @@ mod cli_channels;
 mod cli_commands;
 mod cli_loads;
 mod cli_put_post;
+mod columnar;
 mod concurrency;
 mod container;
 mod drop_table;

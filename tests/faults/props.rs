@@ -6,8 +6,8 @@
 use std::ops::ControlFlow;
 
 use idem::ingest::{
-    read_records, BodyFormat, ContentHash, EncodeOptions, ErrorLog, RawRecord, RecordSink,
-    RowEncoder, RowError,
+    read_records, BodyFormat, ContentHash, EncodeOptions, ErrorLog, RawRecord, ReadLimits,
+    RecordSink, RowEncoder, RowError,
 };
 use idem::names::{ColumnName, TableName};
 use idem::schema::{TableDeclaration, TableDef};
@@ -105,7 +105,12 @@ fn decode(format: BodyFormat, body: &[u8], put: bool) -> (Sink<'static>, bool) {
     static ORDERS_DEF: std::sync::OnceLock<TableDef> = std::sync::OnceLock::new();
     let def = ORDERS_DEF.get_or_init(orders);
     let mut sink = Sink::new(def, if put { day() } else { None });
-    let read = read_records(format, body, &mut sink, 64 * 1024);
+    let read = read_records(
+        format,
+        body,
+        &mut sink,
+        &ReadLimits::records_up_to(64 * 1024),
+    );
     (sink, read.is_ok())
 }
 

@@ -9,8 +9,12 @@ mod fixtures;
 mod http;
 mod postgres;
 mod process;
+mod python;
 
 pub use fixtures::*;
 pub use http::*;
 pub use postgres::*;
 pub use process::*;
+// Only the API suite writes columnar files.
+#[allow(unused_imports)]
+pub use python::*;

@@ -1,8 +1,11 @@
-//! Body formats (NDJSON, a JSON array, CSV) split into raw records, streaming
-//! from any `BufRead`. A record keeps its line number so that every error can
+//! Body formats (NDJSON, a JSON array, CSV; Parquet and Arrow IPC streams)
+//! split into raw records, streaming from any `BufRead`. A record keeps its
+//! line number (a columnar body's: its row number) so that every error can
 //! name where it is; a record that cannot be read is reported and skipped, so
 //! one request can list all of its bad rows.
 
+mod arrow_text;
+mod columnar;
 mod csv;
 mod csv_reader;
 mod json_array;
@@ -14,8 +17,12 @@ use std::io::{self, BufRead, Read};
 
 pub use line_blocks::{LineBlock, LineBlocks};
 pub use ndjson::{parse_object, read_ndjson_block};
-pub use record::{RawField, RawRecord, ReadError, RecordSink, DELETED_FIELD};
+pub use record::{
+    RawField, RawRecord, ReadError, ReadLimits, RecordSink, DEFAULT_MAX_ROW_GROUP_BYTES,
+    DELETED_FIELD,
+};
 
+use columnar::{read_arrow_stream, read_parquet};
 use csv::read_csv;
 use json_array::read_json_array;
 use ndjson::read_ndjson;
@@ -25,14 +32,23 @@ pub enum BodyFormat {
     Ndjson,
     JsonArray,
     Csv,
+    Parquet,
+    /// An Arrow IPC stream.
+    ArrowStream,
 }
 
 impl BodyFormat {
     /// The format `name` names.
     pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Ndjson, Self::JsonArray, Self::Csv]
-            .into_iter()
-            .find(|f| f.name() == name)
+        [
+            Self::Ndjson,
+            Self::JsonArray,
+            Self::Csv,
+            Self::Parquet,
+            Self::ArrowStream,
+        ]
+        .into_iter()
+        .find(|f| f.name() == name)
     }
 
     /// The format's short name, as the rejects store keeps it.
@@ -41,6 +57,17 @@ impl BodyFormat {
             Self::Ndjson => "ndjson",
             Self::JsonArray => "json",
             Self::Csv => "csv",
+            Self::Parquet => "parquet",
+            Self::ArrowStream => "arrow",
+        }
+    }
+
+    /// The format a bad row's raw form is kept in (and replayed from): a
+    /// columnar body's row is kept as an NDJSON line.
+    pub fn of_raw_records(self) -> Self {
+        match self {
+            Self::Parquet | Self::ArrowStream => Self::Ndjson,
+            text => text,
         }
     }
 
@@ -60,24 +87,33 @@ impl BodyFormat {
             | "application/jsonlines" => Some(Self::Ndjson),
             "application/json" => Some(Self::JsonArray),
             "text/csv" => Some(Self::Csv),
+            "application/vnd.apache.parquet" | "application/x-parquet" => Some(Self::Parquet),
+            "application/vnd.apache.arrow.stream" => Some(Self::ArrowStream),
             _ => None,
         }
     }
 }
+
 /// Reads every record of the body into `sink`. No record is held in memory
 /// past `max_record` bytes: a larger NDJSON line or JSON array element is a
 /// bad row (skipped, reading goes on); a larger CSV record ends the body.
+/// A Parquet body is spooled whole to a temporary file (gone when read) and
+/// refused whole if a row group is larger than `max_row_group_bytes`.
 pub fn read_records<R: BufRead>(
     format: BodyFormat,
     reader: R,
     sink: &mut impl RecordSink,
-    max_record: usize,
+    limits: &ReadLimits,
 ) -> Result<(), ReadError> {
-    let reader = without_byte_order_mark(reader)?;
+    let max_record = limits.max_record;
     match format {
-        BodyFormat::Ndjson => read_ndjson(reader, sink, max_record),
-        BodyFormat::JsonArray => read_json_array(reader, sink, max_record),
-        BodyFormat::Csv => read_csv(reader, sink, max_record),
+        BodyFormat::Ndjson => read_ndjson(without_byte_order_mark(reader)?, sink, max_record),
+        BodyFormat::JsonArray => {
+            read_json_array(without_byte_order_mark(reader)?, sink, max_record)
+        }
+        BodyFormat::Csv => read_csv(without_byte_order_mark(reader)?, sink, max_record),
+        BodyFormat::Parquet => read_parquet(reader, sink, limits),
+        BodyFormat::ArrowStream => read_arrow_stream(reader, sink),
     }
 }
 
@@ -152,7 +188,12 @@ mod tests {
 
     fn read(format: BodyFormat, body: &str) -> (Collect, Result<(), ReadError>) {
         let mut c = Collect::default();
-        let r = read_records(format, body.as_bytes(), &mut c, 1 << 20);
+        let r = read_records(
+            format,
+            body.as_bytes(),
+            &mut c,
+            &ReadLimits::records_up_to(1 << 20),
+        );
         (c, r)
     }
 
@@ -201,7 +242,13 @@ mod tests {
         let long = format!("{{\"a\":\"{}\"}}", "x".repeat(5000));
         let ndjson = format!("{{\"a\":1}}\n{long}\n{{\"a\":2}}\n");
         let mut c = Collect::default();
-        assert!(read_records(BodyFormat::Ndjson, ndjson.as_bytes(), &mut c, 1000).is_ok());
+        assert!(read_records(
+            BodyFormat::Ndjson,
+            ndjson.as_bytes(),
+            &mut c,
+            &ReadLimits::records_up_to(1000)
+        )
+        .is_ok());
         assert_eq!(c.rows.len(), 2);
         assert_eq!(
             c.rows[1].0, 3,
@@ -213,7 +260,13 @@ mod tests {
 
         let array = format!("[{{\"a\":1}},\n{long},\n{{\"a\":2}}]");
         let mut c = Collect::default();
-        assert!(read_records(BodyFormat::JsonArray, array.as_bytes(), &mut c, 1000).is_ok());
+        assert!(read_records(
+            BodyFormat::JsonArray,
+            array.as_bytes(),
+            &mut c,
+            &ReadLimits::records_up_to(1000)
+        )
+        .is_ok());
         assert_eq!(c.rows.len(), 2);
         assert_eq!(c.errors.len(), 1);
         assert_eq!(c.errors[0].line, 2);
@@ -225,7 +278,12 @@ mod tests {
         let field = "y".repeat(256 * 1024);
         let body = format!("a,b\n1,x\n2,{field}\n3,z\n");
         let mut c = Collect::default();
-        let r = read_records(BodyFormat::Csv, body.as_bytes(), &mut c, max);
+        let r = read_records(
+            BodyFormat::Csv,
+            body.as_bytes(),
+            &mut c,
+            &ReadLimits::records_up_to(max),
+        );
         assert!(
             matches!(r, Err(ReadError::RecordTooLarge { max: 1000, .. })),
             "{r:?}"
@@ -236,7 +294,7 @@ mod tests {
             BodyFormat::Csv,
             header.as_bytes(),
             &mut Collect::default(),
-            max,
+            &ReadLimits::records_up_to(max),
         );
         assert!(matches!(r, Err(ReadError::RecordTooLarge { .. })), "{r:?}");
         // Records within the limit pass, however many there are.
@@ -244,7 +302,13 @@ mod tests {
             .chain((0..20_000).map(|i| format!("{i}\n")))
             .collect();
         let mut c = Collect::default();
-        assert!(read_records(BodyFormat::Csv, many.as_bytes(), &mut c, 10).is_ok());
+        assert!(read_records(
+            BodyFormat::Csv,
+            many.as_bytes(),
+            &mut c,
+            &ReadLimits::records_up_to(10)
+        )
+        .is_ok());
         assert_eq!(c.rows.len(), 20_000);
     }
 

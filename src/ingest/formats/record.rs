@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::io;
 use std::ops::ControlFlow;
+use std::path::PathBuf;
 
 use serde_json::value::RawValue;
 
@@ -36,6 +37,11 @@ pub trait RecordSink {
         raw: Option<&[u8]>,
         record: Result<RawRecord<'_>, RowError>,
     ) -> ControlFlow<()>;
+    /// Whether `record` needs each record's raw form: a reader that must
+    /// write it (a columnar row as JSON) skips that work when not.
+    fn wants_raw(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Debug)]
@@ -48,6 +54,13 @@ pub enum ReadError {
     RecordTooLarge {
         line: u64,
         max: usize,
+    },
+    /// A Parquet row group (numbered from 1) larger than the bound: it
+    /// would be held in memory whole, so the body is refused before any row.
+    RowGroupTooLarge {
+        row_group: usize,
+        bytes: u64,
+        max: u64,
     },
     Io(io::Error),
 }
@@ -66,3 +79,29 @@ impl From<io::Error> for ReadError {
 /// The field that marks a tombstone in `POST /rows` merge mode: the one
 /// field of idem's own a record may carry.
 pub const DELETED_FIELD: &str = "_deleted";
+
+/// What bounds the reading of one body.
+#[derive(Clone, Debug)]
+pub struct ReadLimits {
+    /// No record is held in memory past this many bytes (see `read_records`).
+    pub max_record: usize,
+    /// A Parquet body's largest row group, uncompressed.
+    pub max_row_group_bytes: u64,
+    /// Where a Parquet body is spooled (the system's temporary directory
+    /// when `None`).
+    pub spool_dir: Option<PathBuf>,
+}
+
+impl ReadLimits {
+    /// Limits for text formats alone (a columnar body gets the defaults).
+    pub fn records_up_to(max_record: usize) -> Self {
+        ReadLimits {
+            max_record,
+            max_row_group_bytes: DEFAULT_MAX_ROW_GROUP_BYTES,
+            spool_dir: None,
+        }
+    }
+}
+
+/// `IDEM_MAX_ROW_GROUP_BYTES`' default: 128 MiB.
+pub const DEFAULT_MAX_ROW_GROUP_BYTES: u64 = 128 << 20;

@@ -1,0 +1,282 @@
+//! Columnar bodies: an Arrow IPC stream, read batch by batch as it arrives,
+//! and a Parquet file, spooled to a temporary file first (its footer, which
+//! says where its rows are, comes last) and read a batch at a time, no row
+//! group over a bound. Each row reaches the sink as a record of text fields
+//! (`arrow_text`), numbered from 1 in the body's order, so its values are
+//! typed and checked as a CSV record's are; its raw form (a bad row's, kept
+//! under quarantine) is the row as one JSON object, an NDJSON line.
+
+use std::borrow::Cow;
+use std::io::{self, Read};
+use std::ops::ControlFlow;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_ipc::reader::StreamReader;
+use arrow_schema::{ArrowError, DataType, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::errors::ParquetError;
+
+use super::arrow_text::{unsupported, write_json, write_text};
+use super::record::{RawField, RawRecord, ReadError, ReadLimits, RecordSink};
+use crate::ingest::RowError;
+
+/// Rows a batch read from Parquet holds (an Arrow stream's batches are the
+/// ones it was written in).
+const PARQUET_BATCH_ROWS: usize = 8192;
+
+pub(super) fn read_arrow_stream<R: Read>(
+    reader: R,
+    sink: &mut impl RecordSink,
+) -> Result<(), ReadError> {
+    let stream = StreamReader::try_new(reader, None)
+        .map_err(|e| arrow_error(e, 1, "the body is not an Arrow IPC stream"))?;
+    let mut rows = Rows::default();
+    rows.start(&stream.schema(), sink)?;
+    for batch in stream {
+        let batch =
+            batch.map_err(|e| arrow_error(e, rows.next(), "the Arrow stream breaks off"))?;
+        if rows.feed(&batch, sink)?.is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn read_parquet<R: Read>(
+    mut reader: R,
+    sink: &mut impl RecordSink,
+    limits: &ReadLimits,
+) -> Result<(), ReadError> {
+    let mut file = match &limits.spool_dir {
+        Some(dir) => tempfile::tempfile_in(dir)?,
+        None => tempfile::tempfile()?,
+    };
+    io::copy(&mut reader, &mut file)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+        parquet_error(
+            e,
+            1,
+            "the body is not a Parquet file, or its footer is broken",
+        )
+    })?;
+    let largest = builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .enumerate()
+        .find_map(|(i, group)| {
+            let bytes = u64::try_from(group.total_byte_size()).unwrap_or(u64::MAX);
+            (bytes > limits.max_row_group_bytes).then_some((i + 1, bytes))
+        });
+    if let Some((row_group, bytes)) = largest {
+        return Err(ReadError::RowGroupTooLarge {
+            row_group,
+            bytes,
+            max: limits.max_row_group_bytes,
+        });
+    }
+    let mut rows = Rows::default();
+    rows.start(builder.schema(), sink)?;
+    let batches = builder
+        .with_batch_size(PARQUET_BATCH_ROWS)
+        .build()
+        .map_err(|e| parquet_error(e, 1, "the Parquet file cannot be read"))?;
+    for batch in batches {
+        let batch = batch.map_err(|e| arrow_error(e, rows.next(), "the Parquet file is broken"))?;
+        if rows.feed(&batch, sink)?.is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The rows of one body, fed batch after batch.
+#[derive(Default)]
+struct Rows {
+    /// Rows fed so far.
+    fed: u64,
+}
+
+impl Rows {
+    /// The number of the next row.
+    fn next(&self) -> u64 {
+        self.fed + 1
+    }
+
+    /// Checks the schema once, before any row: every column's type has an
+    /// idem column type, and its names pass the sink's header check (as a
+    /// CSV header's do).
+    fn start(&self, schema: &Schema, sink: &mut impl RecordSink) -> Result<(), ReadError> {
+        for field in schema.fields() {
+            if let Some(why) = unsupported(field.data_type()) {
+                return Err(ReadError::Malformed(RowError {
+                    line: 1,
+                    record: 0,
+                    column: Some(field.name().clone()),
+                    message: format!("column of type {}: {why}", field.data_type()),
+                }));
+            }
+        }
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        sink.header(b"", &names).map_err(ReadError::Malformed)
+    }
+
+    /// Feeds each row of `batch` to `sink` as a record of text fields.
+    fn feed(
+        &mut self,
+        batch: &RecordBatch,
+        sink: &mut impl RecordSink,
+    ) -> Result<ControlFlow<()>, ReadError> {
+        let columns = batch
+            .columns()
+            .iter()
+            .map(unpack)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| arrow_error(e, self.next(), "a dictionary column cannot be read"))?;
+        let schema = batch.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let wants_raw = sink.wants_raw();
+        let (mut text, mut spans, mut raw) = (String::new(), Vec::new(), String::new());
+        for row in 0..batch.num_rows() {
+            self.fed += 1;
+            let cells = write_cells(&columns, row, &mut text, &mut spans);
+            // A row that cannot be written out cannot be kept either: its
+            // reject has no raw form (as a record over the size limit).
+            let raw = (wants_raw && cells.is_ok() && row_as_json(&names, &columns, row, &mut raw))
+                .then_some(raw.as_bytes());
+            let flow = match cells {
+                Ok(()) => {
+                    let fields: Vec<(Cow<'_, str>, RawField<'_>)> = names
+                        .iter()
+                        .zip(&spans)
+                        .map(|(name, span)| {
+                            let value = span.map(|(start, end)| &text[start..end]);
+                            (Cow::Borrowed(*name), RawField::Text(value))
+                        })
+                        .collect();
+                    let record = RawRecord {
+                        line: self.fed,
+                        record: self.fed,
+                        fields: &fields,
+                    };
+                    sink.record(raw, Ok(record))
+                }
+                Err((column, message)) => {
+                    let error = RowError {
+                        line: self.fed,
+                        record: self.fed,
+                        column: Some(names[column].to_string()),
+                        message,
+                    };
+                    sink.record(None, Err(error))
+                }
+            };
+            if flow.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// Writes each cell of `row` into `text`, its span (`None`: null) into
+/// `spans`; or the first column whose value no column can hold, and why.
+fn write_cells(
+    columns: &[ArrayRef],
+    row: usize,
+    text: &mut String,
+    spans: &mut Vec<Option<(usize, usize)>>,
+) -> Result<(), (usize, String)> {
+    text.clear();
+    spans.clear();
+    for (i, column) in columns.iter().enumerate() {
+        let start = text.len();
+        let present = write_text(column.as_ref(), row, text).map_err(|why| (i, why))?;
+        spans.push(present.then_some((start, text.len())));
+    }
+    Ok(())
+}
+
+/// A dictionary-encoded column as its values, once a batch (a cell at a
+/// time would look its key up through the whole key array).
+fn unpack(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+    if !matches!(column.data_type(), DataType::Dictionary(..)) {
+        return Ok(column.clone());
+    }
+    let dictionary = column.as_any_dictionary();
+    arrow_select::take::take(dictionary.values().as_ref(), dictionary.keys(), None)
+}
+
+/// The row as one JSON object, its columns in the body's order, into `out`
+/// (emptied first); `false` when a value could not be written.
+fn row_as_json(names: &[&str], columns: &[ArrayRef], row: usize, out: &mut String) -> bool {
+    out.clear();
+    out.push('{');
+    for (name, column) in names.iter().zip(columns) {
+        // A nested column can only fill a jsonb column, whose SQL NULL an
+        // NDJSON line writes by leaving the field out (`null` is jsonb's).
+        if column.is_null(row) && is_nested(column.data_type()) {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(name).unwrap_or_default());
+        out.push(':');
+        if write_json(column.as_ref(), row, out).is_err() {
+            return false;
+        }
+    }
+    out.push('}');
+    true
+}
+
+fn is_nested(ty: &DataType) -> bool {
+    matches!(
+        ty,
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+            | DataType::Struct(_)
+            | DataType::Map(..)
+    )
+}
+
+/// An I/O failure of the body stays one (a body over its limit, a client
+/// gone); anything else is a broken body, at row `line`.
+fn arrow_error(e: ArrowError, line: u64, what: &str) -> ReadError {
+    match e {
+        // The body ended inside a message: it was sent short.
+        ArrowError::IoError(_, e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            broken(line, what, &e.to_string())
+        }
+        ArrowError::IoError(_, e) => ReadError::Io(e),
+        ArrowError::ExternalError(e) => match e.downcast::<io::Error>() {
+            Ok(e) => ReadError::Io(*e),
+            Err(e) => broken(line, what, &e.to_string()),
+        },
+        other => broken(line, what, &other.to_string()),
+    }
+}
+
+fn parquet_error(e: ParquetError, line: u64, what: &str) -> ReadError {
+    match e {
+        ParquetError::External(e) => match e.downcast::<io::Error>() {
+            Ok(e) => ReadError::Io(*e),
+            Err(e) => broken(line, what, &e.to_string()),
+        },
+        other => broken(line, what, &other.to_string()),
+    }
+}
+
+fn broken(line: u64, what: &str, detail: &str) -> ReadError {
+    ReadError::Malformed(RowError {
+        line,
+        record: line.saturating_sub(1),
+        column: None,
+        message: format!("{what}: {detail}"),
+    })
+}

@@ -1,0 +1,291 @@
+//! Parquet and Arrow IPC stream bodies, written by pyarrow (an independent
+//! writer): every Arrow type idem maps onto a column, nulls in each column,
+//! several row groups, a dictionary and nested columns; the same rows as
+//! Parquet, Arrow and NDJSON are the same content (one `ETag`); a bad value
+//! is a bad row named by row and column (kept as JSON under quarantine); a
+//! broken or oversized body is refused with nothing written.
+
+use idem::config::Settings;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::support::*;
+
+const TYPED: &str = r#"{"columns": {"id": "bigint", "ds": "date", "i": "integer",
+    "f": "double precision", "n": "numeric", "s": "text", "b": "boolean",
+    "t": "timestamptz", "u": "uuid", "j": "jsonb", "l": "jsonb", "m": "jsonb",
+    "cat": "text", "tm": "text"},
+    "partition_by": "ds", "primary_key": ["id"]}"#;
+const DAY: &str = "/partitions/typed/2026-10-12";
+const PARQUET: &str = "application/vnd.apache.parquet";
+const ARROW: &str = "application/vnd.apache.arrow.stream";
+
+/// Five rows of every type, the third null in every column but its key and
+/// day; `table` is the pyarrow table, `ndjson_lines` the same rows as
+/// NDJSON written by Python's json (decimals at the column's scale,
+/// timestamps with all nine digits).
+const ROWS: &str = r#"
+UTC = datetime.timezone.utc
+D = decimal.Decimal
+decimal.getcontext().prec = 60
+ns = [1760230923123456789, 1760230924000000500, None, 0, 1760230925999999999]
+ids = [uuid.UUID(int=i * 0x1234567890abcdef1234567890abcdef % 2**128) for i in range(1, 6)]
+cols = {
+    "id": ([1, 2, 3, 4, 5], pa.int64()),
+    "ds": ([datetime.date(2026, 10, 12)] * 5, pa.date32()),
+    "i": ([1, -2, None, 2147483647, 0], pa.int32()),
+    "f": ([0.1, -1.5e300, None, 2.0, 1e-300], pa.float64()),
+    "n": ([D("12345678901234567890.123456789"), D("-0.000000001"), None, D("0"), D("1.1")], pa.decimal128(38, 9)),
+    "s": (["héllo", "", None, 'tab\tand "quotes"', "ok"], pa.string()),
+    "b": ([True, False, None, True, False], pa.bool_()),
+    "t": (ns, pa.timestamp("ns", tz="UTC")),
+    "u": ([i.bytes for i in ids[:2]] + [None] + [i.bytes for i in ids[3:]], pa.uuid()),
+    "j": ([{"a": 1, "b": "x"}, {"a": None, "b": "y"}, None, {"a": 3, "b": None}, {"a": 5, "b": "z"}],
+          pa.struct([("a", pa.int64()), ("b", pa.string())])),
+    "l": ([[1, 2], [], None, [None, 4], [5]], pa.list_(pa.int64())),
+    "m": ([[("k", 1)], [("k", 2), ("l", 3)], None, [], [("z", 9)]], pa.map_(pa.string(), pa.int64())),
+    "cat": (["red", "blue", None, "red", "red"], pa.dictionary(pa.int32(), pa.string())),
+    "tm": ([datetime.time(1, 2, 3, 4), datetime.time(0, 0), None, datetime.time(23, 59, 59, 999999), datetime.time(12, 0, 0, 500000)], pa.time64("us")),
+}
+table = pa.table({name: pa.array(values, type=ty) for name, (values, ty) in cols.items()})
+
+def ts(v):
+    if v is None:
+        return None
+    whole = datetime.datetime.fromtimestamp(v // 10**9, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{whole}.{v % 10**9:09d}Z"
+
+def line(r):
+    return {
+        "id": r, "ds": "2026-10-12",
+        "i": cols["i"][0][r - 1], "f": cols["f"][0][r - 1],
+        "n": None if cols["n"][0][r - 1] is None else format(cols["n"][0][r - 1].quantize(D(10) ** -9), "f"),
+        "s": cols["s"][0][r - 1], "b": cols["b"][0][r - 1], "t": ts(ns[r - 1]),
+        "u": None if r == 3 else str(ids[r - 1]),
+        "j": cols["j"][0][r - 1], "l": cols["l"][0][r - 1],
+        "m": None if r == 3 else dict(cols["m"][0][r - 1]),
+        "cat": cols["cat"][0][r - 1],
+        "tm": None if r == 3 else cols["tm"][0][r - 1].isoformat(timespec="microseconds"),
+    }
+import json
+# A jsonb column's SQL NULL is its field left out (`null` is jsonb's null).
+def without_null_jsonb(row):
+    return {k: v for k, v in row.items() if not (k in ("j", "l", "m") and v is None)}
+ndjson_lines = "".join(json.dumps(without_null_jsonb(line(r)), ensure_ascii=False) + "\n" for r in range(1, 6))
+"#;
+
+fn parquet_of_rows(row_group_size: usize) -> Vec<u8> {
+    written_by_pyarrow(&format!(
+        "{ROWS}\npq.write_table(table, out, row_group_size={row_group_size})"
+    ))
+}
+
+fn arrow_stream_of_rows() -> Vec<u8> {
+    written_by_pyarrow(&format!(
+        "{ROWS}\nwith ipc.new_stream(out, table.schema) as w:\n    \
+         for batch in table.to_batches(max_chunksize=2):\n        w.write_batch(batch)"
+    ))
+}
+
+fn ndjson_of_rows() -> Vec<u8> {
+    written_by_pyarrow(&format!("{ROWS}\nopen(out, 'w').write(ndjson_lines)"))
+}
+
+async fn typed() -> TestApp {
+    let app = spawn_app().await;
+    let r = app.declare("typed", TYPED).await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    app
+}
+
+async fn stored(app: &TestApp) -> Vec<String> {
+    sqlx::query_scalar("select row(id, i, f, n, s, b, t, u, j, l, m, cat, tm)::text from idem_data.typed order by id")
+        .fetch_all(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_parquet_day_from_pyarrow_holds_every_value_exactly_and_is_the_content_of_its_ndjson_and_arrow_forms(
+) {
+    let app = typed().await;
+    let r = app.put(DAY, PARQUET, parquet_of_rows(2)).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let receipt = json_body(r).await;
+    assert_eq!(receipt["rows_written"], 5, "{receipt}");
+    let rows = stored(&app).await;
+    // Each value as Postgres prints it: every digit of the decimal, the
+    // nanoseconds rounded to microseconds as Postgres rounds them (half to
+    // even: .000000500 down, .999999999 up), the empty string apart from
+    // NULL, nested values as jsonb, the dictionary by its values, the time
+    // of day with its unit's six digits.
+    let expected = [
+        r#"(1,1,0.1,12345678901234567890.123456789,héllo,t,"2025-10-12 01:02:03.123457+00",12345678-90ab-cdef-1234-567890abcdef,"{""a"": 1, ""b"": ""x""}","[1, 2]","{""k"": 1}",red,01:02:03.000004)"#,
+        r#"(2,-2,-1.5e+300,-0.000000001,"",f,"2025-10-12 01:02:04+00",2468acf1-2157-9bde-2468-acf121579bde,"{""a"": null, ""b"": ""y""}",[],"{""k"": 2, ""l"": 3}",blue,00:00:00.000000)"#,
+        r#"(3,,,,,,,,,,,,)"#,
+        r#"(4,2147483647,2,0.000000000,"tab	and ""quotes""",t,"1970-01-01 00:00:00+00",48d159e2-42af-37bc-48d1-59e242af37bc,"{""a"": 3, ""b"": null}","[null, 4]",{},red,23:59:59.999999)"#,
+        r#"(5,0,1e-300,1.100000000,ok,f,"2025-10-12 01:02:06+00",5b05b05a-d35b-05ab-5b05-b05ad35b05ab,"{""a"": 5, ""b"": ""z""}",[5],"{""z"": 9}",red,12:00:00.500000)"#,
+    ];
+    assert_eq!(rows, expected);
+
+    // The same rows as NDJSON (Python's json) and as an Arrow stream in
+    // batches of two: the same content, nothing rewritten.
+    for (content_type, body) in [
+        ("application/x-ndjson", ndjson_of_rows()),
+        (ARROW, arrow_stream_of_rows()),
+    ] {
+        let r = app.put(DAY, content_type, body).await;
+        assert_eq!(r.status(), 200, "{content_type}");
+        assert_eq!(
+            r.headers()["etag"].to_str().unwrap(),
+            etag,
+            "{content_type}"
+        );
+        let again = json_body(r).await;
+        assert_eq!(again["changed"], false, "{content_type}: {again}");
+    }
+    // idem's own export, PUT back, changes nothing either.
+    app.put_back_unchanged(DAY).await;
+    assert_eq!(stored(&app).await, rows);
+}
+
+#[tokio::test]
+async fn a_value_that_does_not_fit_is_a_bad_row_named_by_row_and_column_and_kept_as_json() {
+    let app = typed().await;
+    let body = written_by_pyarrow(
+        "t = pa.table({'id': pa.array([1, 2, 3], pa.int64()), \
+           'ds': pa.array([datetime.date(2026, 10, 12)] * 3), \
+           'i': pa.array([7, 3000000000, 9], pa.int64()), \
+           'n': pa.array([decimal.Decimal('1.5'), decimal.Decimal('2.5'), None], pa.decimal128(4, 1))})\n\
+         pq.write_table(t, out, row_group_size=1)",
+    );
+    let r = app.put(DAY, PARQUET, body.clone()).await;
+    assert_eq!(r.status(), 422);
+    let problem = json_body(r).await;
+    assert_eq!(problem["code"], "bad_rows", "{problem}");
+    assert_eq!(problem["errors"][0]["line"], 2, "{problem}");
+    assert_eq!(problem["errors"][0]["column"], "i", "{problem}");
+    assert_eq!(app.get(DAY).await.status(), 404, "nothing written");
+
+    let r = app
+        .put(&format!("{DAY}?bad_rows=quarantine"), PARQUET, body)
+        .await;
+    assert_eq!(r.status(), 200);
+    let receipt = json_body(r).await;
+    assert_eq!(
+        (receipt["rows_written"].clone(), receipt["rejected"].clone()),
+        (json!(2), json!(1)),
+        "{receipt}"
+    );
+    let rejects = json_body(app.get("/rejects?table=typed").await).await;
+    let reject = &rejects[0];
+    assert_eq!(reject["line"], 2, "{reject}");
+    let raw: Value = serde_json::from_str(reject["raw"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        raw,
+        json!({"id": 2, "ds": "2026-10-12", "i": 3000000000_i64, "n": 2.5}),
+        "{reject}"
+    );
+}
+
+#[tokio::test]
+async fn a_post_of_parquet_rows_is_written_once_under_its_key() {
+    let app = typed().await;
+    let body = parquet_of_rows(3);
+    for replayed in [false, true] {
+        let r = app
+            .client
+            .post(app.url("/rows?table=typed"))
+            .header("content-type", "application/x-parquet")
+            .header("idempotency-key", "parquet-1")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let receipt = json_body(r).await;
+        assert_eq!(receipt["replayed"], replayed, "{receipt}");
+        assert_eq!(receipt["rows_written"], 5, "{receipt}");
+    }
+    assert_eq!(app.count("typed", "2026-10-12").await, 5);
+}
+
+#[tokio::test]
+async fn broken_columnar_bodies_are_refused_whole_with_nothing_written() {
+    let app = typed().await;
+    let parquet = parquet_of_rows(2);
+    let mut bad_footer = parquet.clone();
+    let n = bad_footer.len();
+    // The footer's length, just before the closing magic, now points
+    // outside the file.
+    bad_footer[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let stream = arrow_stream_of_rows();
+    for (what, content_type, body) in [
+        (
+            "a truncated Parquet file",
+            PARQUET,
+            parquet[..parquet.len() / 2].to_vec(),
+        ),
+        ("a broken footer", PARQUET, bad_footer),
+        (
+            "CSV sent as Parquet",
+            PARQUET,
+            b"id,ds\n1,2026-10-12\n".to_vec(),
+        ),
+        ("an empty Parquet body", PARQUET, Vec::new()),
+        (
+            "a truncated Arrow stream",
+            ARROW,
+            stream[..stream.len() - 40].to_vec(),
+        ),
+        ("NDJSON sent as Arrow", ARROW, b"{\"id\": 1}\n".to_vec()),
+    ] {
+        let r = app.put(DAY, content_type, body).await;
+        assert_eq!(r.status(), 422, "{what}");
+        let problem = json_body(r).await;
+        assert_eq!(problem["code"], "malformed_body", "{what}: {problem}");
+        assert_eq!(app.get(DAY).await.status(), 404, "{what}: nothing written");
+    }
+}
+
+#[tokio::test]
+async fn a_row_group_over_the_bound_is_refused_before_any_row() {
+    let app = spawn_app_with(Settings {
+        max_row_group_bytes: 4096,
+        ..Settings::default()
+    })
+    .await;
+    let r = app.declare("typed", TYPED).await;
+    assert_eq!(r.status(), 201);
+    let body = written_by_pyarrow(
+        "t = pa.table({'id': pa.array(range(1, 2001), pa.int64()), \
+           'ds': pa.array([datetime.date(2026, 10, 12)] * 2000), \
+           's': pa.array([f'row {i:06d} of a group too large' for i in range(2000)])})\n\
+         pq.write_table(t, out, row_group_size=2000, compression='zstd')",
+    );
+    let r = app.put(DAY, PARQUET, body).await;
+    assert_eq!(r.status(), 413);
+    let problem = json_body(r).await;
+    assert_eq!(problem["code"], "record_too_large", "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("row group 1"),
+        "{problem}"
+    );
+    assert_eq!(app.get(DAY).await.status(), 404);
+}
+
+#[tokio::test]
+async fn a_column_of_a_type_idem_cannot_hold_is_named_in_the_refusal() {
+    let app = typed().await;
+    let body = written_by_pyarrow(
+        "t = pa.table({'id': pa.array([1], pa.int64()), 'ds': pa.array([datetime.date(2026, 10, 12)]), \
+           's': pa.array([b'\\x00\\x01'], pa.binary())})\npq.write_table(t, out)",
+    );
+    let r = app.put(DAY, PARQUET, body).await;
+    assert_eq!(r.status(), 422);
+    let problem = json_body(r).await;
+    assert_eq!(problem["code"], "malformed_body", "{problem}");
+    assert_eq!(problem["errors"][0]["column"], "s", "{problem}");
+    assert_eq!(app.get(DAY).await.status(), 404, "nothing written");
+}
