@@ -187,6 +187,25 @@ async fn a_value_that_does_not_fit_is_a_bad_row_named_by_row_and_column_and_kept
         json!({"id": 2, "ds": "2026-10-12", "i": 3000000000_i64, "n": 2.5}),
         "{reject}"
     );
+
+    // Once the column is widened, the kept row replays as it came.
+    let widened = TYPED.replace(r#""i": "integer""#, r#""i": "bigint""#);
+    assert_eq!(app.declare("typed", &widened).await.status(), 200);
+    let r = app
+        .client
+        .post(app.url("/rejects/replay?table=typed"))
+        .header("idempotency-key", "widened")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let replayed = json_body(r).await;
+    assert_eq!(replayed["rows_replayed"], 1, "{replayed}");
+    let row: (i64, String) = sqlx::query_as("select i, n::text from idem_data.typed where id = 2")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(row, (3_000_000_000, "2.5".to_string()));
 }
 
 #[tokio::test]
