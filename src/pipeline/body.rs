@@ -100,7 +100,7 @@ const GZIP_RATIO_FLOOR: u64 = 1024 * 1024;
 /// Why a body cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
-    #[error("unsupported content type {0:?}; send application/x-ndjson, application/jsonl, application/json or text/csv")]
+    #[error("unsupported content type {0:?}; send application/x-ndjson, application/jsonl, application/json, text/csv, application/vnd.apache.parquet or application/vnd.apache.arrow.stream")]
     UnsupportedMediaType(String),
     #[error("unsupported content encoding {0:?}; send identity or gzip")]
     UnsupportedEncoding(String),
