@@ -130,7 +130,9 @@ impl Drop for Background<'_> {
 }
 
 /// A folder with what the blocks use of a clone: the scripts, the example,
-/// and the binary where `scripts/serve` builds it (this test's debug build).
+/// the binary where `scripts/serve` builds it (this test's debug build), and
+/// the project's Python environment (made once, shared rather than
+/// installed again in each clone).
 fn fresh_clone() -> tempfile::TempDir {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
@@ -138,12 +140,17 @@ fn fresh_clone() -> tempfile::TempDir {
         "scripts/serve",
         "scripts/pg.sh",
         "scripts/pg-stop",
+        "scripts/python-env",
+        "scripts/python_env_pins.txt",
         "examples/run_twice.sh",
     ] {
         let to = dir.path().join(file);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(root.join(file), to).unwrap();
     }
+    let venv = arrow_python().parent().unwrap().parent().unwrap();
+    std::fs::create_dir_all(dir.path().join(".idem")).unwrap();
+    std::os::unix::fs::symlink(venv, dir.path().join(".idem/venv-arrow")).unwrap();
     let bin = dir.path().join("target/release");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_idem"), bin.join("idem")).unwrap();
