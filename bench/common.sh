@@ -226,3 +226,49 @@ wrk_run() {
   cpu_per "idem-$1" "$before" "$(cpu_ticks "$me")" "$(awk '/ requests in / {print $1}' "$OUT/wrk-$1.txt")"
   python3 bench/wrk_summary.py < "$OUT/wrk-$1.txt"
 }
+
+# copy_anchor CSV: the anchor of a day's PUT, printing its seconds: psql's
+# \copy of CSV (orders of the day DS, with a header) into a staging table
+# with the partition's CHECK, its unique index, and ATTACH, in one
+# transaction, as idem's PUT stages and publishes (dropped first if there).
+copy_anchor() {
+  "${PSQL[@]}" -c "drop table if exists bench.orders_stage"
+  checkpoint
+  local t0 t1
+  t0=$(now)
+  "${PSQL[@]}" <<SQL
+begin;
+create table bench.orders_stage (order_id bigint not null, ds date not null, customer_id bigint, status text,
+  amount numeric, updated_at timestamptz, note text, check (ds is not null and ds = date '$DS'));
+\\copy bench.orders_stage from '$1' with (format csv, header)
+create unique index on bench.orders_stage (ds, order_id);
+alter table bench.orders attach partition bench.orders_stage for values in ('$DS');
+commit;
+SQL
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+
+# put FILE CONTENT_TYPE: PUTs FILE as the day DS of orders, printing its
+# seconds; the receipt in $OUT/receipt.json.
+put() {
+  local t0 t1
+  t0=$(now)
+  curl -fsS "${AUTH[@]}" -X PUT -T "$1" -H "content-type: $2" "$BASE/partitions/orders/$DS" -o "$OUT/receipt.json"
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+drop_day() { curl -fsS "${AUTH[@]}" -X DELETE "$BASE/partitions/orders/$DS"; }
+
+# measure NAME SETUP FILE TYPE: runs SETUP, a checkpoint, then the timed PUT; median of REPEAT.
+measure() {
+  local name=$1 setup=$2 file=$3 type=$4 times=()
+  for _ in $(seq "$REPEAT"); do
+    eval "$setup"
+    checkpoint
+    times+=("$(put "$file" "$type")")
+  done
+  echo "== $name: ${times[*]}" >&2
+  cat "$OUT/receipt.json" >&2; echo >&2
+  median "${times[@]}"
+}

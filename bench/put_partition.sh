@@ -24,46 +24,9 @@ gen "$OUT/orders-$ROWS-b.csv" csv 7
 ls -la "$OUT"/orders-"$ROWS"* | awk '{printf "   %s %.0f MB\n", $9, $5/1e6}'
 
 echo "== anchor: psql \\copy into a staging table + unique index + attach (x$REPEAT)"
-anchor_once() {
-  "${PSQL[@]}" -c "drop table if exists bench.orders_stage"
-  checkpoint
-  local t0 t1
-  t0=$(now)
-  "${PSQL[@]}" <<SQL
-begin;
-create table bench.orders_stage (order_id bigint not null, ds date not null, customer_id bigint, status text,
-  amount numeric, updated_at timestamptz, note text, check (ds is not null and ds = date '$DS'));
-\\copy bench.orders_stage from '$OUT/orders-$ROWS.csv' with (format csv, header)
-create unique index on bench.orders_stage (ds, order_id);
-alter table bench.orders attach partition bench.orders_stage for values in ('$DS');
-commit;
-SQL
-  t1=$(now)
-  elapsed "$t0" "$t1"
-}
+anchor_once() { copy_anchor "$OUT/orders-$ROWS.csv"; }
 T_COPY=$(median_of anchor_once)
 
-put() { # put FILE CONTENT_TYPE -> prints seconds; receipt in $OUT/receipt.json
-  local t0 t1
-  t0=$(now)
-  curl -fsS "${AUTH[@]}" -X PUT -T "$1" -H "content-type: $2" "$BASE/partitions/orders/$DS" -o "$OUT/receipt.json"
-  t1=$(now)
-  elapsed "$t0" "$t1"
-}
-drop_day() { curl -fsS "${AUTH[@]}" -X DELETE "$BASE/partitions/orders/$DS"; }
-
-# measure NAME SETUP FILE TYPE: runs SETUP, a checkpoint, then the timed PUT; median of REPEAT.
-measure() {
-  local name=$1 setup=$2 file=$3 type=$4 times=()
-  for _ in $(seq "$REPEAT"); do
-    eval "$setup"
-    checkpoint
-    times+=("$(put "$file" "$type")")
-  done
-  echo "== $name: ${times[*]}" >&2
-  cat "$OUT/receipt.json" >&2; echo >&2
-  median "${times[@]}"
-}
 T_NDJSON=$(measure "PUT NDJSON, new partition" drop_day "$OUT/orders-$ROWS.ndjson" application/x-ndjson)
 T_NDJSON_AGAIN=$(measure "PUT NDJSON again, unchanged" : "$OUT/orders-$ROWS.ndjson" application/x-ndjson)
 T_CSV=$(measure "PUT CSV, new partition" drop_day "$OUT/orders-$ROWS.csv" text/csv)
