@@ -130,9 +130,20 @@ fn content_type_of(name: &str) -> Option<(&'static str, bool)> {
         "ndjson" | "jsonl" => "application/x-ndjson",
         "json" => "application/json",
         "csv" => "text/csv",
+        "parquet" => PARQUET,
+        "arrow" | "arrows" => ARROW_STREAM,
         _ => return None,
     };
     Some((content_type, gzip))
+}
+
+pub const PARQUET: &str = "application/vnd.apache.parquet";
+pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+/// Whether a body of `content_type` is columnar (sent whole: its rows are
+/// not lines to cut into batches).
+pub fn is_columnar(content_type: &str) -> bool {
+    content_type == PARQUET || content_type == ARROW_STREAM
 }
 
 async fn spool_stdin() -> std::io::Result<tempfile::NamedTempFile> {
@@ -513,7 +524,9 @@ mod tests {
             Some(("application/json", true))
         );
         assert_eq!(content_type_of("body.csv.gz"), Some(("text/csv", true)));
-        assert_eq!(content_type_of("x.parquet"), None);
+        assert_eq!(content_type_of("x.parquet"), Some((PARQUET, false)));
+        assert_eq!(content_type_of("x.arrows"), Some((ARROW_STREAM, false)));
+        assert_eq!(content_type_of("x.xlsx"), None);
         assert_eq!(content_type_of("x"), None);
     }
 }

@@ -308,3 +308,30 @@ async fn a_column_of_a_type_idem_cannot_hold_is_named_in_the_refusal() {
     assert_eq!(problem["errors"][0]["column"], "s", "{problem}");
     assert_eq!(app.get(DAY).await.status(), 404, "nothing written");
 }
+
+#[tokio::test]
+async fn the_client_puts_and_posts_parquet_files_once() {
+    let app = typed().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("day.parquet");
+    std::fs::write(&path, parquet_of_rows(2)).unwrap();
+    let path = path.to_str().unwrap();
+
+    let (code, receipt, stderr) =
+        crate::cli::idem_json(&app.base, &["put", "typed", "2026-10-12", path]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(receipt["rows_written"], 5, "{receipt}");
+
+    // A POST of the file: sent whole, once; again, a replay.
+    for replayed in [false, true] {
+        let (code, summary, stderr) =
+            crate::cli::idem_json(&app.base, &["post", "typed", path]).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(summary["batches"], 1, "{summary}");
+        assert_eq!(summary["replayed"], u64::from(replayed), "{summary}");
+    }
+    let (code, _, stderr) =
+        crate::cli::idem_json(&app.base, &["post", "typed", path, "--channel", "feed"]).await;
+    assert_eq!(code, Some(3), "a channel counts lines: {stderr}");
+    assert_eq!(app.count("typed", "2026-10-12").await, 5);
+}
