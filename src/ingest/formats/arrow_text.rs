@@ -11,7 +11,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrowPrimitiveType};
 use arrow_schema::{DataType, TimeUnit};
-use chrono::DateTime;
+use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, Timelike};
 
 /// Why a column's values cannot be taken, if they cannot (checked once per
 /// body, before any row): idem has no column type for them.
@@ -283,9 +283,9 @@ where
 
 fn number<T: ArrowPrimitiveType>(array: &dyn Array, row: usize, out: &mut String) -> bool
 where
-    T::Native: std::fmt::Display,
+    T::Native: itoa::Integer,
 {
-    let _ = write!(out, "{}", array.as_primitive::<T>().value(row));
+    out.push_str(itoa::Buffer::new().format(array.as_primitive::<T>().value(row)));
     false
 }
 
@@ -323,8 +323,32 @@ fn date(millis: Option<i64>, out: &mut String) -> Result<bool, OutOfRange> {
     let at = millis
         .and_then(DateTime::from_timestamp_millis)
         .ok_or("the date is out of range")?;
-    let _ = write!(out, "{}", at.date_naive().format("%Y-%m-%d"));
+    push_date(at.date_naive(), out);
     Ok(true)
+}
+
+/// `YYYY-MM-DD`, written digit by digit for the years 0 to 9999 (a format
+/// string is read anew on every call), as chrono writes it otherwise.
+fn push_date(date: NaiveDate, out: &mut String) {
+    match u32::try_from(date.year()) {
+        Ok(year) if year <= 9999 => {
+            push_padded(year, 4, out);
+            out.push('-');
+            push_padded(date.month(), 2, out);
+            out.push('-');
+            push_padded(date.day(), 2, out);
+        }
+        _ => {
+            let _ = write!(out, "{}", date.format("%Y-%m-%d"));
+        }
+    }
+}
+
+fn push_padded(value: u32, width: usize, out: &mut String) {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(value);
+    (digits.len()..width).for_each(|_| out.push('0'));
+    out.push_str(digits);
 }
 
 fn timestamp_value(array: &dyn Array, row: usize, unit: &TimeUnit) -> i64 {
@@ -356,8 +380,23 @@ fn timestamp(value: i64, unit: &TimeUnit, out: &mut String) -> Result<bool, OutO
         .ok()
         .and_then(|nanos| DateTime::from_timestamp(seconds, nanos))
         .ok_or("the timestamp is out of range")?;
-    let _ = write!(out, "{}", at.format("%Y-%m-%dT%H:%M:%S%.fZ"));
+    push_date(at.date_naive(), out);
+    out.push('T');
+    push_time_of_day(at.time(), out);
+    if at.nanosecond() != 0 {
+        out.push('.');
+        push_padded(at.nanosecond(), 9, out);
+    }
+    out.push('Z');
     Ok(true)
+}
+
+fn push_time_of_day(at: NaiveTime, out: &mut String) {
+    push_padded(at.hour(), 2, out);
+    out.push(':');
+    push_padded(at.minute(), 2, out);
+    out.push(':');
+    push_padded(at.second(), 2, out);
 }
 
 fn time_nanos(array: &dyn Array, row: usize, unit: &TimeUnit) -> i64 {
@@ -389,7 +428,7 @@ fn time(nanos: i64, unit: &TimeUnit, out: &mut String) -> Result<bool, OutOfRang
         TimeUnit::Microsecond => "%H:%M:%S%.6f",
         TimeUnit::Nanosecond => "%H:%M:%S%.9f",
     };
-    let at = chrono::NaiveTime::from_num_seconds_from_midnight_opt(seconds, fraction)
+    let at = NaiveTime::from_num_seconds_from_midnight_opt(seconds, fraction)
         .ok_or("the time of day is out of range")?;
     let _ = write!(out, "{}", at.format(format));
     Ok(true)
