@@ -99,20 +99,14 @@ async fn send_batches(
     let mut tally = Tally::default();
     while let Some(batch) = records.batch(args.batch_rows).await.map_err(unreadable)? {
         let (url, key) = batch_target(args, &resume, tally.batches, records.taken())?;
-        let load = Load {
-            method: reqwest::Method::POST,
-            url,
-            key,
-            accept: None,
-            headers: Vec::new(),
-            // Counted from 1, as people count them (the key counts from 0).
-            what: format!(
-                "{} batch {} ({})",
-                args.table,
-                tally.batches + 1,
-                batch.place
-            ),
-        };
+        // Counted from 1, as people count them (the key counts from 0).
+        let what = format!(
+            "{} batch {} ({})",
+            args.table,
+            tally.batches + 1,
+            batch.place
+        );
+        let load = post_load(url, key, what);
         let payload = Payload::Bytes {
             data: batch.body,
             content_type: body.content_type,
@@ -156,14 +150,11 @@ async fn send_whole(
     })?;
     let resume = Resume::Keys { sha256 };
     let (url, key) = batch_target(args, &resume, 0, 0)?;
-    let load = Load {
-        method: reqwest::Method::POST,
+    let load = post_load(
         url,
         key,
-        accept: None,
-        headers: Vec::new(),
-        what: format!("{} ({})", args.table, body.path().display()),
-    };
+        format!("{} ({})", args.table, body.path().display()),
+    );
     let started = Instant::now();
     let receipt = send_until_settled(&args.server, &load, &Payload::File(body), progress).await?;
     let mut tally = Tally::default();
@@ -249,6 +240,18 @@ fn batch_target(
             ];
             Ok((rows_url(args, &channel)?, None))
         }
+    }
+}
+
+/// A POST of rows to `url` under `key`, named `what` in messages.
+fn post_load(url: String, key: Option<String>, what: String) -> Load {
+    Load {
+        method: reqwest::Method::POST,
+        url,
+        key,
+        accept: None,
+        headers: Vec::new(),
+        what,
     }
 }
 

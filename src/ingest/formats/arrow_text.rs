@@ -69,16 +69,24 @@ pub fn write_text(array: &dyn Array, row: usize, out: &mut String) -> Result<boo
             let key = dictionary.normalized_keys()[row];
             return write_text(dictionary.values().as_ref(), key, out);
         }
-        DataType::List(_)
-        | DataType::LargeList(_)
-        | DataType::FixedSizeList(..)
-        | DataType::ListView(_)
-        | DataType::LargeListView(_)
-        | DataType::Struct(_)
-        | DataType::Map(..) => write_json(array, row, out)?,
+        ty if is_nested(ty) => write_json(array, row, out)?,
         _ => write_scalar(array, row, out, false)?,
     }
     Ok(true)
+}
+
+/// Lists, structs and maps: what only a `jsonb` column takes, as JSON.
+pub fn is_nested(ty: &DataType) -> bool {
+    matches!(
+        ty,
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+            | DataType::Struct(_)
+            | DataType::Map(..)
+    )
 }
 
 /// Writes the value at `row` of `array` as JSON (`null` when null).

@@ -17,7 +17,7 @@ use arrow_schema::{ArrowError, DataType, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::errors::ParquetError;
 
-use super::arrow_text::{unsupported, write_json, write_text};
+use super::arrow_text::{is_nested, unsupported, write_json, write_text};
 use super::record::{RawField, RawRecord, ReadError, ReadLimits, RecordSink};
 use crate::ingest::RowError;
 
@@ -230,19 +230,6 @@ fn row_as_json(names: &[&str], columns: &[ArrayRef], row: usize, out: &mut Strin
     }
     out.push('}');
     true
-}
-
-fn is_nested(ty: &DataType) -> bool {
-    matches!(
-        ty,
-        DataType::List(_)
-            | DataType::LargeList(_)
-            | DataType::FixedSizeList(..)
-            | DataType::ListView(_)
-            | DataType::LargeListView(_)
-            | DataType::Struct(_)
-            | DataType::Map(..)
-    )
 }
 
 /// An I/O failure of the body stays one (a body over its limit, a client
