@@ -125,13 +125,21 @@ pub fn infer_table(
         &mut guess,
         &ReadLimits::records_up_to(head.len()),
     );
-    let mut columns = Vec::with_capacity(guess.columns.len() + 1);
+    table_of_columns(table, partition_by, guess.columns)
+}
+
+/// A definition for `table` with `columns` (names and types, `None` taken as
+/// text) in order, partitioned by `partition_by` (added as a date column
+/// when not among them). The table has no key: rows are appended.
+pub fn table_of_columns(
+    table: &TableName,
+    partition_by: &ColumnName,
+    named: Vec<(String, Option<ColumnType>)>,
+) -> Result<TableDef, SchemaError> {
+    let mut columns = Vec::with_capacity(named.len() + 1);
     // A tombstone's mark is no column: the table made has no key, and the
     // rows that carry it are refused for that (see `not_a_column`).
-    let fields = guess
-        .columns
-        .into_iter()
-        .filter(|(n, _)| n != DELETED_FIELD);
+    let fields = named.into_iter().filter(|(n, _)| n != DELETED_FIELD);
     for (name, ty) in fields {
         let name = ColumnName::parse(&name)?;
         let is_partition = &name == partition_by;

@@ -50,7 +50,7 @@ pub mod turns;
 use std::sync::Arc;
 
 use sqlx::PgConnection;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt};
 
 pub use error::{WriteError, WriteResult};
 pub use ticket::LoadTicket;
@@ -60,12 +60,13 @@ use sha2::Sha256;
 use crate::access::Actor;
 use crate::config::Settings;
 use crate::idempotency::KeyedRequest;
-use crate::ingest::infer::infer_table;
-use crate::ingest::BodyFormat;
+use crate::ingest::formats::{arrow_stream_columns, parquet_columns, ReadError};
+use crate::ingest::infer::{infer_table, table_of_columns};
 use crate::ingest::EncodeOptions;
+use crate::ingest::{BadRow, BodyFormat};
 use crate::metrics::Metrics;
 use crate::names::{ColumnName, TableName};
-use crate::schema::{TableDef, DEFAULT_PARTITION_COLUMN};
+use crate::schema::{ColumnType, TableDef, DEFAULT_PARTITION_COLUMN};
 use crate::store::catalog::{self, Origin};
 use crate::store::Store;
 use answer::{AnswerForm, KeyedAnswer};
@@ -85,6 +86,19 @@ use staged::{RunAnswer, RunLoad};
 const INFER_SAMPLE_BYTES: u64 = 1 << 20;
 
 pub type BodyReader = Box<dyn AsyncRead + Send + Unpin>;
+
+/// A columnar body whose schema cannot be read: refused as broken (a
+/// spool's disk failing is idem's).
+fn refused_sample(e: ReadError) -> WriteError {
+    match e {
+        ReadError::Malformed(error) => WriteError::Malformed {
+            error: Box::new(BadRow::from(error)),
+            rows_received: 0,
+        },
+        ReadError::Io(e) => spool::spool_failed(e),
+        other => WriteError::Internal(anyhow::anyhow!("reading a schema: {other:?}")),
+    }
+}
 
 /// What a write needs of the application.
 #[derive(Clone)]
@@ -232,9 +246,10 @@ impl Pipeline {
         }
     }
 
-    /// The table a write goes to. An undeclared one is guessed from the
-    /// first records of the body (unless switched off); the sample is put
-    /// back in front of the rest of the body.
+    /// The table a write goes to. An undeclared one (unless switched off)
+    /// takes the columns of a columnar body's schema, or is guessed from the
+    /// first records of a text body; the sample is put back in front of the
+    /// rest of the body.
     pub(super) async fn resolve_table(
         &self,
         conn: &mut PgConnection,
@@ -245,11 +260,15 @@ impl Pipeline {
         if let Some(def) = catalog::table_def(&mut *conn, table).await? {
             return Ok((Target::Stored(def), body));
         }
-        // A columnar body's schema is not read for a table yet: its
-        // table must be declared first.
-        let columnar = matches!(format, BodyFormat::Parquet | BodyFormat::ArrowStream);
-        if !self.settings.auto_create_tables || columnar {
+        if !self.settings.auto_create_tables {
             return Err(WriteError::TableNotFound(table.clone()));
+        }
+        let partition_by =
+            ColumnName::parse(DEFAULT_PARTITION_COLUMN).expect("the default is a valid name");
+        if format == BodyFormat::Parquet {
+            let (columns, body) = self.parquet_columns(body).await?;
+            let def = table_of_columns(table, &partition_by, columns)?;
+            return Ok((Target::Inferred(def), body));
         }
         let mut head = Vec::with_capacity(64 * 1024);
         (&mut body)
@@ -257,11 +276,39 @@ impl Pipeline {
             .read_to_end(&mut head)
             .await
             .map_err(|e| classify_read_error(&e))?;
-        let partition_by =
-            ColumnName::parse(DEFAULT_PARTITION_COLUMN).expect("the default is a valid name");
-        let def = infer_table(table, &partition_by, format, &head)?;
+        let def = match format {
+            // An Arrow stream's schema comes first: its types, not guesses.
+            BodyFormat::ArrowStream => {
+                let columns = arrow_stream_columns(&head).map_err(refused_sample)?;
+                table_of_columns(table, &partition_by, columns)?
+            }
+            _ => infer_table(table, &partition_by, format, &head)?,
+        };
         let body: BodyReader = Box::new(std::io::Cursor::new(head).chain(body));
         Ok((Target::Inferred(def), body))
+    }
+
+    /// A Parquet body's columns, from its footer: the body is spooled whole
+    /// first (the footer comes last) and handed back as the spool, rewound.
+    async fn parquet_columns(
+        &self,
+        body: BodyReader,
+    ) -> WriteResult<(Vec<(String, Option<ColumnType>)>, BodyReader)> {
+        let dir = self.settings.spool_dir.as_deref();
+        let mut file = match spool::spool_body(body, &mut Sha256::default(), dir).await? {
+            spool::Spooled::Kept(file) => file,
+            spool::Spooled::Full { error, .. } => return Err(spool::spool_failed(error)),
+        };
+        let footer = file.try_clone().await.map_err(spool::spool_failed)?;
+        let footer = footer.into_std().await;
+        let columns = tokio::task::spawn_blocking(move || parquet_columns(footer))
+            .await?
+            .map_err(refused_sample)?;
+        // The footer's reader moved the offset the two handles share.
+        file.seek(std::io::SeekFrom::Start(0))
+            .await
+            .map_err(spool::spool_failed)?;
+        Ok((columns, Box::new(file)))
     }
 
     /// The table, created in transaction `tx` when it is new (it goes with

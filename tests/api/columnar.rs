@@ -234,11 +234,16 @@ async fn a_post_of_parquet_rows_is_written_once_under_its_key() {
 async fn broken_columnar_bodies_are_refused_whole_with_nothing_written() {
     let app = typed().await;
     let parquet = parquet_of_rows(2);
-    let mut bad_footer = parquet.clone();
-    let n = bad_footer.len();
-    // The footer's length, just before the closing magic, now points
-    // outside the file.
-    bad_footer[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    // The footer's length, just before the closing magic, points outside
+    // the file; or declares 4 GiB of metadata, which idem would hold.
+    let n = parquet.len();
+    let with_footer_length = |length: u32| {
+        let mut file = parquet.clone();
+        file[n - 8..n - 4].copy_from_slice(&length.to_le_bytes());
+        file
+    };
+    let bad_footer = with_footer_length(u32::try_from(n).unwrap());
+    let huge_footer = with_footer_length(u32::MAX);
     let stream = arrow_stream_of_rows();
     for (what, content_type, body) in [
         (
@@ -247,6 +252,7 @@ async fn broken_columnar_bodies_are_refused_whole_with_nothing_written() {
             parquet[..parquet.len() / 2].to_vec(),
         ),
         ("a broken footer", PARQUET, bad_footer),
+        ("a footer of 4 GiB", PARQUET, huge_footer),
         (
             "CSV sent as Parquet",
             PARQUET,
@@ -334,4 +340,64 @@ async fn the_client_puts_and_posts_parquet_files_once() {
         crate::cli::idem_json(&app.base, &["post", "typed", path, "--channel", "feed"]).await;
     assert_eq!(code, Some(3), "a channel counts lines: {stderr}");
     assert_eq!(app.count("typed", "2026-10-12").await, 5);
+}
+
+/// The declared types of `table`, column by column.
+async fn column_types(app: &TestApp, table: &str) -> Vec<(String, String)> {
+    let def = json_body(app.get(&format!("/tables/{table}")).await).await;
+    def["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_undeclared_table_takes_its_columns_from_a_columnar_body_s_schema() {
+    let app = spawn_app().await;
+    let typed = |name: &str, ty: &str| (name.to_string(), ty.to_string());
+    let expected = vec![
+        typed("id", "bigint"),
+        typed("ds", "date"),
+        typed("i", "integer"),
+        typed("f", "double precision"),
+        typed("n", "numeric"),
+        typed("s", "text"),
+        typed("b", "boolean"),
+        typed("t", "timestamptz"),
+        typed("u", "uuid"),
+        typed("j", "jsonb"),
+        typed("l", "jsonb"),
+        typed("m", "jsonb"),
+        typed("cat", "text"),
+        typed("tm", "text"),
+    ];
+    for (table, content_type, body) in [
+        ("from_parquet", PARQUET, parquet_of_rows(2)),
+        ("from_arrow", ARROW, arrow_stream_of_rows()),
+    ] {
+        let r = app
+            .put(
+                &format!("/partitions/{table}/2026-10-12"),
+                content_type,
+                body,
+            )
+            .await;
+        assert_eq!(r.status(), 200, "{table}: {}", r.text().await.unwrap());
+        assert_eq!(column_types(&app, table).await, expected, "{table}");
+        assert_eq!(app.count(table, "2026-10-12").await, 5, "{table}");
+    }
+    // Rows whose schema cannot be read make no table.
+    let broken = parquet_of_rows(2)[..100].to_vec();
+    let r = app
+        .put("/partitions/never/2026-10-12", PARQUET, broken)
+        .await;
+    assert_eq!(r.status(), 422);
+    assert_eq!(app.get("/tables/never").await.status(), 404);
 }

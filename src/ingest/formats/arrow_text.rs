@@ -11,7 +11,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrowPrimitiveType};
 use arrow_schema::{DataType, TimeUnit};
+
 use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, Timelike};
+
+use crate::schema::ColumnType;
 
 /// Why a column's values cannot be taken, if they cannot (checked once per
 /// body, before any row): idem has no column type for them.
@@ -35,6 +38,38 @@ pub fn unsupported(ty: &DataType) -> Option<String> {
         DataType::Map(f, _) => nested_unsupported(f.data_type()),
         _ => None,
     }
+}
+
+/// The idem column type that holds a column of `ty` exactly (a table made
+/// from a columnar body takes its types from here); `None` for the types
+/// `unsupported` refuses.
+pub fn column_type(ty: &DataType) -> Option<ColumnType> {
+    Some(match ty {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16 => {
+            ColumnType::Integer
+        }
+        DataType::Int64 | DataType::UInt32 => ColumnType::Bigint,
+        // Past bigint's range.
+        DataType::UInt64 => ColumnType::Numeric,
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => ColumnType::DoublePrecision,
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => ColumnType::Numeric,
+        DataType::Boolean => ColumnType::Boolean,
+        DataType::Date32 | DataType::Date64 => ColumnType::Date,
+        DataType::Timestamp(..) => ColumnType::Timestamptz,
+        DataType::FixedSizeBinary(16) => ColumnType::Uuid,
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Time32(_)
+        | DataType::Time64(_)
+        | DataType::Null => ColumnType::Text,
+        DataType::Dictionary(_, value) => return column_type(value),
+        nested if is_nested(nested) && unsupported(nested).is_none() => ColumnType::Jsonb,
+        _ => return None,
+    })
 }
 
 /// Inside a nested value binary is written as hex (JSON has no bytes).

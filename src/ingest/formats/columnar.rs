@@ -7,7 +7,8 @@
 //! under quarantine) is the row as one JSON object, an NDJSON line.
 
 use std::borrow::Cow;
-use std::io::{self, Read};
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
 
 use arrow_array::cast::AsArray;
@@ -17,9 +18,10 @@ use arrow_schema::{ArrowError, DataType, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::errors::ParquetError;
 
-use super::arrow_text::{is_nested, unsupported, write_json, write_text};
+use super::arrow_text::{column_type, is_nested, unsupported, write_json, write_text};
 use super::record::{RawField, RawRecord, ReadError, ReadLimits, RecordSink};
 use crate::ingest::RowError;
+use crate::schema::ColumnType;
 
 /// Rows a batch read from Parquet holds (an Arrow stream's batches are the
 /// ones it was written in).
@@ -53,6 +55,7 @@ pub(super) fn read_parquet<R: Read>(
         None => tempfile::tempfile()?,
     };
     io::copy(&mut reader, &mut file)?;
+    check_footer(&mut file)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
         parquet_error(
             e,
@@ -89,6 +92,58 @@ pub(super) fn read_parquet<R: Read>(
         }
     }
     Ok(())
+}
+
+/// The columns of an Arrow stream and the idem type of each (`None`: a
+/// type idem cannot hold), from the stream's head: its schema comes first.
+pub fn arrow_stream_columns(head: &[u8]) -> Result<Vec<(String, Option<ColumnType>)>, ReadError> {
+    let stream = StreamReader::try_new(head, None)
+        .map_err(|e| arrow_error(e, 1, "the body is not an Arrow IPC stream"))?;
+    Ok(columns(&stream.schema()))
+}
+
+/// The columns of a Parquet file, from its footer.
+pub fn parquet_columns(mut file: File) -> Result<Vec<(String, Option<ColumnType>)>, ReadError> {
+    check_footer(&mut file)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+        parquet_error(
+            e,
+            1,
+            "the body is not a Parquet file, or its footer is broken",
+        )
+    })?;
+    Ok(columns(builder.schema()))
+}
+
+/// The most metadata a Parquet footer may declare: the reader holds it
+/// whole, so a body cannot make it hold more than this.
+const MAX_FOOTER_BYTES: u64 = 64 << 20;
+
+/// Refuses a Parquet file whose footer declares more than
+/// `MAX_FOOTER_BYTES` of metadata (anything else wrong with it is the
+/// Parquet reader's to say).
+fn check_footer(file: &mut File) -> Result<(), ReadError> {
+    let mut tail = [0u8; 8];
+    if file.seek(SeekFrom::End(-8)).is_err() || file.read_exact(&mut tail).is_err() {
+        return Ok(());
+    }
+    let declared = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+    if &tail[4..] == b"PAR1" && declared > MAX_FOOTER_BYTES {
+        return Err(broken(
+            1,
+            "the Parquet footer is too large",
+            &format!("it declares {declared} bytes of metadata, more than {MAX_FOOTER_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+fn columns(schema: &Schema) -> Vec<(String, Option<ColumnType>)> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), column_type(f.data_type())))
+        .collect()
 }
 
 /// The rows of one body, fed batch after batch.

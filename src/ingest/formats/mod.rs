@@ -22,6 +22,7 @@ pub use record::{
     DELETED_FIELD,
 };
 
+pub use columnar::{arrow_stream_columns, parquet_columns};
 use columnar::{read_arrow_stream, read_parquet};
 use csv::read_csv;
 use json_array::read_json_array;
