@@ -11,7 +11,6 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrowPrimitiveType};
 use arrow_schema::{DataType, TimeUnit};
-
 use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, Timelike};
 
 use crate::schema::ColumnType;
