@@ -17,6 +17,7 @@ pub mod put;
 mod records;
 pub mod rejects;
 pub mod retry;
+mod row_groups;
 mod send;
 pub mod show;
 pub mod tables;

@@ -16,7 +16,8 @@ use super::channels::committed_records;
 use super::progress::{watched, Progress, Unit};
 use super::put::file_sha256;
 use super::records::Records;
-use super::send::{is_columnar, send_until_settled, FileBody, Load, Payload};
+use super::row_groups::{row_group_count, row_group_file};
+use super::send::{is_columnar, send_until_settled, FileBody, Load, Payload, PARQUET};
 use super::{post_key, say, Exit};
 
 /// Runs `idem post`: a summary on stdout.
@@ -86,7 +87,7 @@ async fn send_batches(
         Exit::Usage
     };
     if is_columnar(body.content_type) {
-        return send_whole(args, body, progress).await;
+        return send_columnar(args, body, progress).await;
     }
     let mut records = Records::open(body).await.map_err(unreadable)?;
     let resume = match &args.channel {
@@ -130,39 +131,73 @@ async fn send_batches(
     Ok(tally.summary(&args.table, &resume))
 }
 
-/// A Parquet file or Arrow stream, sent whole as one batch under a key made
-/// from the file (a rerun is answered from the server's records).
-async fn send_whole(
+/// A Parquet file, one POST a row group, or an Arrow stream (or a gzipped
+/// file), sent whole as one; each under a key made from the file and its
+/// number, so a rerun is answered from the server's records.
+async fn send_columnar(
     args: &PostArgs,
     body: &FileBody,
     progress: &Arc<Progress>,
 ) -> Result<serde_json::Value, Exit> {
-    if args.channel.is_some() {
-        progress.note("idem post: --channel counts records of NDJSON or CSV; a Parquet or Arrow file is sent whole under a key");
-        return Err(Exit::Usage);
-    }
-    let sha256 = file_sha256(body.path()).await.map_err(|e| {
+    let unreadable = |why: String| {
         progress.note(&format!(
-            "idem post: cannot read {}: {e}",
+            "idem post: cannot read {}: {why}",
             body.path().display()
         ));
         Exit::Usage
-    })?;
+    };
+    if args.channel.is_some() {
+        progress.note("idem post: --channel counts records of NDJSON or CSV; a Parquet or Arrow file goes under keys");
+        return Err(Exit::Usage);
+    }
+    let sha256 = file_sha256(body.path())
+        .await
+        .map_err(|e| unreadable(e.to_string()))?;
     let resume = Resume::Keys { sha256 };
-    let (url, key) = batch_target(args, &resume, 0, 0)?;
-    let load = post_load(
-        url,
-        key,
-        format!("{} ({})", args.table, body.path().display()),
-    );
+    let by_row_group = body.content_type == PARQUET && !body.gzip;
+    let batches = match by_row_group {
+        true => {
+            let path = body.path().to_path_buf();
+            tokio::task::spawn_blocking(move || row_group_count(&path))
+                .await
+                .map_err(|e| unreadable(e.to_string()))?
+                .map_err(unreadable)?
+        }
+        false => 1,
+    };
     let started = Instant::now();
-    let receipt = send_until_settled(&args.server, &load, &Payload::File(body), progress).await?;
     let mut tally = Tally::default();
-    tally.add(&receipt);
+    for batch in 0..batches {
+        let number = u64::try_from(batch).unwrap_or(u64::MAX);
+        let (url, key) = batch_target(args, &resume, number, 0)?;
+        let what = format!(
+            "{} batch {} (row group {batch} of the file)",
+            args.table,
+            batch + 1
+        );
+        let payload = match by_row_group {
+            true => {
+                let path = body.path().to_path_buf();
+                let (data, _) = tokio::task::spawn_blocking(move || row_group_file(&path, batch))
+                    .await
+                    .map_err(|e| unreadable(e.to_string()))?
+                    .map_err(unreadable)?;
+                Payload::Bytes {
+                    data: data.into(),
+                    content_type: PARQUET,
+                }
+            }
+            false => Payload::File(body),
+        };
+        let load = post_load(url, key, what);
+        tally.add(&send_until_settled(&args.server, &load, &payload, progress).await?);
+    }
     progress.finish();
     progress.note(&format!(
-        "idem post: {}: 1 batch ({} replayed), {} rows written, in {:.1} s",
+        "idem post: {}: {} batches ({} new, {} replayed), {} rows written, in {:.1} s",
         args.table,
+        tally.batches,
+        tally.batches - tally.replayed,
         tally.replayed,
         tally.rows_written,
         started.elapsed().as_secs_f64()

@@ -328,14 +328,22 @@ async fn the_client_puts_and_posts_parquet_files_once() {
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(receipt["rows_written"], 5, "{receipt}");
 
-    // A POST of the file: sent whole, once; again, a replay.
-    for replayed in [false, true] {
+    // A POST of the file: a batch a row group (three of them), each once;
+    // run again, each a replay.
+    for replayed in [0, 3] {
         let (code, summary, stderr) =
             crate::cli::idem_json(&app.base, &["post", "typed", path]).await;
         assert_eq!(code, Some(0), "{stderr}");
-        assert_eq!(summary["batches"], 1, "{summary}");
-        assert_eq!(summary["replayed"], u64::from(replayed), "{summary}");
+        assert_eq!(summary["batches"], 3, "{summary}");
+        assert_eq!(summary["replayed"], replayed, "{summary}");
     }
+    let posts: i64 = sqlx::query_scalar(
+        "select count(*) from idem.loads where table_name = 'typed' and rows_received = 2",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(posts, 2, "two row groups of 2 rows, one of 1");
     let (code, _, stderr) =
         crate::cli::idem_json(&app.base, &["post", "typed", path, "--channel", "feed"]).await;
     assert_eq!(code, Some(3), "a channel counts lines: {stderr}");
