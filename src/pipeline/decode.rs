@@ -120,6 +120,12 @@ pub fn verdict(mut decoded: Decoded) -> WriteResult<Decoded> {
     let rows_received = decoded.rows_received;
     match &decoded.read_error {
         Some(ReadError::Io(e)) => return Err(classify_read_error(e).into()),
+        Some(ReadError::Spool(e)) => {
+            return Err(super::spool::spool_failed(io::Error::new(
+                e.kind(),
+                e.to_string(),
+            )))
+        }
         Some(ReadError::Malformed(e)) => {
             let error = decoded
                 .header_refusal

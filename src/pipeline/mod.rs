@@ -95,7 +95,7 @@ fn refused_sample(e: ReadError) -> WriteError {
             error: Box::new(BadRow::from(error)),
             rows_received: 0,
         },
-        ReadError::Io(e) => spool::spool_failed(e),
+        ReadError::Io(e) | ReadError::Spool(e) => spool::spool_failed(e),
         other => WriteError::Internal(anyhow::anyhow!("reading a schema: {other:?}")),
     }
 }

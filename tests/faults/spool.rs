@@ -149,21 +149,43 @@ async fn a_full_spool_answers_503_with_retry_after_and_a_days_own_body_still_cha
     )
     .await;
     assert_spool_full(&quarantined, "a quarantine of 1.5 MB of rejects");
-    for path in ["/tables/auto", "/partitions/orders/2026-10-13"] {
+    // A Parquet body is read from a spool file (its footer comes last).
+    let parquet = written_by_pyarrow(&format!(
+        "pq.write_table(pa.table({{'order_id': pa.array([1, 2], pa.int64()), \
+           'ds': pa.array([datetime.date.fromisoformat('{DAY}')] * 2), \
+           'status': ['a', 'b']}}), out)"
+    ));
+    let headers = [("content-type", "application/vnd.apache.parquet")];
+    let columnar = raw_request(
+        &idem.addr,
+        "PUT",
+        "/partitions/orders/2026-10-14",
+        &headers,
+        RawBody::Whole(parquet),
+        CLIENT_DEADLINE,
+    )
+    .await
+    .expect("an answer");
+    assert_spool_full(&columnar, "a Parquet body");
+    for path in [
+        "/tables/auto",
+        "/partitions/orders/2026-10-13",
+        "/partitions/orders/2026-10-14",
+    ] {
         let r = client.get(idem.url(path)).send().await.expect("an answer");
         assert_eq!(r.status().as_u16(), 404, "{path} was not written");
     }
     assert_eq!(readyz(&client, &idem).await, 200, "still serving");
     assert_eq!(spool.entries(), ["filler"], "no spool file left");
-    let failures = idem.failures_logged_at_least(3).await;
-    assert_eq!(failures.len(), 3, "{failures:?}");
+    let failures = idem.failures_logged_at_least(4).await;
+    assert_eq!(failures.len(), 4, "{failures:?}");
     assert!(
         failures.iter().all(|l| l.contains("\"WARN\"")),
         "a full spool is a warning, not an error: {failures:?}"
     );
     report!(
         "full spool: a 1 MiB tmpfs filled as IDEM_SPOOL_DIR; a new body for an existing day, \
-         a large body for an undeclared table and 1.5 MB of quarantined rejects each answered \
+         a large body for an undeclared table, 1.5 MB of quarantined rejects and a Parquet body each answered \
          503 spool_full with Retry-After, the days untouched, no file left; the day's own 2 MB \
          body sent again answered changed:false; the server kept serving"
     );

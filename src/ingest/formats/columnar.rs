@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 
 use arrow_array::cast::AsArray;
@@ -50,11 +50,7 @@ pub(super) fn read_parquet<R: Read>(
     sink: &mut impl RecordSink,
     limits: &ReadLimits,
 ) -> Result<(), ReadError> {
-    let mut file = match &limits.spool_dir {
-        Some(dir) => tempfile::tempfile_in(dir)?,
-        None => tempfile::tempfile()?,
-    };
-    io::copy(&mut reader, &mut file)?;
+    let mut file = spool(&mut reader, limits)?;
     check_footer(&mut file)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
         parquet_error(
@@ -144,6 +140,24 @@ fn columns(schema: &Schema) -> Vec<(String, Option<ColumnType>)> {
         .iter()
         .map(|f| (f.name().clone(), column_type(f.data_type())))
         .collect()
+}
+
+/// The body copied to an unnamed temporary file (gone once closed): a
+/// failure to read is the body's (`Io`), one to write the spool's.
+fn spool(reader: &mut impl Read, limits: &ReadLimits) -> Result<File, ReadError> {
+    let mut file = match &limits.spool_dir {
+        Some(dir) => tempfile::tempfile_in(dir),
+        None => tempfile::tempfile(),
+    }
+    .map_err(ReadError::Spool)?;
+    let mut chunk = vec![0u8; 256 * 1024];
+    loop {
+        let n = reader.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(file);
+        }
+        file.write_all(&chunk[..n]).map_err(ReadError::Spool)?;
+    }
 }
 
 /// The rows of one body, fed batch after batch.

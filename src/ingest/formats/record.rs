@@ -63,6 +63,9 @@ pub enum ReadError {
         max: u64,
     },
     Io(io::Error),
+    /// The temporary file a Parquet body is spooled to could not be written
+    /// (a full disk is the server's condition, not the client's).
+    Spool(io::Error),
 }
 
 /// The message of a record refused for its size.
