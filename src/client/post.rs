@@ -119,15 +119,7 @@ async fn send_batches(
         catch_up(&receipt, &mut records).await.map_err(unreadable)?;
     }
     progress.finish();
-    progress.note(&format!(
-        "idem post: {}: {} batches ({} new, {} replayed), {} rows written, in {:.1} s",
-        args.table,
-        tally.batches,
-        tally.batches - tally.replayed,
-        tally.replayed,
-        tally.rows_written,
-        started.elapsed().as_secs_f64()
-    ));
+    progress.note(&tally.said(&args.table, started));
     Ok(tally.summary(&args.table, &resume))
 }
 
@@ -193,15 +185,7 @@ async fn send_columnar(
         tally.add(&send_until_settled(&args.server, &load, &payload, progress).await?);
     }
     progress.finish();
-    progress.note(&format!(
-        "idem post: {}: {} batches ({} new, {} replayed), {} rows written, in {:.1} s",
-        args.table,
-        tally.batches,
-        tally.batches - tally.replayed,
-        tally.replayed,
-        tally.rows_written,
-        started.elapsed().as_secs_f64()
-    ));
+    progress.note(&tally.said(&args.table, started));
     Ok(tally.summary(&args.table, &resume))
 }
 
@@ -318,6 +302,18 @@ impl Tally {
 
     /// The summary on stdout; with a channel, its name, the records skipped
     /// at the start and the offset committed at the end.
+    /// What a run says when it ends.
+    fn said(&self, table: &str, started: Instant) -> String {
+        format!(
+            "idem post: {table}: {} batches ({} new, {} replayed), {} rows written, in {:.1} s",
+            self.batches,
+            self.batches - self.replayed,
+            self.replayed,
+            self.rows_written,
+            started.elapsed().as_secs_f64()
+        )
+    }
+
     fn summary(&self, table: &str, resume: &Resume) -> serde_json::Value {
         let mut summary = json!({
             "table": table,

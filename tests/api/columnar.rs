@@ -350,22 +350,6 @@ async fn the_client_puts_and_posts_parquet_files_once() {
     assert_eq!(app.count("typed", "2026-10-12").await, 5);
 }
 
-/// The declared types of `table`, column by column.
-async fn column_types(app: &TestApp, table: &str) -> Vec<(String, String)> {
-    let def = json_body(app.get(&format!("/tables/{table}")).await).await;
-    def["columns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["name"].as_str().unwrap().to_string(),
-                c["type"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn an_undeclared_table_takes_its_columns_from_a_columnar_body_s_schema() {
     let app = spawn_app().await;
@@ -398,7 +382,7 @@ async fn an_undeclared_table_takes_its_columns_from_a_columnar_body_s_schema() {
             )
             .await;
         assert_eq!(r.status(), 200, "{table}: {}", r.text().await.unwrap());
-        assert_eq!(column_types(&app, table).await, expected, "{table}");
+        assert_eq!(app.column_types(table).await, expected, "{table}");
         assert_eq!(app.count(table, "2026-10-12").await, 5, "{table}");
     }
     // Rows whose schema cannot be read make no table.

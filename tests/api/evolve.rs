@@ -12,18 +12,7 @@ const EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integ
   "primary_key": ["id"], "schema": "evolve"}"#;
 
 async fn columns(app: &TestApp, table: &str) -> BTreeMap<String, String> {
-    let info = json_body(app.get(&format!("/tables/{table}")).await).await;
-    info["columns"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{info}"))
-        .iter()
-        .map(|c| {
-            (
-                c["name"].as_str().unwrap().to_string(),
-                c["type"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    app.column_types(table).await.into_iter().collect()
 }
 
 #[tokio::test]

@@ -154,6 +154,22 @@ impl TestApp {
         text
     }
 
+    /// The declared columns of `table`, in order: name and type.
+    pub async fn column_types(&self, table: &str) -> Vec<(String, String)> {
+        let info = json_body(self.get(&format!("/tables/{table}")).await).await;
+        info["columns"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{info}"))
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_string(),
+                    c["type"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
     /// Rows of a table straight from Postgres, behind the API.
     pub async fn count(&self, table: &str, ds: &str) -> i64 {
         sqlx::query_scalar(&format!(
