@@ -215,6 +215,8 @@ pub struct BackfillArgs {
 pub enum RowsFormat {
     Ndjson,
     Csv,
+    Parquet,
+    Arrow,
 }
 
 /// `idem get TABLE DS` or `idem get TABLE --whole`.
@@ -230,8 +232,10 @@ pub struct GetArgs {
     /// Write to this file (whole or not at all) instead of stdout.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = RowsFormat::Ndjson)]
-    pub format: RowsFormat,
+    /// The rows' format; without it, the one the output's name says
+    /// (`day.parquet`, `day.csv`, `day.arrow`), else NDJSON.
+    #[arg(long, value_enum)]
+    pub format: Option<RowsFormat>,
     #[command(flatten)]
     pub server: ServerArgs,
 }

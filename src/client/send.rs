@@ -120,7 +120,7 @@ impl Payload<'_> {
 }
 
 /// The content type a file name says, and whether it is gzipped.
-fn content_type_of(name: &str) -> Option<(&'static str, bool)> {
+pub fn content_type_of(name: &str) -> Option<(&'static str, bool)> {
     let lower = name.to_ascii_lowercase();
     let (base, gzip) = match lower.strip_suffix(".gz") {
         Some(base) => (base.to_string(), true),

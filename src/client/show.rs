@@ -14,7 +14,9 @@ use tokio::io::AsyncWriteExt;
 
 use super::args::{GetArgs, KeyArgs, ListArgs, LoadsArgs, PartitionsArgs, RowsFormat, ServerArgs};
 use super::progress::{Progress, Unit};
-use super::send::{settle, with_causes, Load, Payload, ReadFailure};
+use super::send::{
+    content_type_of, settle, with_causes, Load, Payload, ReadFailure, ARROW_STREAM, PARQUET,
+};
 use super::{say, Exit};
 
 /// Runs `idem get`: the partition as the server gives it, written whole
@@ -38,10 +40,7 @@ async fn get_rows(args: &GetArgs) -> Result<(), Exit> {
         ),
     };
     let url = args.server.endpoint(&segments, &[])?;
-    let accept = match args.format {
-        RowsFormat::Ndjson => "application/x-ndjson",
-        RowsFormat::Csv => "text/csv",
-    };
+    let accept = rows_media_type(args.format, args.output.as_deref());
     let landing = landing_file(args.output.as_deref()).map_err(|e| {
         eprintln!("idem get: cannot write beside the output: {e}");
         Exit::Usage
@@ -71,6 +70,23 @@ async fn get_rows(args: &GetArgs) -> Result<(), Exit> {
             eprintln!("idem get: cannot write the rows: {e}");
             Err(Exit::Usage)
         }
+    }
+}
+
+/// The media type `idem get` asks for: `format`'s, or the one the output's
+/// name says (a gzipped name says none: the server answers no gzip), or
+/// NDJSON.
+fn rows_media_type(format: Option<RowsFormat>, output: Option<&Path>) -> &'static str {
+    let named = || match output.and_then(|path| content_type_of(&path.to_string_lossy())) {
+        Some((content_type, false)) => Some(content_type),
+        _ => None,
+    };
+    match format {
+        Some(RowsFormat::Ndjson) => "application/x-ndjson",
+        Some(RowsFormat::Csv) => "text/csv",
+        Some(RowsFormat::Parquet) => PARQUET,
+        Some(RowsFormat::Arrow) => ARROW_STREAM,
+        None => named().unwrap_or("application/x-ndjson"),
     }
 }
 

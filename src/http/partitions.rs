@@ -183,8 +183,10 @@ pub(super) fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<R
             "csv" => Ok(RowFormat::Csv),
             "ndjson" | "jsonl" => Ok(RowFormat::Ndjson),
             "json" => Ok(RowFormat::Json),
+            "parquet" => Ok(RowFormat::Parquet),
+            "arrow" => Ok(RowFormat::ArrowStream),
             other => Err(ApiError::InvalidRequest(format!(
-                "format {other:?} is not csv, ndjson or json"
+                "format {other:?} is not csv, ndjson, json, parquet or arrow"
             ))),
         };
     }
@@ -192,7 +194,11 @@ pub(super) fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<R
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    Ok(if accept.contains("text/csv") {
+    Ok(if accept.contains("parquet") {
+        RowFormat::Parquet
+    } else if accept.contains("application/vnd.apache.arrow.stream") {
+        RowFormat::ArrowStream
+    } else if accept.contains("text/csv") {
         RowFormat::Csv
     } else if accept.contains("application/json") {
         RowFormat::Json
@@ -213,11 +219,7 @@ pub(super) fn rows_headers(content_sha256: &str, rows: u64, format: RowFormat) -
     headers.insert(ROW_COUNT_HEADER, HeaderValue::from(rows));
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(match format {
-            RowFormat::Csv => "text/csv; charset=utf-8",
-            RowFormat::Ndjson => "application/x-ndjson",
-            RowFormat::Json => "application/json",
-        }),
+        HeaderValue::from_static(format.media_type()),
     );
     headers
 }

@@ -10,8 +10,10 @@
 //! - `change`: `SchemaWants`, `SchemaChange`, `plan_changes`;
 //! - `error`: `SchemaError`;
 //! - `audits`: `Audits` a load's staged rows must pass, and `AuditReport`;
-//! - `audit_checks`: `Audits::parse`, audits checked against a table.
+//! - `audit_checks`: `Audits::parse`, audits checked against a table;
+//! - `arrow_fields`: the Arrow field metadata idem writes and reads.
 
+pub mod arrow_fields;
 mod audit_checks;
 mod audits;
 mod change;

@@ -24,6 +24,7 @@ pub mod ledger;
 pub mod locks;
 pub mod partitions;
 pub mod read;
+mod read_arrow;
 pub mod rejects;
 mod row_json;
 pub mod sql;

@@ -1,13 +1,15 @@
 //! Streaming rows out of an open snapshot: a partition's or a whole table's
-//! (Postgres's CSV as it comes, or JSON written from binary COPY by
-//! `row_json`), or a query's (each row made JSON by Postgres: history).
+//! (Postgres's CSV as it comes, JSON written from binary COPY by
+//! `row_json`, or Parquet and Arrow by `read_arrow`), or a query's (each row
+//! made JSON by Postgres: history).
 
 use bytes::Bytes;
 use futures::StreamExt;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Row};
 use tokio::sync::mpsc;
 
-use super::row_json::{sent_as_text, JsonColumns};
+use super::read_arrow::{self, ArrowColumns, FileWriter, NumericShape};
+use super::row_json::{self, JsonColumns};
 use super::sql::{quote_literal, Ident};
 use super::{StoreError, StoreResult};
 use crate::binary_copy::{Malformed, TupleStream};
@@ -19,6 +21,27 @@ pub enum RowFormat {
     /// One JSON array of the rows.
     Json,
     Csv,
+    /// A Parquet file (zstd), written by `read_arrow`.
+    Parquet,
+    /// An Arrow IPC stream, written by `read_arrow`.
+    ArrowStream,
+}
+
+impl RowFormat {
+    /// The `Content-Type` of rows read in this format.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            RowFormat::Csv => "text/csv; charset=utf-8",
+            RowFormat::Ndjson => "application/x-ndjson",
+            RowFormat::Json => "application/json",
+            RowFormat::Parquet => "application/vnd.apache.parquet",
+            RowFormat::ArrowStream => "application/vnd.apache.arrow.stream",
+        }
+    }
+
+    fn is_columnar(self) -> bool {
+        matches!(self, RowFormat::Parquet | RowFormat::ArrowStream)
+    }
 }
 
 type Chunks = mpsc::Sender<std::io::Result<Bytes>>;
@@ -125,16 +148,11 @@ async fn send_copy_json(
     format: RowFormat,
     tx: &Chunks,
 ) -> StoreResult<()> {
-    let (list, aliases) = copy_list(columns);
-    let sql = format!(
-        "copy (select {list} from ({select}) _row({aliases})) to stdout with (format binary)"
-    );
+    let sql = binary_copy_sql(select, columns.types(), row_json::sent_as_text);
     let mut parts = conn.copy_out_raw(&sql).await?;
     let mut tuples = TupleStream::new(columns.len());
     let mut sink = ChunkSink::new(tx);
     let mut framing = JsonFraming::new(format);
-    let malformed =
-        |_: Malformed| StoreError::Corrupt("Postgres sent binary COPY idem cannot read");
     while let Some(part) = parts.next().await {
         tuples
             .feed(&part?, |fields| {
@@ -154,23 +172,120 @@ async fn send_copy_json(
     Ok(())
 }
 
-/// The select list of `send_copy_json`'s COPY over `_row`, and the names
-/// it gives `_row`'s columns: `_c0`, `_c1`, … (names of idem's own, which
-/// no user column takes), each cast to text where `row_json` writes
-/// Postgres's text.
-fn copy_list(columns: &JsonColumns) -> (String, String) {
-    let names: Vec<Ident> = (0..columns.len())
-        .map(|i| Ident::system(&format!("_c{i}")))
+/// A binary COPY of `select`'s columns, of types `types`, over `_row`,
+/// each cast to text where `as_text` says its reader takes Postgres's
+/// text. `_row`'s columns are named `_c0`, `_c1`, … (names of idem's own,
+/// which no user column takes).
+fn binary_copy_sql(
+    select: &str,
+    types: impl Iterator<Item = ColumnType>,
+    as_text: fn(ColumnType) -> bool,
+) -> String {
+    let (list, aliases): (Vec<String>, Vec<Ident>) = types
+        .enumerate()
+        .map(|(i, ty)| {
+            let name = Ident::system(&format!("_c{i}"));
+            match as_text(ty) {
+                true => (format!("_row.{name}::text"), name),
+                false => (format!("_row.{name}"), name),
+            }
+        })
+        .unzip();
+    let (list, aliases) = (list.join(", "), super::sql::join(&aliases));
+    format!("copy (select {list} from ({select}) _row({aliases})) to stdout with (format binary)")
+}
+
+/// The rows of `select` (`def`'s user columns) as a Parquet file or an
+/// Arrow stream, a batch of `read_arrow::BATCH_ROWS` rows at a time.
+async fn send_columnar(
+    conn: &mut PgConnection,
+    select: &str,
+    def: &TableDef,
+    format: RowFormat,
+    tx: &Chunks,
+) -> StoreResult<()> {
+    let shapes = numeric_shapes(conn, select, def).await?;
+    let mut columns = ArrowColumns::new(def, &shapes);
+    let mut file = match format {
+        RowFormat::Parquet => FileWriter::parquet(columns.schema()),
+        _ => FileWriter::arrow(columns.schema()),
+    }
+    .map_err(write_failed)?;
+    let types = def.columns.iter().map(|c| c.ty);
+    let sql = binary_copy_sql(select, types, read_arrow::sent_as_text);
+    let mut parts = conn.copy_out_raw(&sql).await?;
+    let mut tuples = TupleStream::new(def.columns.len());
+    let mut sink = ChunkSink::new(tx);
+    while let Some(part) = parts.next().await {
+        tuples
+            .feed(&part?, |fields| columns.append_row(fields))
+            .map_err(malformed)?;
+        if columns.rows() >= read_arrow::BATCH_ROWS {
+            let batch = columns.take_batch().map_err(malformed)?;
+            file.write(&batch).map_err(write_failed)?;
+            sink.buf.append(&mut file.take_written());
+            if !sink.flush_full().await {
+                return Ok(()); // the client went away
+            }
+        }
+    }
+    tuples.finish().map_err(malformed)?;
+    if columns.rows() > 0 {
+        let batch = columns.take_batch().map_err(malformed)?;
+        file.write(&batch).map_err(write_failed)?;
+    }
+    sink.buf.append(&mut file.finish().map_err(write_failed)?);
+    sink.finish().await;
+    Ok(())
+}
+
+fn malformed(_: Malformed) -> StoreError {
+    StoreError::Corrupt("Postgres sent binary COPY idem cannot read")
+}
+
+fn write_failed(why: read_arrow::WriteFailed) -> StoreError {
+    tracing::error!(error = %why, "writing rows as Parquet or Arrow failed");
+    StoreError::Corrupt("writing the rows as Parquet or Arrow failed")
+}
+
+/// The shape of each numeric column of `def`, in order, from its values in
+/// `select` (one pass over them, before the rows are read).
+async fn numeric_shapes(
+    conn: &mut PgConnection,
+    select: &str,
+    def: &TableDef,
+) -> StoreResult<Vec<NumericShape>> {
+    let numeric: Vec<usize> = (def.columns.iter().enumerate())
+        .filter(|(_, c)| c.ty == ColumnType::Numeric)
+        .map(|(i, _)| i)
         .collect();
-    let list: Vec<String> = names
+    if numeric.is_empty() {
+        return Ok(Vec::new());
+    }
+    let aggregates: Vec<String> = numeric
         .iter()
-        .zip(columns.types())
-        .map(|(name, ty)| match sent_as_text(ty) {
-            true => format!("_row.{name}::text"),
-            false => format!("_row.{name}"),
+        .map(|i| {
+            let c = format!("_row.{}", Ident::system(&format!("_c{i}")));
+            format!("min(scale({c})), max(scale({c})), max(abs({c}))::text")
         })
         .collect();
-    (list.join(", "), super::sql::join(&names))
+    let aliases: Vec<Ident> = (0..def.columns.len())
+        .map(|i| Ident::system(&format!("_c{i}")))
+        .collect();
+    let sql = format!(
+        "select {} from ({select}) _row({})",
+        aggregates.join(", "),
+        super::sql::join(&aliases)
+    );
+    let row = sqlx::query(&sql).fetch_one(&mut *conn).await?;
+    (0..numeric.len())
+        .map(|k| {
+            let min: Option<i32> = row.try_get(3 * k)?;
+            let max: Option<i32> = row.try_get(3 * k + 1)?;
+            let max_abs: Option<String> = row.try_get(3 * k + 2)?;
+            Ok(NumericShape::of(min, max, max_abs.as_deref()))
+        })
+        .collect()
 }
 
 /// A row of `_row` as one JSON object. `row_to_json` writes SQL NULL and a
@@ -242,8 +357,9 @@ async fn send_query_json(
 
 /// How a read's rows become JSON.
 enum JsonRows {
-    /// A table's user columns, written by `row_json`.
-    Columns(JsonColumns),
+    /// A table's user columns, written by `row_json` (and, as Parquet or
+    /// Arrow, by `read_arrow` from `def`).
+    Columns { json: JsonColumns, def: TableDef },
     /// A query's rows, each made JSON by this expression over `_row`, with
     /// the query's parameters (text, cast by the query).
     Query {
@@ -270,7 +386,10 @@ impl RowsRead {
         RowsRead {
             tx,
             select,
-            json: JsonRows::Columns(JsonColumns::of(def)),
+            json: JsonRows::Columns {
+                json: JsonColumns::of(def),
+                def: def.clone(),
+            },
         }
     }
 
@@ -302,8 +421,11 @@ impl RowsRead {
         tokio::spawn(async move {
             let result = match (format, &json) {
                 (RowFormat::Csv, _) => send_csv(&mut snapshot, &select, &tx).await,
-                (_, JsonRows::Columns(columns)) => {
-                    send_copy_json(&mut snapshot, &select, columns, format, &tx).await
+                (_, JsonRows::Columns { def, .. }) if format.is_columnar() => {
+                    send_columnar(&mut snapshot, &select, def, format, &tx).await
+                }
+                (_, JsonRows::Columns { json, .. }) => {
+                    send_copy_json(&mut snapshot, &select, json, format, &tx).await
                 }
                 (_, JsonRows::Query { json_row, params }) => {
                     send_query_json(&mut snapshot, (&select, json_row, params), format, &tx).await

@@ -11,20 +11,20 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 use crate::support::*;
 
-const TYPED: &str = r#"{"columns": {"id": "bigint", "ds": "date", "i": "integer",
+pub(crate) const TYPED: &str = r#"{"columns": {"id": "bigint", "ds": "date", "i": "integer",
     "f": "double precision", "n": "numeric", "s": "text", "b": "boolean",
     "t": "timestamptz", "u": "uuid", "j": "jsonb", "l": "jsonb", "m": "jsonb",
     "cat": "text", "tm": "text"},
     "partition_by": "ds", "primary_key": ["id"]}"#;
-const DAY: &str = "/partitions/typed/2026-10-12";
-const PARQUET: &str = "application/vnd.apache.parquet";
-const ARROW: &str = "application/vnd.apache.arrow.stream";
+pub(crate) const DAY: &str = "/partitions/typed/2026-10-12";
+pub(crate) const PARQUET: &str = "application/vnd.apache.parquet";
+pub(crate) const ARROW: &str = "application/vnd.apache.arrow.stream";
 
 /// Five rows of every type, the third null in every column but its key and
 /// day; `table` is the pyarrow table, `ndjson_lines` the same rows as
 /// NDJSON written by Python's json (decimals at the column's scale,
 /// timestamps with all nine digits).
-const ROWS: &str = r#"
+pub(crate) const ROWS: &str = r#"
 UTC = datetime.timezone.utc
 D = decimal.Decimal
 decimal.getcontext().prec = 60
@@ -67,20 +67,19 @@ def line(r):
         "cat": cols["cat"][0][r - 1],
         "tm": None if r == 3 else cols["tm"][0][r - 1].isoformat(timespec="microseconds"),
     }
-import json
 # A jsonb column's SQL NULL is its field left out (`null` is jsonb's null).
 def without_null_jsonb(row):
     return {k: v for k, v in row.items() if not (k in ("j", "l", "m") and v is None)}
 ndjson_lines = "".join(json.dumps(without_null_jsonb(line(r)), ensure_ascii=False) + "\n" for r in range(1, 6))
 "#;
 
-fn parquet_of_rows(row_group_size: usize) -> Vec<u8> {
+pub(crate) fn parquet_of_rows(row_group_size: usize) -> Vec<u8> {
     written_by_pyarrow(&format!(
         "{ROWS}\npq.write_table(table, out, row_group_size={row_group_size})"
     ))
 }
 
-fn arrow_stream_of_rows() -> Vec<u8> {
+pub(crate) fn arrow_stream_of_rows() -> Vec<u8> {
     written_by_pyarrow(&format!(
         "{ROWS}\nwith ipc.new_stream(out, table.schema) as w:\n    \
          for batch in table.to_batches(max_chunksize=2):\n        w.write_batch(batch)"
@@ -91,7 +90,7 @@ fn ndjson_of_rows() -> Vec<u8> {
     written_by_pyarrow(&format!("{ROWS}\nopen(out, 'w').write(ndjson_lines)"))
 }
 
-async fn typed() -> TestApp {
+pub(crate) async fn typed() -> TestApp {
     let app = spawn_app().await;
     let r = app.declare("typed", TYPED).await;
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
@@ -167,6 +166,19 @@ async fn a_value_that_does_not_fit_is_a_bad_row_named_by_row_and_column_and_kept
     assert_eq!(problem["errors"][0]["line"], 2, "{problem}");
     assert_eq!(problem["errors"][0]["column"], "i", "{problem}");
     assert_eq!(app.get(DAY).await.status(), 404, "nothing written");
+    // A value the reader itself cannot write (a time of day past 24 hours)
+    // names its row group too.
+    let far_date = written_by_pyarrow(
+        "t = pa.table({'id': pa.array([1, 2], pa.int64()), \
+           'ds': pa.array([datetime.date(2026, 10, 12)] * 2), \
+           'tm': pa.array([0, 100000 * 10**6], pa.time64('us'))})\n\
+         pq.write_table(t, out, row_group_size=1)",
+    );
+    let problem = json_body(app.put(DAY, PARQUET, far_date).await).await;
+    assert_eq!(problem["errors"][0]["line"], 2, "{problem}");
+    assert_eq!(problem["errors"][0]["column"], "tm", "{problem}");
+    let message = problem["errors"][0]["message"].as_str().unwrap();
+    assert!(message.ends_with("(row group 2)"), "{problem}");
 
     let r = app
         .put(&format!("{DAY}?bad_rows=quarantine"), PARQUET, body)

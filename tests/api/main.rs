@@ -13,6 +13,7 @@ mod cli_commands;
 mod cli_loads;
 mod cli_put_post;
 mod columnar;
+mod columnar_out;
 mod concurrency;
 mod container;
 mod drop_table;

@@ -24,18 +24,32 @@ pub fn arrow_python() -> &'static Path {
     })
 }
 
+/// The imports every script runs with.
+const PRELUDE: &str = "import datetime, decimal, json, uuid\nimport pyarrow as pa\n\
+    import pyarrow.parquet as pq\nimport pyarrow.ipc as ipc\n";
+
 /// Runs `script` (Python, with `pyarrow as pa`, `pyarrow.parquet as pq`,
-/// `pyarrow.ipc as ipc`, `datetime`, `decimal` and `uuid` imported, and
-/// `out`, a path in a fresh directory, defined) and returns the bytes it
+/// `pyarrow.ipc as ipc`, `datetime`, `decimal`, `json` and `uuid` imported,
+/// and `out`, a path in a fresh directory, defined) and returns the bytes it
 /// wrote to `out`.
 pub fn written_by_pyarrow(script: &str) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let program = format!(
-        "import datetime, decimal, uuid\nimport pyarrow as pa\nimport pyarrow.parquet as pq\n\
-         import pyarrow.ipc as ipc\nout = {out:?}\n{script}",
-        out = out.to_str().unwrap()
-    );
+    run_python(&format!("out = {:?}\n{script}", out.to_str().unwrap()));
+    std::fs::read(&out).unwrap()
+}
+
+/// Runs `script` (with the imports of `written_by_pyarrow`, and `inp`, the
+/// path of a file holding `input`) and returns what it printed.
+pub fn read_by_pyarrow(input: &[u8], script: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("inp");
+    std::fs::write(&inp, input).unwrap();
+    run_python(&format!("inp = {:?}\n{script}", inp.to_str().unwrap()))
+}
+
+fn run_python(script: &str) -> String {
+    let program = format!("{PRELUDE}{script}");
     let run = Command::new(arrow_python())
         .arg("-c")
         .arg(&program)
@@ -46,5 +60,5 @@ pub fn written_by_pyarrow(script: &str) -> Vec<u8> {
         "pyarrow's script failed:\n{}\n{program}",
         String::from_utf8_lossy(&run.stderr)
     );
-    std::fs::read(&out).unwrap()
+    String::from_utf8(run.stdout).unwrap()
 }

@@ -10,9 +10,12 @@ use std::fmt::Write;
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrowPrimitiveType};
-use arrow_schema::{DataType, TimeUnit};
+use arrow_schema::{DataType, Field, TimeUnit};
 use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, Timelike};
 
+use crate::schema::arrow_fields::{
+    DATE_INFINITY, EXTENSION_NAME_KEY, IDEM_TYPE_KEY, JSON_EXTENSION, TIMESTAMP_INFINITY,
+};
 use crate::schema::ColumnType;
 
 /// Why a column's values cannot be taken, if they cannot (checked once per
@@ -37,6 +40,37 @@ pub fn unsupported(ty: &DataType) -> Option<String> {
         DataType::Map(f, _) => nested_unsupported(f.data_type()),
         _ => None,
     }
+}
+
+/// The idem column type of a body's field: the one its metadata names for
+/// a text column (the canonical `arrow.json` extension: jsonb; idem's own
+/// `idem.type`, as idem writes a numeric column no decimal type holds), or
+/// else its Arrow type's (`column_type`).
+pub fn field_column_type(field: &Field) -> Option<ColumnType> {
+    if holds_text(field) {
+        let named = |key: &str| field.metadata().get(key).map(String::as_str);
+        if named(EXTENSION_NAME_KEY) == Some(JSON_EXTENSION) {
+            return Some(ColumnType::Jsonb);
+        }
+        if let Some(ty) = named(IDEM_TYPE_KEY).and_then(ColumnType::parse) {
+            return Some(ty);
+        }
+    }
+    column_type(field.data_type())
+}
+
+/// Whether a field's values are JSON text (the `arrow.json` extension): a
+/// bad row's raw form writes them as JSON, not as strings.
+pub fn holds_json_text(field: &Field) -> bool {
+    holds_text(field)
+        && field.metadata().get(EXTENSION_NAME_KEY).map(String::as_str) == Some(JSON_EXTENSION)
+}
+
+fn holds_text(field: &Field) -> bool {
+    matches!(
+        field.data_type(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
 }
 
 /// The idem column type that holds a column of `ty` exactly (a table made
@@ -286,17 +320,29 @@ fn write_number(array: &dyn Array, row: usize, out: &mut String) -> bool {
 /// A date, timestamp or time of day, as text.
 fn write_temporal(array: &dyn Array, row: usize, out: &mut String) -> Result<bool, OutOfRange> {
     match array.data_type() {
-        DataType::Date32 => {
-            let days = array.as_primitive::<Date32Type>().value(row);
-            date(i64::from(days).checked_mul(86_400_000), out)
-        }
+        DataType::Date32 => match array.as_primitive::<Date32Type>().value(row) {
+            DATE_INFINITY => infinity(true, out),
+            days if days == -DATE_INFINITY => infinity(false, out),
+            days => date(i64::from(days).checked_mul(86_400_000), out),
+        },
         DataType::Date64 => date(Some(array.as_primitive::<Date64Type>().value(row)), out),
-        DataType::Timestamp(unit, _) => timestamp(timestamp_value(array, row, unit), unit, out),
+        DataType::Timestamp(unit, _) => match timestamp_value(array, row, unit) {
+            TIMESTAMP_INFINITY => infinity(true, out),
+            value if value == -TIMESTAMP_INFINITY => infinity(false, out),
+            value => timestamp(value, unit, out),
+        },
         DataType::Time32(unit) | DataType::Time64(unit) => {
             time(time_nanos(array, row, unit), unit, out)
         }
         other => Err(format!("{other} is no date or time")),
     }
+}
+
+/// Postgres's `infinity` or `-infinity`, which a date or timestamp holds
+/// as `DATE_INFINITY` or `TIMESTAMP_INFINITY` (or its negation).
+fn infinity(future: bool, out: &mut String) -> Result<bool, OutOfRange> {
+    out.push_str(if future { "infinity" } else { "-infinity" });
+    Ok(true)
 }
 
 /// A 16-byte value as a uuid, other bytes as hex; always text.

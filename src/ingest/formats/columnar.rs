@@ -18,7 +18,9 @@ use arrow_schema::{ArrowError, DataType, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::errors::ParquetError;
 
-use super::arrow_text::{column_type, is_nested, unsupported, write_json, write_text};
+use super::arrow_text::{
+    field_column_type, holds_json_text, is_nested, unsupported, write_json, write_text,
+};
 use super::record::{RawField, RawRecord, ReadError, ReadLimits, RecordSink};
 use crate::ingest::RowError;
 use crate::schema::ColumnType;
@@ -75,7 +77,8 @@ pub(super) fn read_parquet<R: Read>(
             max: limits.max_row_group_bytes,
         });
     }
-    let mut rows = Rows::default();
+    let counts = builder.metadata().row_groups().iter().map(|g| g.num_rows());
+    let mut rows = Rows::in_row_groups(counts);
     rows.start(builder.schema(), sink)?;
     let batches = builder
         .with_batch_size(PARQUET_BATCH_ROWS)
@@ -138,7 +141,7 @@ fn columns(schema: &Schema) -> Vec<(String, Option<ColumnType>)> {
     schema
         .fields()
         .iter()
-        .map(|f| (f.name().clone(), column_type(f.data_type())))
+        .map(|f| (f.name().clone(), field_column_type(f)))
         .collect()
 }
 
@@ -165,9 +168,37 @@ fn spool(reader: &mut impl Read, limits: &ReadLimits) -> Result<File, ReadError>
 struct Rows {
     /// Rows fed so far.
     fed: u64,
+    /// A Parquet file's rows through the end of each row group, counted
+    /// from its first (an Arrow stream has none): a bad row's error names
+    /// its row group.
+    row_group_ends: Vec<u64>,
 }
 
 impl Rows {
+    /// The rows of a Parquet file whose row groups hold `counts` rows.
+    fn in_row_groups(counts: impl Iterator<Item = i64>) -> Self {
+        let mut end = 0u64;
+        let row_group_ends = counts
+            .map(|n| {
+                end = end.saturating_add(u64::try_from(n).unwrap_or(0));
+                end
+            })
+            .collect();
+        Rows {
+            fed: 0,
+            row_group_ends,
+        }
+    }
+
+    /// `message` with the row group of row `line` (from 1) named, if the
+    /// rows are a Parquet file's.
+    fn in_row_group(&self, line: u64, message: String) -> String {
+        match self.row_group_ends.iter().position(|end| line <= *end) {
+            Some(i) => format!("{message} (row group {})", i + 1),
+            None => message,
+        }
+    }
+
     /// The number of the next row.
     fn next(&self) -> u64 {
         self.fed + 1
@@ -205,6 +236,7 @@ impl Rows {
             .map_err(|e| arrow_error(e, self.next(), "a dictionary column cannot be read"))?;
         let schema = batch.schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let json_text: Vec<bool> = schema.fields().iter().map(|f| holds_json_text(f)).collect();
         let wants_raw = sink.wants_raw();
         let (mut text, mut spans, mut raw) = (String::new(), Vec::new(), String::new());
         for row in 0..batch.num_rows() {
@@ -212,8 +244,10 @@ impl Rows {
             let cells = write_cells(&columns, row, &mut text, &mut spans);
             // A row that cannot be written out cannot be kept either: its
             // reject has no raw form (as a record over the size limit).
-            let raw = (wants_raw && cells.is_ok() && row_as_json(&names, &columns, row, &mut raw))
-                .then_some(raw.as_bytes());
+            let raw = (wants_raw
+                && cells.is_ok()
+                && row_as_json((&names, &json_text), &columns, row, &mut raw))
+            .then_some(raw.as_bytes());
             let flow = match cells {
                 Ok(()) => {
                     let fields: Vec<(Cow<'_, str>, RawField<'_>)> = names
@@ -236,7 +270,7 @@ impl Rows {
                         line: self.fed,
                         record: self.fed,
                         column: Some(names[column].to_string()),
-                        message,
+                        message: self.in_row_group(self.fed, message),
                     };
                     sink.record(None, Err(error))
                 }
@@ -278,11 +312,17 @@ fn unpack(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
 }
 
 /// The row as one JSON object, its columns in the body's order, into `out`
-/// (emptied first); `false` when a value could not be written.
-fn row_as_json(names: &[&str], columns: &[ArrayRef], row: usize, out: &mut String) -> bool {
+/// (emptied first); `false` when a value could not be written. A column of
+/// JSON text (`json_text`) is written as its JSON where it is JSON.
+fn row_as_json(
+    (names, json_text): (&[&str], &[bool]),
+    columns: &[ArrayRef],
+    row: usize,
+    out: &mut String,
+) -> bool {
     out.clear();
     out.push('{');
-    for (name, column) in names.iter().zip(columns) {
+    for ((name, column), json_text) in names.iter().zip(columns).zip(json_text) {
         // A nested column can only fill a jsonb column, whose SQL NULL an
         // NDJSON line writes by leaving the field out (`null` is jsonb's).
         if column.is_null(row) && is_nested(column.data_type()) {
@@ -293,12 +333,27 @@ fn row_as_json(names: &[&str], columns: &[ArrayRef], row: usize, out: &mut Strin
         }
         out.push_str(&serde_json::to_string(name).unwrap_or_default());
         out.push(':');
+        if *json_text && write_json_text(column.as_ref(), row, out) {
+            continue;
+        }
         if write_json(column.as_ref(), row, out).is_err() {
             return false;
         }
     }
     out.push('}');
     true
+}
+
+/// Writes a JSON-text value as the JSON it is; `false` (nothing written)
+/// when it is null or not JSON.
+fn write_json_text(column: &dyn arrow_array::Array, row: usize, out: &mut String) -> bool {
+    let mut text = String::new();
+    let is_json = matches!(write_text(column, row, &mut text), Ok(true))
+        && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+    if is_json {
+        out.push_str(&text);
+    }
+    is_json
 }
 
 /// An I/O failure of the body stays one (a body over its limit, a client
