@@ -6,8 +6,13 @@
 #   PUT Parquet   the same rows as a Parquet file written by pyarrow (zstd,
 #                 row groups of 131,072 rows), into an empty partition
 #   PUT CSV       idem's own CSV PUT of the CSV file, beside it
-# Prints seconds, rows/s, each ratio to the anchor (goal for Parquet: >= 1.2)
-# and idem's peak RSS (goal < 200 MB).
+# and, reading the day back (the last PUT's), medians again:
+#   anchor        psql \copy (select the day's columns) to a CSV file
+#   GET Parquet   idem's GET with Accept: application/vnd.apache.parquet,
+#                 read back by pyarrow once to check its rows
+#   GET CSV       idem's GET as CSV, beside it
+# Prints seconds, rows/s, each ratio to its anchor (goal for the Parquet
+# PUT: >= 1.2) and idem's peak RSS (goal < 200 MB).
 #
 # usage: bench/columnar.sh [ROWS]        (default 1000000)
 # Runs in a database of its own, dropped at exit, on the server DATABASE_URL
@@ -42,21 +47,47 @@ anchor_once() { copy_anchor "$OUT/orders-$ROWS.csv"; }
 T_COPY=$(median_of anchor_once)
 T_PARQUET=$(measure "PUT Parquet, new partition" drop_day "$PARQUET" application/vnd.apache.parquet)
 T_CSV=$(measure "PUT CSV, new partition" drop_day "$OUT/orders-$ROWS.csv" text/csv)
+
+echo "== reading the day back: psql \\copy (select …) to CSV, against idem's GET (x$REPEAT)"
+copy_out_once() {
+  local t0 t1
+  t0=$(now)
+  "${PSQL[@]}" -c "\\copy (select order_id, ds, customer_id, status, amount, updated_at, note \
+    from idem_data.orders where ds = '$DS') to '$OUT/day-out.csv' with (format csv, header)" >/dev/null
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+get_once() {
+  local t0 t1
+  t0=$(now)
+  curl -fsS "${AUTH[@]}" -H "accept: $GET_TYPE" "$BASE/partitions/orders/$DS" -o "$OUT/day-out.$GET_EXT"
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+T_COPY_OUT=$(median_of copy_out_once)
+T_GET_PARQUET=$(GET_TYPE=application/vnd.apache.parquet GET_EXT=parquet median_of get_once)
+"$PYTHON" -c "import pyarrow.parquet as pq, sys; t = pq.read_table(sys.argv[1]); \
+assert t.num_rows == int(sys.argv[2]), t.num_rows; print('   pyarrow read', t.num_rows, 'rows:', t.schema.types)" \
+  "$OUT/day-out.parquet" "$ROWS"
+T_GET_CSV=$(GET_TYPE=text/csv GET_EXT=csv median_of get_once)
 RSS_MB=$(peak_rss_mb)
 
-python3 - "$ROWS" "$T_COPY" "$T_PARQUET" "$T_CSV" "$RSS_MB" "$REPEAT" <<'PY'
+python3 - "$ROWS" "$REPEAT" "$RSS_MB" "$T_COPY" "$T_PARQUET" "$T_CSV" "$T_COPY_OUT" "$T_GET_PARQUET" "$T_GET_CSV" <<'PY'
 import sys
-rows, runs = int(sys.argv[1]), int(sys.argv[6])
-copy, parquet, csv = map(float, sys.argv[2:5])
-rss_mb = float(sys.argv[5])
+rows, runs, rss_mb = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+copy, parquet, csv, copy_out, get_parquet, get_csv = map(float, sys.argv[4:10])
 print()
-print(f"{'path (median of ' + str(runs) + ' runs)':44} {'seconds':>8} {'rows/s':>12} {'vs COPY':>8}")
-for name, t in [("anchor: psql \\copy CSV + index + attach", copy),
-                ("PUT Parquet (pyarrow, zstd)", parquet),
-                ("PUT CSV", csv)]:
-    print(f"{name:44} {t:8.3f} {rows / t:12,.0f} {copy / t:8.2f}")
+print(f"{'path (median of ' + str(runs) + ' runs)':44} {'seconds':>8} {'rows/s':>12} {'vs anchor':>9}")
+for name, t, anchor in [("anchor: psql \\copy CSV + index + attach", copy, copy),
+                        ("PUT Parquet (pyarrow, zstd)", parquet, copy),
+                        ("PUT CSV", csv, copy),
+                        ("anchor: psql \\copy (select) to CSV", copy_out, copy_out),
+                        ("GET Parquet", get_parquet, copy_out),
+                        ("GET CSV", get_csv, copy_out)]:
+    print(f"{name:44} {t:8.3f} {rows / t:12,.0f} {anchor / t:9.2f}")
 ok = lambda b: "ok" if b else "MISSED"
 print()
 print(f"Parquet PUT / CSV \\copy: {copy / parquet:.2f} (goal >= 1.20: {ok(copy / parquet >= 1.2)})")
+print(f"Parquet GET / CSV \\copy to: {copy_out / get_parquet:.2f}")
 print(f"idem peak RSS: {rss_mb:.1f} MB (goal < 200 MB: {ok(rss_mb < 200)})")
 PY

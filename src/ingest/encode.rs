@@ -70,6 +70,9 @@ pub struct RowEncoder<'d> {
     discarded_fields: u64,
     /// What rows need of the table, when collected (`collect_wants`).
     wants: Option<SchemaWants>,
+    /// A columnar body's fields' types (`set_field_types`): what a wanted
+    /// column is made, rather than what its values look like.
+    field_types: std::collections::HashMap<String, ColumnType>,
     /// The current row needs something of the table.
     row_wants: bool,
     /// Whether the rows came in the unique index's order.
@@ -84,8 +87,9 @@ impl RowEncoder<'_> {
         let Some(wants) = &mut self.wants else {
             return false;
         };
+        let ty = self.field_types.get(name).copied();
         match ColumnName::parse(name) {
-            Ok(column) => wants.add_column(column, value_type(raw)),
+            Ok(column) => wants.add_column(column, ty.or_else(|| value_type(raw))),
             Err(e) => wants.refuse_name(e),
         }
         self.row_wants = true;
@@ -94,7 +98,7 @@ impl RowEncoder<'_> {
 
     /// Under collected wants: column `i` widened to a type `raw` fits, when
     /// there is one (`integer` → `bigint` → `numeric`, `date` →
-    /// `timestamptz`).
+    /// `timestamptz`): the body's field's own type when it is one of them.
     fn want_wider(&mut self, i: usize, raw: RawField<'_>) -> bool {
         let Some(wants) = &mut self.wants else {
             return false;
@@ -106,7 +110,10 @@ impl RowEncoder<'_> {
             ColumnType::Date => &[ColumnType::Timestamptz],
             _ => &[],
         };
-        let Some(to) = wider.iter().find(|ty| parse_cell(**ty, raw).is_ok()) else {
+        let field_type = self.field_types.get(column.name.as_str());
+        let mut candidates = field_type.into_iter().chain(wider);
+        let Some(to) = candidates.find(|ty| wider.contains(ty) && parse_cell(**ty, raw).is_ok())
+        else {
             return false;
         };
         wants.widen_column(column.name.clone(), *to);
@@ -146,6 +153,7 @@ impl<'d> RowEncoder<'d> {
             bad: vec![false; def.columns.len()],
             discarded_fields: 0,
             wants: None,
+            field_types: Default::default(),
             row_wants: false,
             canonical: Vec::with_capacity(256),
             row_period: None,
@@ -184,6 +192,17 @@ impl<'d> RowEncoder<'d> {
         if self.def.schema == SchemaPolicy::Evolve {
             self.wants = Some(SchemaWants::default());
         }
+    }
+
+    /// A columnar body's fields' types (`RecordSink::field_types`), which
+    /// wanted columns take when wants are collected.
+    pub fn set_field_types(&mut self, names: &[&str], types: &[Option<ColumnType>]) {
+        if self.wants.is_none() {
+            return;
+        }
+        self.field_types = (names.iter().zip(types))
+            .filter_map(|(name, ty)| ty.map(|ty| (name.to_string(), ty)))
+            .collect();
     }
 
     /// What the rows encoded so far need of the table, when collected; a row

@@ -21,7 +21,7 @@ use crate::ingest::{
     ErrorLog, RawRecord, RecordSink, RowEncoder, RowError,
 };
 use crate::period::Period;
-use crate::schema::{SchemaPolicy, SchemaWants, TableDef};
+use crate::schema::{ColumnType, SchemaPolicy, SchemaWants, TableDef};
 use crate::store::rejects::{Reject, RejectSource, RejectSpool};
 
 /// What the decoder saw of the whole body.
@@ -237,6 +237,10 @@ impl RecordSink for Encoding<'_> {
         };
         self.header_refusal = Some(row);
         Err(first)
+    }
+
+    fn field_types(&mut self, names: &[&str], types: &[Option<ColumnType>]) {
+        self.encoder.set_field_types(names, types);
     }
 
     /// Only a quarantine keeps a bad row's raw form.

@@ -405,3 +405,40 @@ async fn an_undeclared_table_takes_its_columns_from_a_columnar_body_s_schema() {
     assert_eq!(r.status(), 422);
     assert_eq!(app.get("/tables/never").await.status(), 404);
 }
+
+#[tokio::test]
+async fn under_evolve_a_columnar_body_adds_and_widens_columns_by_its_schema_s_types() {
+    let app = spawn_app().await;
+    let declaration = r#"{"columns": {"id": "bigint", "ds": "date", "small": "integer"},
+        "partition_by": "ds", "primary_key": ["id"], "schema": "evolve"}"#;
+    assert_eq!(app.declare("grow", declaration).await.status(), 201);
+    // New columns whose values alone would say another type, or none: all
+    // null, a list, digits in a decimal; and an int64 field whose value
+    // needs more than the integer column holds.
+    let body = written_by_pyarrow(
+        "t = pa.table({'id': pa.array([1, 2], pa.int64()), \
+           'ds': pa.array([datetime.date(2026, 10, 12)] * 2), \
+           'small': pa.array([1, 3000000000], pa.int64()), \
+           'amount': pa.array([decimal.Decimal('7'), None], pa.decimal128(10, 0)), \
+           'flag': pa.array([None, None], pa.bool_()), \
+           'tags': pa.array([['a'], []], pa.list_(pa.string())), \
+           'at': pa.array([None, 0], pa.timestamp('s', tz='UTC'))})\n\
+         pq.write_table(t, out)",
+    );
+    let r = app.put("/partitions/grow/2026-10-12", PARQUET, body).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let typed = |name: &str, ty: &str| (name.to_string(), ty.to_string());
+    assert_eq!(
+        app.column_types("grow").await,
+        [
+            typed("id", "bigint"),
+            typed("ds", "date"),
+            typed("small", "bigint"),
+            typed("amount", "numeric"),
+            typed("at", "timestamptz"),
+            typed("flag", "boolean"),
+            typed("tags", "jsonb"),
+        ]
+    );
+    assert_eq!(app.count("grow", "2026-10-12").await, 2);
+}

@@ -188,7 +188,9 @@ async fn values_no_arrow_type_holds_as_such_go_out_as_text_or_sentinels_and_come
     assert_eq!(put.status(), 200);
     assert_eq!(put.headers()["etag"].to_str().unwrap(), etag);
     assert_eq!(json_body(put).await["changed"], false);
-    let r = app.put("/partitions/edge_copy/2026-10-12", PARQUET, file).await;
+    let r = app
+        .put("/partitions/edge_copy/2026-10-12", PARQUET, file)
+        .await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     assert_eq!(
         app.column_types("edge_copy").await,

@@ -219,7 +219,14 @@ impl Rows {
             }
         }
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        sink.header(b"", &names).map_err(ReadError::Malformed)
+        sink.header(b"", &names).map_err(ReadError::Malformed)?;
+        let types: Vec<Option<ColumnType>> = schema
+            .fields()
+            .iter()
+            .map(|f| field_column_type(f))
+            .collect();
+        sink.field_types(&names, &types);
+        Ok(())
     }
 
     /// Feeds each row of `batch` to `sink` as a record of text fields.

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde_json::value::RawValue;
 
 use crate::ingest::RowError;
+use crate::schema::ColumnType;
 
 /// One field's value before typing: a JSON value, or CSV text (`None` for an
 /// empty field, which means NULL).
@@ -32,6 +33,9 @@ pub trait RecordSink {
     fn header(&mut self, _raw: &[u8], _names: &[&str]) -> Result<(), RowError> {
         Ok(())
     }
+    /// A columnar body's schema, after `header` and before any record: the
+    /// column type each field's values have (`None`: none idem has).
+    fn field_types(&mut self, _names: &[&str], _types: &[Option<ColumnType>]) {}
     fn record(
         &mut self,
         raw: Option<&[u8]>,
