@@ -74,6 +74,20 @@ impl<'a> ChunkSink<'a> {
         self.tx.send(Ok(Bytes::from(chunk))).await.is_ok()
     }
 
+    /// Sends `bytes` (a Parquet row group comes whole, megabytes at once)
+    /// in chunks of `READ_CHUNK`, and clears them; false when the client has
+    /// gone away.
+    async fn send_all(&mut self, bytes: &mut Vec<u8>) -> bool {
+        for piece in bytes.chunks(READ_CHUNK) {
+            self.buf.extend_from_slice(piece);
+            if !self.flush_full().await {
+                return false;
+            }
+        }
+        bytes.clear();
+        true
+    }
+
     /// Sends what is left.
     async fn finish(self) {
         if !self.buf.is_empty() {
@@ -223,8 +237,7 @@ async fn send_columnar(
         if columns.rows() >= read_arrow::BATCH_ROWS {
             let batch = columns.take_batch().map_err(malformed)?;
             file.write(&batch).map_err(write_failed)?;
-            sink.buf.append(&mut file.take_written());
-            if !sink.flush_full().await {
+            if !sink.send_all(file.written()).await {
                 return Ok(()); // the client went away
             }
         }
@@ -234,8 +247,10 @@ async fn send_columnar(
         let batch = columns.take_batch().map_err(malformed)?;
         file.write(&batch).map_err(write_failed)?;
     }
-    sink.buf.append(&mut file.finish().map_err(write_failed)?);
-    sink.finish().await;
+    let mut rest = file.finish().map_err(write_failed)?;
+    if sink.send_all(&mut rest).await {
+        sink.finish().await;
+    }
     Ok(())
 }
 

@@ -339,12 +339,13 @@ impl FileWriter {
         }
     }
 
-    /// The bytes written so far and not yet taken.
-    pub(super) fn take_written(&mut self) -> Vec<u8> {
-        std::mem::take(match self {
+    /// The bytes written so far and not yet sent: the caller sends and
+    /// clears them, and the buffer's room serves the next ones.
+    pub(super) fn written(&mut self) -> &mut Vec<u8> {
+        match self {
             FileWriter::Parquet(w) => w.inner_mut(),
             FileWriter::Arrow(w) => w.get_mut(),
-        })
+        }
     }
 
     /// Ends the file (a Parquet footer, an Arrow end-of-stream marker); the
