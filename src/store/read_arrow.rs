@@ -320,6 +320,7 @@ impl FileWriter {
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_dictionary_enabled(false)
             .build();
         ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties))
             .map(|w| FileWriter::Parquet(Box::new(w)))
