@@ -44,9 +44,20 @@ ls -la "$OUT/orders-$ROWS.csv" "$PARQUET" | awk '{printf "   %s %.0f MB\n", $9, 
 
 echo "== anchor: psql \\copy of the CSV into a staging table + unique index + attach (x$REPEAT)"
 anchor_once() { copy_anchor "$OUT/orders-$ROWS.csv"; }
-T_COPY=$(median_of anchor_once)
-T_PARQUET=$(measure "PUT Parquet, new partition" drop_day "$PARQUET" application/vnd.apache.parquet)
-T_CSV=$(measure "PUT CSV, new partition" drop_day "$OUT/orders-$ROWS.csv" text/csv)
+# with_cpu NAME COMMAND…: runs COMMAND, and writes the CPU of a run of it
+# (its REPEAT runs' over REPEAT) of client, idem and Postgres to
+# $OUT/cpu-NAME.txt (see cpu_per).
+ME=$BASHPID
+with_cpu() {
+  local name=$1 before
+  shift
+  before=$(cpu_ticks "$ME")
+  "$@"
+  cpu_per "$name" "$before" "$(cpu_ticks "$ME")" "$REPEAT"
+}
+with_cpu anchor-put eval 'T_COPY=$(median_of anchor_once)'
+with_cpu put-parquet eval 'T_PARQUET=$(measure "PUT Parquet, new partition" drop_day "$PARQUET" application/vnd.apache.parquet)'
+with_cpu put-csv eval 'T_CSV=$(measure "PUT CSV, new partition" drop_day "$OUT/orders-$ROWS.csv" text/csv)'
 
 echo "== reading the day back: psql \\copy (select …) to CSV, against idem's GET (x$REPEAT)"
 copy_out_once() {
@@ -64,27 +75,41 @@ get_once() {
   t1=$(now)
   elapsed "$t0" "$t1"
 }
-T_COPY_OUT=$(median_of copy_out_once)
-T_GET_PARQUET=$(GET_TYPE=application/vnd.apache.parquet GET_EXT=parquet median_of get_once)
+with_cpu anchor-get eval 'T_COPY_OUT=$(median_of copy_out_once)'
+with_cpu get-parquet eval 'T_GET_PARQUET=$(GET_TYPE=application/vnd.apache.parquet GET_EXT=parquet median_of get_once)'
 "$PYTHON" -c "import pyarrow.parquet as pq, sys; t = pq.read_table(sys.argv[1]); \
 assert t.num_rows == int(sys.argv[2]), t.num_rows; print('   pyarrow read', t.num_rows, 'rows:', t.schema.types)" \
   "$OUT/day-out.parquet" "$ROWS"
-T_GET_CSV=$(GET_TYPE=text/csv GET_EXT=csv median_of get_once)
+with_cpu get-csv eval 'T_GET_CSV=$(GET_TYPE=text/csv GET_EXT=csv median_of get_once)'
 RSS_MB=$(peak_rss_mb)
+CPU=()
+for name in anchor-put put-parquet put-csv anchor-get get-parquet get-csv; do
+  CPU+=("$(tr ' ' , < "$OUT/cpu-$name.txt")")
+done
 
-python3 - "$ROWS" "$REPEAT" "$RSS_MB" "$T_COPY" "$T_PARQUET" "$T_CSV" "$T_COPY_OUT" "$T_GET_PARQUET" "$T_GET_CSV" <<'PY'
+python3 - "$ROWS" "$REPEAT" "$RSS_MB" "$T_COPY" "$T_PARQUET" "$T_CSV" "$T_COPY_OUT" "$T_GET_PARQUET" "$T_GET_CSV" "${CPU[@]}" <<'PY'
 import sys
 rows, runs, rss_mb = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 copy, parquet, csv, copy_out, get_parquet, get_csv = map(float, sys.argv[4:10])
+# CPU seconds of a run: client (psql or curl), idem, Postgres ("-": not here).
+cpu = [[None if v == "-" else float(v) / 1e6 for v in c.split(",")] for c in sys.argv[10:16]]
+total = lambda c: None if c[2] is None else sum(c)
 print()
-print(f"{'path (median of ' + str(runs) + ' runs)':44} {'seconds':>8} {'rows/s':>12} {'vs anchor':>9}")
-for name, t, anchor in [("anchor: psql \\copy CSV + index + attach", copy, copy),
-                        ("PUT Parquet (pyarrow, zstd)", parquet, copy),
-                        ("PUT CSV", csv, copy),
-                        ("anchor: psql \\copy (select) to CSV", copy_out, copy_out),
-                        ("GET Parquet", get_parquet, copy_out),
-                        ("GET CSV", get_csv, copy_out)]:
-    print(f"{name:44} {t:8.3f} {rows / t:12,.0f} {anchor / t:9.2f}")
+print(f"{'path (median of ' + str(runs) + ' runs)':44} {'seconds':>8} {'rows/s':>12} {'vs anchor':>9}"
+      f"  {'CPU s: client + idem + Postgres':>32} {'ceiling':>8}")
+paths = [("anchor: psql \\copy CSV + index + attach", copy, 0),
+         ("PUT Parquet (pyarrow, zstd)", parquet, 0),
+         ("PUT CSV", csv, 0),
+         ("anchor: psql \\copy (select) to CSV", copy_out, 3),
+         ("GET Parquet", get_parquet, 3),
+         ("GET CSV", get_csv, 3)]
+for i, (name, t, anchor) in enumerate(paths):
+    c, a = cpu[i], cpu[anchor]
+    spent = " + ".join("-" if v is None else f"{v:.2f}" for v in c)
+    # Both sides share the machine's cores: a side that needs more CPU a
+    # run cannot run faster than the ratio of the CPU each needs.
+    ceiling = f"{total(a) / total(c):8.2f}" if total(c) else f"{'-':>8}"
+    print(f"{name:44} {t:8.3f} {rows / t:12,.0f} {paths[anchor][1] / t:9.2f}  {spent:>32} {ceiling}")
 ok = lambda b: "ok" if b else "MISSED"
 print()
 print(f"Parquet PUT / CSV \\copy: {copy / parquet:.2f} (goal >= 1.20: {ok(copy / parquet >= 1.2)})")
