@@ -8,9 +8,10 @@ use std::io::Write;
 use chrono::{Datelike, NaiveDate};
 use uuid::Uuid;
 
+use super::formats::micros_text;
 use super::numeric::{check_decimal, parse_float, write_numeric, write_numeric_canonical};
 use super::temporal::{
-    parse_date, timestamp_micros, write_date, write_timestamp, Infinity,
+    check_earliest, parse_date, timestamp_micros, write_date, write_timestamp, Infinity,
     EARLIEST_TIMESTAMP_UNIX_MICROS, PG_EPOCH_DAYS_FROM_CE, PG_EPOCH_UNIX_MICROS,
 };
 use super::text::{expected, json_str, NUL_REFUSED};
@@ -69,6 +70,17 @@ pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String>
     match raw {
         RawField::Text(None) => Ok(Cell::Null),
         RawField::Text(Some(text)) => parse_text(ty, text),
+        // Typed as their text is: straight where the column's type takes
+        // the value as it is, through the text otherwise.
+        RawField::Int(v) => match ty {
+            ColumnType::Bigint => Ok(Cell::Int(v)),
+            ColumnType::Integer if i32::try_from(v).is_ok() => Ok(Cell::Int(v)),
+            _ => parse_text(ty, itoa::Buffer::new().format(v)).map(Cell::into_owned),
+        },
+        RawField::Micros(v) => match ty {
+            ColumnType::Timestamptz => check_earliest(v).map(Cell::Timestamp),
+            _ => parse_text(ty, &micros_text(v)?).map(Cell::into_owned),
+        },
         RawField::Json(raw) => {
             let raw = raw.get();
             if ty == ColumnType::Jsonb {
@@ -630,6 +642,54 @@ mod infinity_tests {
                 Ok("\"0001-01-01T00:00:00.000000Z\"".to_string()),
                 "{first}"
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod typed_field_tests {
+    use super::EARLIEST_TIMESTAMP_UNIX_MICROS;
+    use super::{micros_text, parse_cell, parse_text, Cell, RawField};
+    use crate::schema::ColumnType;
+
+    #[test]
+    fn a_typed_integer_or_instant_is_the_cell_its_text_is_in_every_column_type() {
+        use ColumnType::*;
+        let types = [
+            Text,
+            Bigint,
+            Integer,
+            DoublePrecision,
+            Numeric,
+            Boolean,
+            Date,
+            Timestamptz,
+            Jsonb,
+            Uuid,
+        ];
+        let typed = |ty, raw| parse_cell(ty, raw).map(Cell::into_owned);
+        let texted = |ty, text: &str| parse_text(ty, text).map(Cell::into_owned);
+        for ty in types {
+            for v in [
+                0,
+                1,
+                -7,
+                i64::from(i32::MAX) + 1,
+                i64::MIN,
+                9_007_199_254_740_993,
+            ] {
+                let text = v.to_string();
+                assert_eq!(typed(ty, RawField::Int(v)), texted(ty, &text), "{ty:?} {v}");
+            }
+            let earliest = EARLIEST_TIMESTAMP_UNIX_MICROS;
+            for v in [0, 1_760_230_923_123_456, -1, earliest, earliest - 1] {
+                let text = micros_text(v).unwrap();
+                assert_eq!(
+                    typed(ty, RawField::Micros(v)),
+                    texted(ty, &text),
+                    "{ty:?} {v}"
+                );
+            }
         }
     }
 }

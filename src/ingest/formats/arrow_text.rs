@@ -448,6 +448,14 @@ fn timestamp_value(array: &dyn Array, row: usize, unit: &TimeUnit) -> i64 {
     }
 }
 
+/// An instant in microseconds since the Unix epoch as the text its
+/// column's cell would carry (see `timestamp`).
+pub fn micros_text(micros: i64) -> Result<String, OutOfRange> {
+    let mut out = String::with_capacity(32);
+    timestamp(micros, &TimeUnit::Microsecond, &mut out)?;
+    Ok(out)
+}
+
 /// A timestamp as UTC with every digit of its unit. Arrow stores the
 /// instant since the Unix epoch whether or not a time zone is named; one
 /// without a zone is taken as UTC.

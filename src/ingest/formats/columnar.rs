@@ -12,9 +12,13 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::types::{
+    Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType, UInt16Type, UInt32Type,
+    UInt8Type,
+};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_ipc::reader::StreamReader;
-use arrow_schema::{ArrowError, DataType, Schema};
+use arrow_schema::{ArrowError, DataType, Schema, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::errors::ParquetError;
 
@@ -23,6 +27,7 @@ use super::arrow_text::{
 };
 use super::record::{RawField, RawRecord, ReadError, ReadLimits, RecordSink};
 use crate::ingest::RowError;
+use crate::schema::arrow_fields::TIMESTAMP_INFINITY;
 use crate::schema::ColumnType;
 
 /// Rows a batch read from Parquet holds (an Arrow stream's batches are the
@@ -245,10 +250,10 @@ impl Rows {
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         let json_text: Vec<bool> = schema.fields().iter().map(|f| holds_json_text(f)).collect();
         let wants_raw = sink.wants_raw();
-        let (mut text, mut spans, mut raw) = (String::new(), Vec::new(), String::new());
+        let (mut text, mut slots, mut raw) = (String::new(), Vec::new(), String::new());
         for row in 0..batch.num_rows() {
             self.fed += 1;
-            let cells = write_cells(&columns, row, &mut text, &mut spans);
+            let cells = write_cells(&columns, row, &mut text, &mut slots);
             // A row that cannot be written out cannot be kept either: its
             // reject has no raw form (as a record over the size limit).
             let raw = (wants_raw
@@ -257,13 +262,8 @@ impl Rows {
             .then_some(raw.as_bytes());
             let flow = match cells {
                 Ok(()) => {
-                    let fields: Vec<(Cow<'_, str>, RawField<'_>)> = names
-                        .iter()
-                        .zip(&spans)
-                        .map(|(name, span)| {
-                            let value = span.map(|(start, end)| &text[start..end]);
-                            (Cow::Borrowed(*name), RawField::Text(value))
-                        })
+                    let fields: Vec<(Cow<'_, str>, RawField<'_>)> = (names.iter().zip(&slots))
+                        .map(|(name, slot)| (Cow::Borrowed(*name), slot.field(&text)))
                         .collect();
                     let record = RawRecord {
                         line: self.fed,
@@ -290,20 +290,73 @@ impl Rows {
     }
 }
 
-/// Writes each cell of `row` into `text`, its span (`None`: null) into
-/// `spans`; or the first column whose value no column can hold, and why.
-fn write_cells(
-    columns: &[ArrayRef],
+/// A cell of a row: its text, at a span of the row's text (`None`: null),
+/// or a value the typing takes as it is (a string, an integer, an instant
+/// in microseconds), with no text written and read again.
+#[derive(Clone, Copy)]
+enum Slot<'a> {
+    Span(Option<(usize, usize)>),
+    Str(&'a str),
+    Int(i64),
+    Micros(i64),
+}
+
+impl<'a> Slot<'a> {
+    /// The value as it is, if its array's type has such a form.
+    fn direct(array: &'a dyn Array, row: usize) -> Option<Self> {
+        Some(match array.data_type() {
+            DataType::Utf8 => Slot::Str(array.as_string::<i32>().value(row)),
+            DataType::LargeUtf8 => Slot::Str(array.as_string::<i64>().value(row)),
+            DataType::Utf8View => Slot::Str(array.as_string_view().value(row)),
+            DataType::Int64 => Slot::Int(array.as_primitive::<Int64Type>().value(row)),
+            DataType::Int32 => Slot::Int(array.as_primitive::<Int32Type>().value(row).into()),
+            DataType::Int16 => Slot::Int(array.as_primitive::<Int16Type>().value(row).into()),
+            DataType::Int8 => Slot::Int(array.as_primitive::<Int8Type>().value(row).into()),
+            DataType::UInt32 => Slot::Int(array.as_primitive::<UInt32Type>().value(row).into()),
+            DataType::UInt16 => Slot::Int(array.as_primitive::<UInt16Type>().value(row).into()),
+            DataType::UInt8 => Slot::Int(array.as_primitive::<UInt8Type>().value(row).into()),
+            DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                let micros = array.as_primitive::<TimestampMicrosecondType>().value(row);
+                // An infinity, or an instant chrono cannot hold, goes as text.
+                let finite = micros.checked_abs() != Some(TIMESTAMP_INFINITY);
+                (finite && chrono::DateTime::from_timestamp_micros(micros).is_some())
+                    .then_some(Slot::Micros(micros))?
+            }
+            _ => return None,
+        })
+    }
+
+    fn field(self, text: &'a str) -> RawField<'a> {
+        match self {
+            Slot::Span(span) => RawField::Text(span.map(|(start, end)| &text[start..end])),
+            Slot::Str(s) => RawField::Text(Some(s)),
+            Slot::Int(v) => RawField::Int(v),
+            Slot::Micros(v) => RawField::Micros(v),
+        }
+    }
+}
+
+/// Each cell of `row` into `slots`, written into `text` where it goes as
+/// text; or the first column whose value no column can hold, and why.
+fn write_cells<'a>(
+    columns: &'a [ArrayRef],
     row: usize,
     text: &mut String,
-    spans: &mut Vec<Option<(usize, usize)>>,
+    slots: &mut Vec<Slot<'a>>,
 ) -> Result<(), (usize, String)> {
     text.clear();
-    spans.clear();
+    slots.clear();
     for (i, column) in columns.iter().enumerate() {
-        let start = text.len();
-        let present = write_text(column.as_ref(), row, text).map_err(|why| (i, why))?;
-        spans.push(present.then_some((start, text.len())));
+        let array = column.as_ref();
+        if array.is_null(row) {
+            slots.push(Slot::Span(None));
+        } else if let Some(slot) = Slot::direct(array, row) {
+            slots.push(slot);
+        } else {
+            let start = text.len();
+            let present = write_text(array, row, text).map_err(|why| (i, why))?;
+            slots.push(Slot::Span(present.then_some((start, text.len()))));
+        }
     }
     Ok(())
 }
@@ -353,7 +406,7 @@ fn row_as_json(
 
 /// Writes a JSON-text value as the JSON it is; `false` (nothing written)
 /// when it is null or not JSON.
-fn write_json_text(column: &dyn arrow_array::Array, row: usize, out: &mut String) -> bool {
+fn write_json_text(column: &dyn Array, row: usize, out: &mut String) -> bool {
     let mut text = String::new();
     let is_json = matches!(write_text(column, row, &mut text), Ok(true))
         && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();

@@ -22,6 +22,7 @@ pub use record::{
     DELETED_FIELD,
 };
 
+pub(crate) use arrow_text::micros_text;
 pub use columnar::{arrow_stream_columns, parquet_columns};
 use columnar::{read_arrow_stream, read_parquet};
 use csv::read_csv;
@@ -176,6 +177,7 @@ mod tests {
                             let v = match v {
                                 RawField::Json(raw) => raw.get().to_string(),
                                 RawField::Text(t) => t.unwrap_or("<null>").to_string(),
+                                RawField::Int(v) | RawField::Micros(v) => v.to_string(),
                             };
                             (k.to_string(), v)
                         })

@@ -17,6 +17,12 @@ use crate::schema::ColumnType;
 pub enum RawField<'a> {
     Json(&'a RawValue),
     Text(Option<&'a str>),
+    /// A columnar body's integer, typed without a text round trip (as
+    /// its text would be, else).
+    Int(i64),
+    /// A columnar body's instant in microseconds since the Unix epoch
+    /// (one chrono can hold, not an infinity), typed as its text would be.
+    Micros(i64),
 }
 
 pub struct RawRecord<'a> {
