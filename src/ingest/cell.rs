@@ -81,6 +81,10 @@ pub fn parse_cell(ty: ColumnType, raw: RawField<'_>) -> Result<Cell<'_>, String>
             ColumnType::Timestamptz => check_earliest(v).map(Cell::Timestamp),
             _ => parse_text(ty, &micros_text(v)?).map(Cell::into_owned),
         },
+        RawField::Date(d) => match ty {
+            ColumnType::Date => Ok(Cell::Date(d)),
+            _ => parse_text(ty, &d.format("%Y-%m-%d").to_string()).map(Cell::into_owned),
+        },
         RawField::Json(raw) => {
             let raw = raw.get();
             if ty == ColumnType::Jsonb {
@@ -647,49 +651,5 @@ mod infinity_tests {
 }
 
 #[cfg(test)]
-mod typed_field_tests {
-    use super::EARLIEST_TIMESTAMP_UNIX_MICROS;
-    use super::{micros_text, parse_cell, parse_text, Cell, RawField};
-    use crate::schema::ColumnType;
-
-    #[test]
-    fn a_typed_integer_or_instant_is_the_cell_its_text_is_in_every_column_type() {
-        use ColumnType::*;
-        let types = [
-            Text,
-            Bigint,
-            Integer,
-            DoublePrecision,
-            Numeric,
-            Boolean,
-            Date,
-            Timestamptz,
-            Jsonb,
-            Uuid,
-        ];
-        let typed = |ty, raw| parse_cell(ty, raw).map(Cell::into_owned);
-        let texted = |ty, text: &str| parse_text(ty, text).map(Cell::into_owned);
-        for ty in types {
-            for v in [
-                0,
-                1,
-                -7,
-                i64::from(i32::MAX) + 1,
-                i64::MIN,
-                9_007_199_254_740_993,
-            ] {
-                let text = v.to_string();
-                assert_eq!(typed(ty, RawField::Int(v)), texted(ty, &text), "{ty:?} {v}");
-            }
-            let earliest = EARLIEST_TIMESTAMP_UNIX_MICROS;
-            for v in [0, 1_760_230_923_123_456, -1, earliest, earliest - 1] {
-                let text = micros_text(v).unwrap();
-                assert_eq!(
-                    typed(ty, RawField::Micros(v)),
-                    texted(ty, &text),
-                    "{ty:?} {v}"
-                );
-            }
-        }
-    }
-}
+#[path = "cell_typed_tests.rs"]
+mod typed_field_tests;

@@ -67,6 +67,7 @@ pub fn value_type(raw: RawField<'_>) -> Option<ColumnType> {
         RawField::Text(Some(t)) => Some(guess_text(t)),
         RawField::Int(v) => Some(guess_text(itoa::Buffer::new().format(v))),
         RawField::Micros(_) => Some(ColumnType::Timestamptz),
+        RawField::Date(_) => Some(ColumnType::Date),
         RawField::Json(raw) => {
             let raw = raw.get();
             Some(match raw.as_bytes()[0] {

@@ -198,7 +198,7 @@ fn binary_copy_sql(
     let (list, aliases): (Vec<String>, Vec<Ident>) = types
         .enumerate()
         .map(|(i, ty)| {
-            let name = Ident::system(&format!("_c{i}"));
+            let name = column_alias(i);
             match as_text(ty) {
                 true => (format!("_row.{name}::text"), name),
                 false => (format!("_row.{name}"), name),
@@ -207,6 +207,11 @@ fn binary_copy_sql(
         .unzip();
     let (list, aliases) = (list.join(", "), super::sql::join(&aliases));
     format!("copy (select {list} from ({select}) _row({aliases})) to stdout with (format binary)")
+}
+
+/// The name `_row` gives the column at `i` in a read's COPY: `_c0`, `_c1`, …
+fn column_alias(i: usize) -> Ident {
+    Ident::system(&format!("_c{i}"))
 }
 
 /// The rows of `select` (`def`'s user columns) as a Parquet file or an
@@ -280,13 +285,11 @@ async fn numeric_shapes(
     let aggregates: Vec<String> = numeric
         .iter()
         .map(|i| {
-            let c = format!("_row.{}", Ident::system(&format!("_c{i}")));
+            let c = format!("_row.{}", column_alias(*i));
             format!("min(scale({c})), max(scale({c})), max(abs({c}))::text")
         })
         .collect();
-    let aliases: Vec<Ident> = (0..def.columns.len())
-        .map(|i| Ident::system(&format!("_c{i}")))
-        .collect();
+    let aliases: Vec<Ident> = (0..def.columns.len()).map(column_alias).collect();
     let sql = format!(
         "select {} from ({select}) _row({})",
         aggregates.join(", "),

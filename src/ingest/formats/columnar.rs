@@ -11,10 +11,12 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 
+use chrono::Datelike;
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType, UInt16Type, UInt32Type,
-    UInt8Type,
+    Date32Type, Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType, UInt16Type,
+    UInt32Type, UInt8Type,
 };
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_ipc::reader::StreamReader;
@@ -299,7 +301,11 @@ enum Slot<'a> {
     Str(&'a str),
     Int(i64),
     Micros(i64),
+    Date(chrono::NaiveDate),
 }
+
+/// Days from the first day of the common era to the Unix epoch.
+const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
 impl<'a> Slot<'a> {
     /// The value as it is, if its array's type has such a form.
@@ -322,6 +328,15 @@ impl<'a> Slot<'a> {
                 (finite && chrono::DateTime::from_timestamp_micros(micros).is_some())
                     .then_some(Slot::Micros(micros))?
             }
+            DataType::Date32 => {
+                // An infinity, or a date `YYYY-MM-DD` cannot write, goes as text.
+                let days = array.as_primitive::<Date32Type>().value(row);
+                let date = days
+                    .checked_add(UNIX_EPOCH_DAYS_FROM_CE)
+                    .and_then(chrono::NaiveDate::from_num_days_from_ce_opt)
+                    .filter(|d| (1..=9999).contains(&d.year()))?;
+                Slot::Date(date)
+            }
             _ => return None,
         })
     }
@@ -332,6 +347,7 @@ impl<'a> Slot<'a> {
             Slot::Str(s) => RawField::Text(Some(s)),
             Slot::Int(v) => RawField::Int(v),
             Slot::Micros(v) => RawField::Micros(v),
+            Slot::Date(d) => RawField::Date(d),
         }
     }
 }

@@ -178,6 +178,7 @@ mod tests {
                                 RawField::Json(raw) => raw.get().to_string(),
                                 RawField::Text(t) => t.unwrap_or("<null>").to_string(),
                                 RawField::Int(v) | RawField::Micros(v) => v.to_string(),
+                                RawField::Date(d) => d.to_string(),
                             };
                             (k.to_string(), v)
                         })

@@ -23,6 +23,9 @@ pub enum RawField<'a> {
     /// A columnar body's instant in microseconds since the Unix epoch
     /// (one chrono can hold, not an infinity), typed as its text would be.
     Micros(i64),
+    /// A columnar body's date of the years 1 to 9999, typed as its text
+    /// (`YYYY-MM-DD`) would be.
+    Date(chrono::NaiveDate),
 }
 
 pub struct RawRecord<'a> {
