@@ -236,7 +236,7 @@ impl Rows {
         Ok(())
     }
 
-    /// Feeds each row of `batch` to `sink` as a record of text fields.
+    /// Feeds each row of `batch` to `sink` as a record (its cells as `Slot`s).
     fn feed(
         &mut self,
         batch: &RecordBatch,
