@@ -199,7 +199,8 @@ async fn values_no_arrow_type_holds_as_such_go_out_as_text_or_sentinels_and_come
 }
 
 #[tokio::test]
-async fn idem_get_writes_the_format_its_output_is_named_for_and_idem_put_takes_it_back() {
+async fn idem_get_writes_the_format_its_output_is_named_for_and_idem_put_and_backfill_take_it_back()
+{
     let app = typed().await;
     let r = app.put(DAY, PARQUET, parquet_of_rows(2)).await;
     assert_eq!(r.status(), 200);
@@ -227,6 +228,26 @@ async fn idem_get_writes_the_format_its_output_is_named_for_and_idem_put_takes_i
         assert_eq!(code, Some(0), "{name}: {stderr}");
         assert_eq!(receipt["changed"], false, "{name}: {receipt}");
     }
+    // A day as a Parquet file named for it, backfilled: unchanged.
+    let export = app.get(&format!("{DAY}?format=parquet")).await;
+    let day_file = dir.path().join("ds=2026-10-12.parquet");
+    std::fs::write(&day_file, export.bytes().await.unwrap()).unwrap();
+    let pattern = dir.path().join("ds={ds}.parquet");
+    let backfill = [
+        "backfill",
+        "typed",
+        "--from",
+        "2026-10-12",
+        "--to",
+        "2026-10-12",
+        "--files",
+        pattern.to_str().unwrap(),
+        "--json",
+    ];
+    let (code, report, stderr) = crate::cli::idem_json(&app.base, &backfill).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(report.to_string().contains("unchanged"), "{report}");
+
     let whole = dir.path().join("whole.parquet");
     let whole = whole.to_str().unwrap();
     let (code, _, stderr) =
