@@ -132,7 +132,10 @@ fn row_error(record: &RawRecord<'_>, column: Option<&str>, message: String) -> R
         line: record.line,
         record: record.record,
         column: column.map(str::to_string),
-        message,
+        message: match record.row_group {
+            Some(row_group) => super::in_row_group(message, row_group),
+            None => message,
+        },
     }
 }
 
@@ -583,6 +586,7 @@ mod tests {
             &RawRecord {
                 line: 7,
                 record: 7,
+                row_group: None,
                 fields: &fields,
             },
             &mut out,

@@ -39,6 +39,12 @@ pub struct RowError {
     pub message: String,
 }
 
+/// A bad row's message with the Parquet row group (from 1) it is in named,
+/// as every error of a Parquet body's row says it.
+pub fn in_row_group(message: String, row_group: u64) -> String {
+    format!("{message} (row group {row_group})")
+}
+
 impl std::fmt::Display for RowError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "line {}", self.line)?;

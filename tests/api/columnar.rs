@@ -165,6 +165,8 @@ async fn a_value_that_does_not_fit_is_a_bad_row_named_by_row_and_column_and_kept
     assert_eq!(problem["code"], "bad_rows", "{problem}");
     assert_eq!(problem["errors"][0]["line"], 2, "{problem}");
     assert_eq!(problem["errors"][0]["column"], "i", "{problem}");
+    let message = problem["errors"][0]["message"].as_str().unwrap();
+    assert!(message.ends_with("(row group 2)"), "{problem}");
     assert_eq!(app.get(DAY).await.status(), 404, "nothing written");
     // A value the reader itself cannot write (a time of day past 24 hours)
     // names its row group too.

@@ -383,6 +383,7 @@ fn encode(def: &TableDef, cases: &[Case]) -> (Vec<u8>, Vec<Result<(), String>>) 
             let record = RawRecord {
                 line: n,
                 record: n,
+                row_group: None,
                 fields: &fields,
             };
             let mut errors = ErrorLog::default();

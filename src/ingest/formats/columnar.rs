@@ -28,7 +28,7 @@ use super::arrow_text::{
     field_column_type, holds_json_text, is_nested, unsupported, write_json, write_text,
 };
 use super::record::{RawField, RawRecord, ReadError, ReadLimits, RecordSink};
-use crate::ingest::RowError;
+use crate::ingest::{in_row_group, RowError};
 use crate::schema::arrow_fields::TIMESTAMP_INFINITY;
 use crate::schema::ColumnType;
 
@@ -197,13 +197,11 @@ impl Rows {
         }
     }
 
-    /// `message` with the row group of row `line` (from 1) named, if the
-    /// rows are a Parquet file's.
-    fn in_row_group(&self, line: u64, message: String) -> String {
-        match self.row_group_ends.iter().position(|end| line <= *end) {
-            Some(i) => format!("{message} (row group {})", i + 1),
-            None => message,
-        }
+    /// The row group (from 1) of row `line` (from 1), if the rows are a
+    /// Parquet file's.
+    fn row_group_of(&self, line: u64) -> Option<u64> {
+        let i = self.row_group_ends.iter().position(|end| line <= *end)?;
+        u64::try_from(i).ok().map(|i| i + 1)
     }
 
     /// The number of the next row.
@@ -270,6 +268,7 @@ impl Rows {
                     let record = RawRecord {
                         line: self.fed,
                         record: self.fed,
+                        row_group: self.row_group_of(self.fed),
                         fields: &fields,
                     };
                     sink.record(raw, Ok(record))
@@ -279,7 +278,10 @@ impl Rows {
                         line: self.fed,
                         record: self.fed,
                         column: Some(names[column].to_string()),
-                        message: self.in_row_group(self.fed, message),
+                        message: match self.row_group_of(self.fed) {
+                            Some(row_group) => in_row_group(message, row_group),
+                            None => message,
+                        },
                     };
                     sink.record(None, Err(error))
                 }

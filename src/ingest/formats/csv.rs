@@ -92,6 +92,7 @@ fn feed_csv_row<R: BufRead>(
         Ok(RawRecord {
             line,
             record,
+            row_group: None,
             fields: &fields,
         }),
     )

@@ -105,6 +105,7 @@ pub(super) fn feed_object(
             Ok(RawRecord {
                 line,
                 record,
+                row_group: None,
                 fields: &fields,
             }),
         ),

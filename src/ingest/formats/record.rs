@@ -31,6 +31,8 @@ pub enum RawField<'a> {
 pub struct RawRecord<'a> {
     pub line: u64,
     pub record: u64,
+    /// A Parquet body's row group (from 1): the row's errors name it.
+    pub row_group: Option<u64>,
     pub fields: &'a [(Cow<'a, str>, RawField<'a>)],
 }
 
