@@ -215,7 +215,7 @@ fn column_alias(i: usize) -> Ident {
 }
 
 /// The rows of `select` (`def`'s user columns) as a Parquet file or an
-/// Arrow stream, a batch of `read_arrow::BATCH_ROWS` rows at a time.
+/// Arrow stream, a batch at a time (`ArrowColumns::batch_full`).
 async fn send_columnar(
     conn: &mut PgConnection,
     select: &str,
@@ -239,7 +239,7 @@ async fn send_columnar(
         tuples
             .feed(&part?, |fields| columns.append_row(fields))
             .map_err(malformed)?;
-        if columns.rows() >= read_arrow::BATCH_ROWS {
+        if columns.batch_full() {
             let batch = columns.take_batch().map_err(malformed)?;
             file.write(&batch).map_err(write_failed)?;
             if !sink.send_all(file.written()).await {

@@ -25,10 +25,15 @@ use crate::schema::arrow_fields::{
 };
 use crate::schema::{ColumnType, TableDef};
 
-/// Rows put in one Arrow batch (and one Arrow IPC message).
-pub(super) const BATCH_ROWS: usize = 8_192;
-/// Rows in one Parquet row group: what a reader holds at once.
+/// Rows put in one Arrow batch (and one Arrow IPC message), at most: a
+/// batch ends sooner once its values hold `BATCH_BYTES`.
+const BATCH_ROWS: usize = 8_192;
+const BATCH_BYTES: usize = 8 << 20;
+/// Rows in one Parquet row group, at most: what a reader holds at once,
+/// and the writer until the group is written; a group ends sooner once its
+/// encoded pages hold `ROW_GROUP_BYTES` (wide rows).
 const ROW_GROUP_ROWS: usize = 131_072;
+const ROW_GROUP_BYTES: usize = 32 << 20;
 /// Decimal128's most digits.
 const DECIMAL_PRECISION: u8 = 38;
 /// Days and microseconds from the Unix epoch to Postgres's, 2000-01-01.
@@ -253,6 +258,8 @@ pub(super) struct ArrowColumns {
     schema: SchemaRef,
     builders: Vec<Builder>,
     rows: usize,
+    /// The bytes of the values appended since the last batch.
+    bytes: usize,
 }
 
 impl ArrowColumns {
@@ -274,6 +281,7 @@ impl ArrowColumns {
             schema: Arc::new(Schema::new(fields)),
             builders,
             rows: 0,
+            bytes: 0,
         }
     }
 
@@ -285,10 +293,17 @@ impl ArrowColumns {
         self.rows
     }
 
+    /// Whether the batch being built is full (`BATCH_ROWS`, `BATCH_BYTES`).
+    pub(super) fn batch_full(&self) -> bool {
+        self.rows >= BATCH_ROWS || self.bytes >= BATCH_BYTES
+    }
+
     /// Appends the tuple `fields` reads.
     pub(super) fn append_row(&mut self, fields: &mut TupleReader<'_>) -> Result<(), Malformed> {
         for builder in &mut self.builders {
-            builder.append(fields.field()?)?;
+            let value = fields.field()?;
+            self.bytes += value.map_or(0, <[u8]>::len);
+            builder.append(value)?;
         }
         self.rows += 1;
         Ok(())
@@ -301,7 +316,7 @@ impl ArrowColumns {
             .iter_mut()
             .map(Builder::finish)
             .collect::<Result<Vec<_>, _>>()?;
-        self.rows = 0;
+        (self.rows, self.bytes) = (0, 0);
         RecordBatch::try_new(self.schema.clone(), arrays).map_err(|_| Malformed)
     }
 }
@@ -320,6 +335,7 @@ impl FileWriter {
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
             .set_dictionary_enabled(false)
             .build();
         ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties))
