@@ -196,7 +196,7 @@ pub(super) fn read_format(headers: &HeaderMap, query: &ReadQuery) -> ApiResult<R
         .unwrap_or("");
     Ok(if accept.contains("parquet") {
         RowFormat::Parquet
-    } else if accept.contains("application/vnd.apache.arrow.stream") {
+    } else if accept.contains(RowFormat::ArrowStream.media_type()) {
         RowFormat::ArrowStream
     } else if accept.contains("text/csv") {
         RowFormat::Csv
