@@ -49,6 +49,11 @@ async fn get_load(
 struct LoadsQuery {
     table: Option<String>,
     ds: Option<String>,
+    /// A ledger status (`published`, `unchanged`, `rejected`, `failed`,
+    /// `audit_failed`).
+    status: Option<String>,
+    /// The name of the token that made the load.
+    token: Option<String>,
     limit: Option<i64>,
     /// The last load id of the previous page.
     cursor: Option<String>,
@@ -72,15 +77,40 @@ async fn list_loads(
         .as_deref()
         .map(|t| parse_id(t, "load id"))
         .transpose()?;
+    if let Some(status) = q.status.as_deref() {
+        check_load_status(status)?;
+    }
     let limit = page_limit(q.limit)?;
     let visible = caller.grants.readable_like();
     let filter = LoadFilter {
         table: table.as_ref(),
         ds,
+        status: q.status.as_deref(),
+        token: q.token.as_deref(),
         visible: &visible,
     };
     let loads = state.store.loads(filter, before, limit).await?;
     Ok(page(&uri, loads, limit, |load: &Load| {
         load.load_id.to_string()
     }))
+}
+
+/// The states a finished load can have in the ledger.
+pub const LOAD_STATUSES: [&str; 5] = [
+    "published",
+    "unchanged",
+    "rejected",
+    "failed",
+    "audit_failed",
+];
+
+/// A `status` filter of the ledger: one of `LOAD_STATUSES`.
+pub fn check_load_status(text: &str) -> ApiResult<()> {
+    if LOAD_STATUSES.contains(&text) {
+        return Ok(());
+    }
+    Err(ApiError::InvalidRequest(format!(
+        "status {text:?} is not one of {}",
+        LOAD_STATUSES.join(", ")
+    )))
 }

@@ -17,7 +17,9 @@ use super::{
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
+use crate::idempotency::KeyedRequest;
 use crate::names::TableName;
+use crate::pipeline::answer::KeyedAnswer;
 use crate::pipeline::body::BodySource;
 use crate::pipeline::keyed::KeyedWrite;
 use crate::pipeline::replay::ReplayRejects;
@@ -57,26 +59,39 @@ async fn replay_rejects(
 ) -> ApiResult<Response> {
     let key = idempotency_key(&headers)?.ok_or(ApiError::IdempotencyKeyMissing)?;
     let table = query.table("POST /rejects/replay")?;
-    caller.require(Scope::Write, &table)?;
-    span.record("table", tracing::field::display(&table));
+    let request = keyed_request(caller.clone(), key, "POST", &uri, &headers);
+    let answer = replay(&state, &span, caller, &table, request).await?;
+    Ok(keyed_response(&state, &span, &table, answer))
+}
+
+/// Replays `table`'s pending rejects as `request` (its key and
+/// fingerprint) asks: what `POST /rejects/replay` and the console's replay
+/// button both do.
+pub async fn replay(
+    state: &AppState,
+    span: &RequestSpan,
+    caller: Caller,
+    table: &TableName,
+    request: KeyedRequest,
+) -> ApiResult<KeyedAnswer> {
+    caller.require(Scope::Write, table)?;
+    span.record("table", tracing::field::display(table));
     let replay = ReplayRejects {
         table: table.clone(),
         principal: caller.principal.clone(),
-        idempotency_key: key.clone(),
+        idempotency_key: request.key.clone(),
         actor: caller.actor.clone(),
         // What it asks for is all in its path: its fingerprint is of no body.
         body: BodySource::empty(),
     };
-    let request = keyed_request(caller, key, "POST", &uri, &headers);
     let pipeline = state.pipeline();
     let write = KeyedWrite::Replay(replay);
-    match spawn_write(async move { pipeline.run_keyed(request, write, RECEIPTS).await }).await {
-        Ok(answer) => Ok(keyed_response(&state, &span, &table, answer)),
-        Err(e) => {
-            state.saw_refusal(&table, &e);
-            Err(e)
-        }
+    let answer =
+        spawn_write(async move { pipeline.run_keyed(request, write, RECEIPTS).await }).await;
+    if let Err(e) = &answer {
+        state.saw_refusal(table, e);
     }
+    answer
 }
 
 /// Deletes the table's rejects in one status (`status` is required, so
@@ -94,15 +109,17 @@ async fn delete_rejects(
             STATUSES.join(", ")
         ))
     })?;
-    let status = parse_status(status)?;
-    let deleted = state.store.delete_rejects(&table, status).await?;
+    let deleted = state
+        .store
+        .delete_rejects(&table, parse_status(status)?)
+        .await?;
     Ok(Json(
         serde_json::json!({"table": table, "status": status, "deleted": deleted}),
     ))
 }
 
 /// The states a reject can be in.
-const STATUSES: [&str; 4] = ["pending", "replayed", "expired", "superseded"];
+pub const STATUSES: [&str; 4] = ["pending", "replayed", "expired", "superseded"];
 
 #[derive(Deserialize)]
 struct RejectsQuery {
@@ -111,6 +128,8 @@ struct RejectsQuery {
     status: Option<String>,
     /// RFC 3339: rejects received at or after it.
     since: Option<String>,
+    /// The column of the first error (empty for a row's own error).
+    column: Option<String>,
     limit: Option<i64>,
     /// The last reject of the previous page (`load_id.record`).
     cursor: Option<String>,
@@ -144,6 +163,7 @@ async fn list_rejects(
         load_id,
         status,
         since,
+        error_column: q.column.as_deref(),
         visible: &visible,
     };
     let rejects = state.store.rejects(&filter, after, limit).await?;
@@ -161,7 +181,7 @@ async fn list_rejects(
     })
 }
 
-fn parse_status(text: &str) -> ApiResult<&str> {
+pub fn parse_status(text: &str) -> ApiResult<&str> {
     STATUSES.into_iter().find(|s| *s == text).ok_or_else(|| {
         ApiError::InvalidRequest(format!(
             "status {text:?} is not one of {}",

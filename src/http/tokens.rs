@@ -23,16 +23,16 @@ pub fn router() -> Router<AppState> {
 const MAX_TOKEN_NAME: usize = 100;
 const MAX_PATTERNS: usize = 100;
 
-/// The body of `POST /tokens`.
+/// The body of `POST /tokens`, also what the console's form makes.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TokenRequest {
-    name: String,
-    scopes: Vec<Scope>,
+pub struct TokenRequest {
+    pub name: String,
+    pub scopes: Vec<Scope>,
     #[serde(default = "every_table")]
-    tables: Vec<TablePattern>,
+    pub tables: Vec<TablePattern>,
     #[serde(default)]
-    expires_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 fn every_table() -> Vec<TablePattern> {
@@ -42,36 +42,41 @@ fn every_table() -> Vec<TablePattern> {
 impl TokenRequest {
     /// The request as JSON of the right shape, then its rules.
     fn parse(body: &[u8]) -> ApiResult<TokenRequest> {
-        let mut request: TokenRequest = serde_json::from_slice(body)
+        let request: TokenRequest = serde_json::from_slice(body)
             .map_err(|e| ApiError::InvalidTokenRequest(e.to_string()))?;
+        request.checked()
+    }
+
+    /// The request, if it keeps the rules: a name of 1 to 100 characters,
+    /// each scope once, 1 to 100 patterns, an expiry in the future.
+    pub fn checked(mut self) -> ApiResult<TokenRequest> {
         let invalid = |detail: &str| Err(ApiError::InvalidTokenRequest(detail.into()));
-        let name_len = request.name.chars().count();
-        if name_len == 0 || name_len > MAX_TOKEN_NAME || request.name.chars().any(char::is_control)
-        {
+        let name_len = self.name.chars().count();
+        if name_len == 0 || name_len > MAX_TOKEN_NAME || self.name.chars().any(char::is_control) {
             return invalid("name must be 1 to 100 characters, none of them control characters");
         }
-        let sent = request.scopes.len();
-        request.scopes.sort();
-        request.scopes.dedup();
-        if request.scopes.is_empty() || request.scopes.len() != sent {
+        let sent = self.scopes.len();
+        self.scopes.sort();
+        self.scopes.dedup();
+        if self.scopes.is_empty() || self.scopes.len() != sent {
             return invalid("scopes must name read, write or admin, each at most once");
         }
-        if request.tables.is_empty() || request.tables.len() > MAX_PATTERNS {
+        if self.tables.is_empty() || self.tables.len() > MAX_PATTERNS {
             return invalid("tables must hold 1 to 100 patterns");
         }
-        if request.expires_at.is_some_and(|at| at <= Utc::now()) {
+        if self.expires_at.is_some_and(|at| at <= Utc::now()) {
             return invalid("expires_at is in the past");
         }
-        Ok(request)
+        Ok(self)
     }
 }
 
 /// A token as made: its listing and, this once, its secret.
 #[derive(Serialize)]
-struct Created {
+pub struct Created {
     #[serde(flatten)]
-    info: TokenInfo,
-    token: String,
+    pub info: TokenInfo,
+    pub token: String,
 }
 
 async fn create_token(
@@ -79,8 +84,20 @@ async fn create_token(
     caller: Caller,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
+    let created = issue(&state, &caller, TokenRequest::parse(&body)?).await?;
+    let location = HeaderValue::from_str(&format!("/tokens/{}", created.info.id))
+        .expect("a uuid is a valid header value");
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(created),
+    )
+        .into_response())
+}
+
+/// Makes a token (an admin's act) with a new secret, answered this once.
+pub async fn issue(state: &AppState, caller: &Caller, request: TokenRequest) -> ApiResult<Created> {
     caller.require_admin()?;
-    let request = TokenRequest::parse(&body)?;
     let secret = new_secret().map_err(|e| anyhow::anyhow!("no randomness for a secret: {e}"))?;
     let grants = Grants {
         scopes: request.scopes,
@@ -96,18 +113,10 @@ async fn create_token(
         })
         .await?;
     tracing::info!(token_id = %info.id, name = %info.name, "token created");
-    let location = HeaderValue::from_str(&format!("/tokens/{}", info.id))
-        .expect("a uuid is a valid header value");
-    let created = Created {
+    Ok(Created {
         info,
         token: secret,
-    };
-    Ok((
-        StatusCode::CREATED,
-        [(header::LOCATION, location)],
-        Json(created),
-    )
-        .into_response())
+    })
 }
 
 #[derive(Deserialize)]
@@ -149,19 +158,24 @@ async fn get_token(
         .ok_or_else(|| ApiError::NotFound(format!("no token {id}")))
 }
 
-/// Revokes at once: every idem process reads the token on every request.
 async fn revoke_token(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
+    revoke(&state, &caller, parse_id(&id, "token id")?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Revokes at once (an admin's act): every idem process reads the token on
+/// every request.
+pub async fn revoke(state: &AppState, caller: &Caller, id: uuid::Uuid) -> ApiResult<()> {
     caller.require_admin()?;
-    let id = parse_id(&id, "token id")?;
     if !state.store.revoke_token(id).await? {
         return Err(ApiError::NotFound(format!("no token {id}")));
     }
     // This process forgets it now; the others when the notice reaches them.
     state.tokens.forget(id);
     tracing::info!(token_id = %id, "token revoked");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }

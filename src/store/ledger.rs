@@ -87,6 +87,9 @@ const LOAD_COLUMNS: &str = "load_id, table_name, ds, mode, status, rows_received
 pub struct LoadFilter<'a> {
     pub table: Option<&'a TableName>,
     pub ds: Option<Period>,
+    pub status: Option<&'a str>,
+    /// The name of the token that made the load.
+    pub token: Option<&'a str>,
     /// `LIKE` patterns of the tables the caller may read.
     pub visible: &'a [String],
 }
@@ -276,6 +279,7 @@ impl Store {
             "select {LOAD_COLUMNS} from idem.loads
               where ($1::text is null or table_name = $1) and ($2::text is null or ds = $2)
                 and ($3::uuid is null or load_id < $3) and table_name like any($5)
+                and ($6::text is null or status = $6) and ($7::text is null or token_name = $7)
               order by load_id desc
               limit $4"
         ))
@@ -284,6 +288,8 @@ impl Store {
         .bind(before)
         .bind(limit)
         .bind(filter.visible)
+        .bind(filter.status)
+        .bind(filter.token)
         .fetch_all(&mut *self.acquire().await?)
         .await?)
     }

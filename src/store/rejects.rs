@@ -325,6 +325,8 @@ pub struct RejectFilter<'a> {
     pub load_id: Option<Uuid>,
     pub status: Option<&'a str>,
     pub since: Option<DateTime<Utc>>,
+    /// The column of the first error (`""` for a row's own error).
+    pub error_column: Option<&'a str>,
     /// `LIKE` patterns of the tables the caller may read.
     pub visible: &'a [String],
 }
@@ -372,6 +374,7 @@ pub async fn list(
             and ($3::text is null or status = $3) and ($4::timestamptz is null or received_at >= $4)
             and ($5::uuid is null or (load_id, record) > ($5, $6))
             and table_name like any($8)
+            and ($9::text is null or coalesce(errors -> 0 ->> 'column', '') = $9)
           order by load_id, record
           limit $7"
     ))
@@ -383,6 +386,7 @@ pub async fn list(
     .bind(after_record)
     .bind(limit)
     .bind(filter.visible)
+    .bind(filter.error_column)
     .fetch_all(conn)
     .await?;
     rows.into_iter().map(RejectRow::into_stored).collect()
