@@ -38,7 +38,7 @@ use crate::store::Store;
 /// final newline, CORS, and the request's id, log line and metrics. (Each
 /// `layer` wraps every route, so all of them see the matched route.)
 pub fn app(state: AppState) -> Router {
-    let routes = crate::http::router()
+    let routes = crate::http::router(state.settings.console)
         // Every route, the fallback included: no request reaches a handler
         // (or learns which paths exist) without a token, but the open ones.
         .layer(middleware::from_fn_with_state(
@@ -356,7 +356,8 @@ async fn maintain(store: Store, metrics: Arc<Metrics>) {
     }
 }
 
-/// Logs to stderr (stdout carries only the `idem serving on` line), in
+/// Logs to stderr (stdout carries only the `idem serving on` line, and
+/// the console's address), in
 /// colour only on a terminal. A JSON line holds the event's fields and
 /// those of its span (a request's id, route, table…) as `span`.
 ///
@@ -405,7 +406,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let listener = TcpListener::bind(args.listen).await?;
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, "idem listening");
-    println!("idem serving on http://{addr}");
+    // One write, so that a script that waits for the first line finds the
+    // second with it.
+    let console = match state.settings.console {
+        true => format!(
+            "\nidem console on http://{addr}{} (sign in with a token)",
+            crate::http::console::ROOT
+        ),
+        false => String::new(),
+    };
+    println!("idem serving on http://{addr}{console}");
     let grace = Duration::from_secs(args.shutdown_grace_secs);
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, state, async move {

@@ -177,6 +177,14 @@ pub struct Settings {
     /// its staged rows.
     #[arg(long, env = "IDEM_LOAD_TTL", default_value_t = 24 * 3600, value_parser = clap::value_parser!(u64).range(1..=366 * 24 * 3600))]
     pub load_ttl: u64,
+    /// Serve the web console at `/console` (sign in with a token).
+    #[arg(long, env = "IDEM_CONSOLE", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub console: bool,
+    /// How long a console sign-in lasts, in seconds.
+    #[arg(long, env = "IDEM_CONSOLE_SESSION_SECS", default_value_t = 12 * 3600,
+          value_parser = clap::value_parser!(u64).range(60..=30 * 24 * 3600))]
+    pub console_session_secs: u64,
     /// The bootstrap admin token (32 to 256 visible ASCII characters): it
     /// may do everything, and makes the other tokens with `POST /tokens`.
     #[arg(long, env = "IDEM_ADMIN_TOKEN", hide_env_values = true)]
@@ -332,6 +340,8 @@ impl Default for Settings {
             batch_workers: 3,
             idempotency_retention_secs: 72 * 3600,
             load_ttl: 24 * 3600,
+            console: true,
+            console_session_secs: 12 * 3600,
             admin_token: None,
             insecure_no_auth: false,
             metrics_open_to_local: false,

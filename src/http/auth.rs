@@ -107,7 +107,10 @@ pub async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if OPEN_PATHS.contains(&request.uri().path()) {
+    let path = request.uri().path();
+    if OPEN_PATHS.contains(&path) || (state.settings.console && super::console::owns(path)) {
+        // The console's pages check their own session (a cookie, not a
+        // bearer token): see `console::session`.
         return next.run(request).await;
     }
     let caller = if local_scrape(&state, &request) {
@@ -141,7 +144,16 @@ async fn caller_of(state: &AppState, headers: &HeaderMap) -> ApiResult<Caller> {
     if state.settings.insecure_no_auth {
         return Ok(Caller::anonymous());
     }
-    let digest = secret_digest(bearer_token(headers)?);
+    caller_of_digest(state, &secret_digest(bearer_token(headers)?)).await
+}
+
+/// The caller whose token's secret hashes to `digest` (the bearer token's,
+/// or the one a console session signed in with), as that token stands now.
+pub async fn caller_of_digest(state: &AppState, digest: &[u8; 32]) -> ApiResult<Caller> {
+    if state.settings.insecure_no_auth {
+        return Ok(Caller::anonymous());
+    }
+    let digest = *digest;
     if let Some(admin) = &state.admin_digest {
         if digests_equal(&digest, admin) {
             return Ok(Caller::bootstrap_admin());

@@ -271,7 +271,7 @@ impl ApiError {
 
     /// What the client reads: the error's own text, except for failures,
     /// whose causes (database text among them) stay in the log.
-    fn detail(&self) -> String {
+    pub fn detail(&self) -> String {
         if let ApiError::Write(share @ WriteError::ShareTaken) = self {
             // Not the pool's fault: the client is told it is its own writes.
             return share.to_string();

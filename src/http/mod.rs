@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod channels;
+pub mod console;
 pub mod duplicates;
 pub mod edge;
 pub mod error;
@@ -161,8 +162,14 @@ impl AppState {
     }
 }
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+/// Every route; the console's when `console` (`IDEM_CONSOLE`).
+pub fn router(console: bool) -> Router<AppState> {
+    let routes = if console {
+        console::router()
+    } else {
+        Router::new()
+    };
+    routes
         .merge(tables::router())
         .merge(table_rows::router())
         .merge(history_rows::router())

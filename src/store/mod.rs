@@ -15,6 +15,7 @@ pub mod audits;
 pub mod catalog;
 pub mod channels;
 pub mod completed_keys;
+pub mod console;
 pub mod drop_table;
 pub mod duplicates_log;
 pub mod error;

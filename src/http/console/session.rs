@@ -1,0 +1,291 @@
+//! Console sessions: a token pasted once into the sign-in form becomes a
+//! random session secret in an `HttpOnly`, `SameSite=Strict` cookie
+//! (`Secure` when the request came over TLS through a proxy that says so).
+//! The store keeps only digests: the session's, and the token's, from
+//! which each request builds the same `Caller` a bearer token would give,
+//! so a revoked token's session sees nothing more. Every form carries the
+//! session's CSRF secret; a POST without it is refused.
+
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use cookie::{Cookie, SameSite};
+use maud::{html, Markup};
+
+use super::layout::{csrf_field, page, Viewer};
+use super::{PageError, PageResult, ROOT};
+use crate::access::{digests_equal, new_secret, secret_digest};
+use crate::http::auth::caller_of_digest;
+use crate::http::error::ApiError;
+use crate::http::{AppState, Caller};
+use crate::pipeline::body::BodyError;
+
+const COOKIE: &str = "idem_console";
+const CSRF_HEADER: &str = "x-csrf-token";
+/// The longest token the sign-in form takes (a bootstrap token is at most
+/// 256 characters).
+const MAX_TOKEN_LEN: usize = 512;
+/// The largest form a console page sends (idem reads bodies itself, with
+/// no default limit: this is the console's).
+const MAX_FORM_BYTES: u64 = 64 * 1024;
+
+/// A form as sent (`application/x-www-form-urlencoded`), read within
+/// `MAX_FORM_BYTES`: its fields in order, a name as often as it came.
+pub struct FormBody(Vec<(String, String)>);
+
+impl FormBody {
+    /// The first value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `name` (a box ticked several times).
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The value of a field the form must have.
+    pub fn required(&self, name: &str) -> Result<&str, PageError> {
+        self.get(name).ok_or_else(|| {
+            ApiError::InvalidRequest(format!("the form has no field {name:?}")).into()
+        })
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for FormBody {
+    type Rejection = PageError;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, PageError> {
+        let limit = usize::try_from(MAX_FORM_BYTES).unwrap_or(usize::MAX);
+        let bytes = axum::body::to_bytes(request.into_body(), limit)
+            .await
+            .map_err(|_| BodyError::TooLarge {
+                limit: MAX_FORM_BYTES,
+            })?;
+        let fields = serde_urlencoded::from_bytes(&bytes)
+            .map_err(|e| ApiError::InvalidRequest(format!("the form cannot be read: {e}")))?;
+        Ok(FormBody(fields))
+    }
+}
+
+/// A signed-in request: who it acts as, and its session's CSRF secret.
+pub struct Signed {
+    pub caller: Caller,
+    csrf: String,
+    session_sha256: [u8; 32],
+}
+
+impl Signed {
+    /// The hidden field every form of the session posts back.
+    pub fn csrf_field(&self) -> Markup {
+        csrf_field(&self.csrf)
+    }
+
+    /// The session as a page's navigation shows it.
+    pub fn viewer(&self) -> Viewer<'_> {
+        Viewer {
+            name: &self.caller.actor.token_name,
+            admin: self.caller.grants.is_admin(),
+            csrf: &self.csrf,
+        }
+    }
+
+    /// Refuses (403) a change whose form did not carry this session's CSRF
+    /// secret (before any other field is looked at).
+    pub fn check_form(&self, form: &FormBody) -> Result<(), PageError> {
+        self.check_csrf(form.get("csrf"))
+    }
+
+    fn check_csrf(&self, sent: Option<&str>) -> Result<(), PageError> {
+        let sent = sent.unwrap_or_default();
+        if digests_equal(&secret_digest(sent), &secret_digest(&self.csrf)) {
+            return Ok(());
+        }
+        Err(ApiError::Forbidden(
+            "this form was not sent by a console page of your session (its CSRF token is missing or wrong); reload the page and try again"
+                .into(),
+        )
+        .into())
+    }
+}
+
+impl FromRequestParts<AppState> for Signed {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> PageResult<Self> {
+        let secret = session_cookie(&parts.headers).ok_or(PageError::SignIn)?;
+        let session_sha256 = secret_digest(&secret);
+        let row = state.store.session(&session_sha256).await?;
+        let row = row.ok_or(PageError::SignIn)?;
+        // The token as it stands now: revoked or expired, the session is
+        // over with it.
+        let caller = match caller_of_digest(state, &row.token_sha256).await {
+            Ok(caller) => caller,
+            Err(ApiError::Unauthorized { .. }) => {
+                state.store.end_session(&session_sha256).await?;
+                return Err(PageError::SignIn);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Signed {
+            caller,
+            csrf: row.csrf,
+            session_sha256,
+        })
+    }
+}
+
+/// The session secret of the request's cookie, if it sent one.
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|cookie| cookie.name() == COOKIE)
+        .map(|cookie| cookie.value().to_string())
+}
+
+/// Whether the request reached a proxy over TLS (which then tells idem):
+/// the cookie is then `Secure`.
+fn over_tls(headers: &HeaderMap) -> bool {
+    let forwarded_proto = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"));
+    let forwarded = headers
+        .get(header::FORWARDED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|value| value.to_ascii_lowercase().contains("proto=https"));
+    forwarded_proto || forwarded
+}
+
+fn session_cookie_header(value: String, max_age_secs: i64, secure: bool) -> HeaderValue {
+    let cookie = Cookie::build((COOKIE, value))
+        .path(ROOT)
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .secure(secure)
+        .max_age(cookie::time::Duration::seconds(max_age_secs))
+        .build();
+    HeaderValue::from_str(&cookie.to_string()).expect("a session cookie is a valid header value")
+}
+
+/// `GET /console`: the tables when signed in, else the sign-in form.
+pub async fn start_page(state: State<AppState>, mut parts: Parts) -> Response {
+    match Signed::from_request_parts(&mut parts, &state).await {
+        Ok(_) => (
+            StatusCode::SEE_OTHER,
+            [(header::LOCATION, "/console/tables")],
+        )
+            .into_response(),
+        Err(PageError::SignIn) => sign_in_page(StatusCode::OK, None),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
+    let body = html! {
+        p { "Paste an idem token to see what it may see. The token stays on the server; your browser keeps only a session cookie." }
+        @if let Some(problem) = problem {
+            p.problem role="alert" { (problem) }
+        }
+        form.signin method="post" action="/console/session" {
+            label for="token" { "Token" }
+            input #token type="password" name="token" autocomplete="off" required autofocus;
+            button type="submit" { "Sign in" }
+        }
+    };
+    let mut response = page("Sign in", "", None, body);
+    *response.status_mut() = status;
+    response
+}
+
+/// `POST /console/session`: a token that idem accepts starts a session.
+pub async fn sign_in(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    form: FormBody,
+) -> PageResult {
+    let token = form.get("token").unwrap_or_default().trim();
+    if token.is_empty() || token.len() > MAX_TOKEN_LEN {
+        return Ok(sign_in_page(
+            StatusCode::UNAUTHORIZED,
+            Some("that is not an idem token"),
+        ));
+    }
+    let token_sha256 = secret_digest(token);
+    if let Err(e) = caller_of_digest(&state, &token_sha256).await {
+        return match e {
+            ApiError::Unauthorized { detail, .. } => {
+                Ok(sign_in_page(StatusCode::UNAUTHORIZED, Some(detail)))
+            }
+            other => Err(other.into()),
+        };
+    }
+    let random = |what| new_secret().map_err(|e| anyhow::anyhow!("no randomness for {what}: {e}"));
+    let (secret, csrf) = (random("a session")?, random("a CSRF token")?);
+    let ttl = i64::try_from(state.settings.console_session_secs)
+        .map_err(|_| anyhow::anyhow!("the console session lifetime is out of range"))?;
+    state
+        .store
+        .create_session(&secret_digest(&secret), &token_sha256, &csrf, ttl)
+        .await?;
+    let cookie = session_cookie_header(secret, ttl, over_tls(&headers));
+    Ok((
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cookie),
+            (
+                header::LOCATION,
+                HeaderValue::from_static("/console/tables"),
+            ),
+        ],
+    )
+        .into_response())
+}
+
+/// `POST /console/session/end` (the sign-out button).
+pub async fn sign_out_form(
+    State(state): State<AppState>,
+    signed: Signed,
+    headers: HeaderMap,
+    form: FormBody,
+) -> PageResult {
+    signed.check_form(&form)?;
+    end(&state, &signed, &headers).await
+}
+
+/// `DELETE /console/session/end`, with the CSRF secret in `X-CSRF-Token`.
+pub async fn sign_out(
+    State(state): State<AppState>,
+    signed: Signed,
+    headers: HeaderMap,
+) -> PageResult {
+    let sent = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+    signed.check_csrf(sent)?;
+    end(&state, &signed, &headers).await
+}
+
+/// Ends the session in the store (so its cookie opens nothing, whoever
+/// holds it) and clears the cookie.
+async fn end(state: &AppState, signed: &Signed, headers: &HeaderMap) -> PageResult {
+    state.store.end_session(&signed.session_sha256).await?;
+    let cleared = session_cookie_header(String::new(), 0, over_tls(headers));
+    Ok((
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cleared),
+            (header::LOCATION, HeaderValue::from_static(ROOT)),
+        ],
+    )
+        .into_response())
+}

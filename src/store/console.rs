@@ -1,0 +1,203 @@
+//! What only the web console reads or writes: its sessions
+//! (`idem.console_sessions`), and the counts its pages show beside the
+//! lists the API already has (a table's last load, its pending rejects by
+//! error column, its held duplicates, the span of its partitions).
+//!
+//! Counts that could be large are capped (`COUNT_CAP`): a page shows
+//! "10,000+" rather than count a million rows on every view.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::{Store, StoreError, StoreResult};
+use crate::names::TableName;
+
+/// The most rows a count on a page goes to before it says "more".
+pub const COUNT_CAP: i64 = 10_000;
+
+/// The most error columns the rejects page groups a table's rejects by.
+pub const MAX_ERROR_GROUPS: i64 = 50;
+
+/// A signed-in session, as the store keeps it.
+pub struct SessionRow {
+    /// The SHA-256 of the token the session signed in with.
+    pub token_sha256: [u8; 32],
+    pub csrf: String,
+}
+
+/// A table's state beside its definition, for the console's pages.
+#[derive(Clone, Debug, Default)]
+pub struct TableActivity {
+    /// The newest load's id, status and end.
+    pub last_load: Option<(Uuid, String, DateTime<Utc>)>,
+    /// Pending rejects, up to `COUNT_CAP + 1`.
+    pub pending_rejects: i64,
+    /// Logged duplicate versions of published loads, up to `COUNT_CAP + 1`.
+    pub duplicates: i64,
+}
+
+/// The pending rejects of one error column (`""` for a row's own error,
+/// such as malformed JSON): how many (up to `COUNT_CAP + 1`) and the first
+/// one's message.
+#[derive(Clone, Debug)]
+pub struct ErrorGroup {
+    pub column: String,
+    pub count: i64,
+    pub example: String,
+}
+
+impl Store {
+    /// Keeps a new session for `ttl_secs`, and drops the expired ones.
+    pub async fn create_session(
+        &self,
+        session_sha256: &[u8; 32],
+        token_sha256: &[u8; 32],
+        csrf: &str,
+        ttl_secs: i64,
+    ) -> StoreResult<()> {
+        let mut conn = self.acquire().await?;
+        // language=PostgreSQL
+        sqlx::query("delete from idem.console_sessions where expires_at < now()")
+            .execute(&mut *conn)
+            .await?;
+        // language=PostgreSQL
+        sqlx::query(
+            "insert into idem.console_sessions (session_sha256, token_sha256, csrf, expires_at)
+             values ($1, $2, $3, now() + $4 * interval '1 second')",
+        )
+        .bind(&session_sha256[..])
+        .bind(&token_sha256[..])
+        .bind(csrf)
+        .bind(ttl_secs)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
+    /// The session whose secret hashes to `session_sha256`, unless it ended
+    /// or expired.
+    pub async fn session(&self, session_sha256: &[u8; 32]) -> StoreResult<Option<SessionRow>> {
+        // language=PostgreSQL
+        let row = sqlx::query(
+            "select token_sha256, csrf from idem.console_sessions
+              where session_sha256 = $1 and expires_at > now()",
+        )
+        .bind(&session_sha256[..])
+        .fetch_optional(&mut *self.acquire().await?)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let token: Vec<u8> = row.try_get("token_sha256")?;
+        Ok(Some(SessionRow {
+            token_sha256: token
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("a session's token digest is not 32 bytes"))?,
+            csrf: row.try_get("csrf")?,
+        }))
+    }
+
+    /// Ends a session (sign-out); nothing when it is gone already.
+    pub async fn end_session(&self, session_sha256: &[u8; 32]) -> StoreResult<()> {
+        // language=PostgreSQL
+        sqlx::query("delete from idem.console_sessions where session_sha256 = $1")
+            .bind(&session_sha256[..])
+            .execute(&mut *self.acquire().await?)
+            .await?;
+        Ok(())
+    }
+
+    /// The table's last load and its capped counts of pending rejects and
+    /// logged duplicates, each read by an index.
+    pub async fn table_activity(&self, table: &TableName) -> StoreResult<TableActivity> {
+        // language=PostgreSQL
+        let row = sqlx::query(
+            "select l.load_id, l.status, l.finished_at,
+                    (select count(*) from (select 1 from idem.rejects r
+                      where r.table_name = $1 and r.status = 'pending' limit $2) c) as pending,
+                    (select count(*) from (select 1 from idem.duplicates d
+                      where d.table_name = $1 limit $2) c) as duplicates
+               from (select 1) one
+               left join lateral (select load_id, status, finished_at from idem.loads
+                                   where table_name = $1 order by load_id desc limit 1) l on true",
+        )
+        .bind(table.as_str())
+        .bind(COUNT_CAP + 1)
+        .fetch_one(&mut *self.acquire().await?)
+        .await?;
+        let load_id: Option<Uuid> = row.try_get("load_id")?;
+        let last_load = match load_id {
+            Some(id) => Some((id, row.try_get("status")?, row.try_get("finished_at")?)),
+            None => None,
+        };
+        Ok(TableActivity {
+            last_load,
+            pending_rejects: row.try_get("pending")?,
+            duplicates: row.try_get("duplicates")?,
+        })
+    }
+
+    /// The first and last partition labels of a table, if it has any.
+    pub async fn partition_span(&self, table: &TableName) -> StoreResult<Option<(String, String)>> {
+        // language=PostgreSQL
+        let row = sqlx::query(
+            "select (select ds from idem.partitions where table_name = $1 and ds <> ''
+                      order by ds limit 1) as first,
+                    (select ds from idem.partitions where table_name = $1 and ds <> ''
+                      order by ds desc limit 1) as last",
+        )
+        .bind(table.as_str())
+        .fetch_one(&mut *self.acquire().await?)
+        .await?;
+        let first: Option<String> = row.try_get("first")?;
+        let last: Option<String> = row.try_get("last")?;
+        Ok(first.zip(last))
+    }
+
+    /// The table's pending rejects grouped by their first error's column:
+    /// the columns found by skipping through `rejects_by_error` (one index
+    /// probe each), then a capped count of each.
+    pub async fn reject_groups(&self, table: &TableName) -> StoreResult<Vec<ErrorGroup>> {
+        // language=PostgreSQL
+        let rows = sqlx::query(
+            "with recursive columns(name) as (
+                 (select coalesce(errors -> 0 ->> 'column', '') from idem.rejects
+                   where table_name = $1 and status = 'pending'
+                   order by coalesce(errors -> 0 ->> 'column', '') limit 1)
+                 union all
+                 select (select coalesce(errors -> 0 ->> 'column', '') from idem.rejects
+                          where table_name = $1 and status = 'pending'
+                            and coalesce(errors -> 0 ->> 'column', '') > columns.name
+                          order by coalesce(errors -> 0 ->> 'column', '') limit 1)
+                   from columns where columns.name is not null
+             )
+             select c.name,
+                    (select count(*) from (select 1 from idem.rejects r
+                      where r.table_name = $1 and r.status = 'pending'
+                        and coalesce(r.errors -> 0 ->> 'column', '') = c.name limit $2) n) as count,
+                    (select r.errors -> 0 ->> 'message' from idem.rejects r
+                      where r.table_name = $1 and r.status = 'pending'
+                        and coalesce(r.errors -> 0 ->> 'column', '') = c.name
+                      order by r.load_id, r.record limit 1) as example
+               from columns c where c.name is not null
+              limit $3",
+        )
+        .bind(table.as_str())
+        .bind(COUNT_CAP + 1)
+        .bind(MAX_ERROR_GROUPS)
+        .fetch_all(&mut *self.acquire().await?)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ErrorGroup {
+                    column: row.try_get("name")?,
+                    count: row.try_get("count")?,
+                    example: row
+                        .try_get::<Option<String>, _>("example")?
+                        .unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+}
