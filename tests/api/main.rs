@@ -4,6 +4,7 @@
 
 mod audits;
 mod auth;
+mod browser;
 mod cdc;
 mod channels;
 mod cli;
@@ -15,6 +16,8 @@ mod cli_put_post;
 mod columnar;
 mod columnar_out;
 mod concurrency;
+mod console;
+mod console_pages;
 mod container;
 mod drop_table;
 mod duplicates;
