@@ -108,12 +108,22 @@ impl Browser {
     pub async fn sign_in(&self, base: &str, token: &str) {
         self.goto(&format!("{base}/console")).await;
         self.css("#token").await.send_keys(token).await.unwrap();
-        self.css("form.signin button").await.click().await.unwrap();
+        self.click("form.signin button").await;
     }
 
-    /// Clicks the button (or link) `selector` and waits for the next page.
+    /// Clicks the button (or link) `selector` and waits for the next page:
+    /// until the document it was on is gone (a click does not always wait
+    /// for the navigation it starts).
     pub async fn click(&self, selector: &str) {
+        let before = self.css("html").await;
         self.css(selector).await.click().await.unwrap();
+        for _ in 0..200 {
+            if before.tag_name().await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("clicking {selector:?} led to no new page");
     }
 
     /// Saves the window as `NAME.png` among the run's screenshots.

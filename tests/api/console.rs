@@ -25,6 +25,12 @@ async fn put_day(app: &TestApp, table: &str, ds: &str, rows: usize) {
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
 }
 
+/// What `GET /tables` answers `client`.
+async fn tables_status(app: &TestApp, client: &reqwest::Client) -> u16 {
+    let r = client.get(app.url("/tables")).send().await.unwrap();
+    r.status().as_u16()
+}
+
 #[tokio::test]
 async fn a_read_token_signs_in_and_sees_only_its_tables() {
     let app = spawn_app().await;
@@ -192,15 +198,7 @@ async fn a_token_revoked_on_the_tokens_page_is_refused_by_the_api() {
     )
     .await;
     let loader = client_with_token(&secret);
-    assert_eq!(
-        loader
-            .get(app.url("/tables"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(tables_status(&app, &loader).await, 200);
     let browser = Browser::start().await;
     browser.sign_in(&app.base, ADMIN_TOKEN).await;
     browser.goto(&app.url("/console/tokens")).await;
@@ -215,15 +213,7 @@ async fn a_token_revoked_on_the_tokens_page_is_refused_by_the_api() {
     let made = browser.text("#new-secret").await;
     assert!(made.starts_with("idem_"), "{made}");
     let reader = client_with_token(&made);
-    assert_eq!(
-        reader
-            .get(app.url("/tables"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(tables_status(&app, &reader).await, 200);
     browser.screenshot("tokens").await;
     browser
         .click(&format!("tr[data-token='{id}'] button"))

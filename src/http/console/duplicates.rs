@@ -12,10 +12,8 @@ use serde::Deserialize;
 use super::layout::page;
 use super::session::Signed;
 use super::{query_string, PageResult};
-use crate::access::Scope;
 use crate::http::error::ApiError;
 use crate::http::{parse_id, AppState};
-use crate::names::TableName;
 use crate::store::duplicates_log::{LogCursor, LoggedVersion};
 
 /// Versions a page.
@@ -37,12 +35,7 @@ pub async fn list(
     signed: Signed,
     Query(q): Query<DuplicatesQuery>,
 ) -> PageResult<Response> {
-    let table = (!q.table.is_empty())
-        .then(|| TableName::parse(&q.table))
-        .transpose()?;
-    if let Some(table) = &table {
-        signed.caller.require(Scope::Read, table)?;
-    }
+    let table = signed.readable_table(&q.table)?;
     let load_id = (!q.load_id.is_empty())
         .then(|| parse_id(&q.load_id, "load id"))
         .transpose()?;

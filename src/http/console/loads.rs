@@ -75,10 +75,7 @@ pub async fn list(
 
 async fn filtered(state: &AppState, signed: &Signed, q: &LoadsQuery) -> PageResult<Vec<Load>> {
     let some = |text: &str| (!text.is_empty()).then(|| text.to_string());
-    let table = some(&q.table).map(|t| TableName::parse(&t)).transpose()?;
-    if let Some(table) = &table {
-        signed.caller.require(Scope::Read, table)?;
-    }
+    let table = signed.readable_table(&q.table)?;
     let ds = some(&q.ds).map(|ds| parse_label(&ds)).transpose()?;
     if !q.status.is_empty() {
         check_load_status(&q.status)?;

@@ -56,12 +56,7 @@ async fn view(
     q: &RejectsQuery,
     outcome: Option<Outcome>,
 ) -> PageResult<Response> {
-    let table = (!q.table.is_empty())
-        .then(|| TableName::parse(&q.table))
-        .transpose()?;
-    if let Some(table) = &table {
-        signed.caller.require(Scope::Read, table)?;
-    }
+    let table = signed.readable_table(&q.table)?;
     let groups = match &table {
         Some(table) => state.store.reject_groups(table).await?,
         None => Vec::new(),

@@ -15,10 +15,11 @@ use maud::{html, Markup};
 
 use super::layout::{csrf_field, page, Viewer};
 use super::{PageError, PageResult, ROOT};
-use crate::access::{digests_equal, new_secret, secret_digest};
+use crate::access::{digests_equal, new_secret, secret_digest, Scope};
 use crate::http::auth::caller_of_digest;
 use crate::http::error::ApiError;
 use crate::http::{AppState, Caller};
+use crate::names::TableName;
 use crate::pipeline::body::BodyError;
 
 const COOKIE: &str = "idem_console";
@@ -86,6 +87,17 @@ impl Signed {
     /// The hidden field every form of the session posts back.
     pub fn csrf_field(&self) -> Markup {
         csrf_field(&self.csrf)
+    }
+
+    /// The table a page's filter names (none when the field is empty),
+    /// once the session may read it.
+    pub fn readable_table(&self, text: &str) -> Result<Option<TableName>, PageError> {
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let table = TableName::parse(text).map_err(ApiError::from)?;
+        self.caller.require(Scope::Read, &table)?;
+        Ok(Some(table))
     }
 
     /// The session as a page's navigation shows it.
