@@ -30,6 +30,9 @@ const MAX_TOKEN_LEN: usize = 512;
 /// The largest form a console page sends (idem reads bodies itself, with
 /// no default limit: this is the console's).
 const MAX_FORM_BYTES: u64 = 64 * 1024;
+/// How long a form may take to arrive: a page's form is sent at once, so a
+/// client that trickles one holds its connection no longer than this.
+const FORM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A form as sent (`application/x-www-form-urlencoded`), read within
 /// `MAX_FORM_BYTES`: its fields in order, a name as often as it came.
@@ -65,8 +68,10 @@ impl<S: Send + Sync> FromRequest<S> for FormBody {
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, PageError> {
         let limit = usize::try_from(MAX_FORM_BYTES).unwrap_or(usize::MAX);
-        let bytes = axum::body::to_bytes(request.into_body(), limit)
+        let read = axum::body::to_bytes(request.into_body(), limit);
+        let bytes = tokio::time::timeout(FORM_DEADLINE, read)
             .await
+            .map_err(|_| BodyError::TimedOut("took longer than 30 s to arrive"))?
             .map_err(|_| BodyError::TooLarge {
                 limit: MAX_FORM_BYTES,
             })?;
