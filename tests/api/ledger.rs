@@ -123,3 +123,90 @@ async fn a_refusal_that_quotes_a_nul_is_still_recorded() {
         "{entry}"
     );
 }
+
+#[tokio::test]
+async fn the_ledger_filters_by_status_and_token_and_rejects_by_error_column() {
+    let app = spawn_app().await;
+    let events = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
+      "primary_key": ["id"], "bad_rows": "quarantine"}"#;
+    assert_eq!(app.declare("events", events).await.status(), 201);
+    let (_, secret) = make_token(
+        &app.client,
+        &app.base,
+        &json!({"name": "feed", "scopes": ["write", "read"], "tables": ["events"]}),
+    )
+    .await;
+    let day = |qty: Value| ndjson(&[json!({"id": 1, "ds": "2026-10-12", "qty": qty})]);
+    let feed = client_with_token(&secret);
+    let r = feed
+        .put(app.url("/partitions/events/2026-10-12"))
+        .header("content-type", "application/x-ndjson")
+        .body(day(json!(1)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // The admin sends it again (unchanged), then a body of one bad row and
+    // one that is no object.
+    let again = app.put(
+        "/partitions/events/2026-10-12",
+        "application/x-ndjson",
+        day(json!(1)),
+    );
+    assert_eq!(again.await.status(), 200);
+    let bad = format!("{}[1]\n", day(json!("many")));
+    let r = app
+        .put("/partitions/events/2026-10-13", "application/x-ndjson", bad)
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
+    let loads = |query: &'static str| {
+        let app = &app;
+        async move {
+            let listed = json_body(app.get(&format!("/loads?table=events&{query}")).await).await;
+            let statuses: Vec<String> = listed
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| {
+                    format!(
+                        "{}/{}",
+                        l["status"].as_str().unwrap(),
+                        l["token_name"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            statuses
+        }
+    };
+    assert_eq!(loads("token=feed").await, ["published/feed"]);
+    assert_eq!(loads("status=unchanged").await, ["unchanged/admin"]);
+    assert_eq!(
+        loads("status=published&token=admin").await,
+        ["published/admin"]
+    );
+    assert!(loads("token=nobody").await.is_empty());
+    let r = app.get("/loads?status=lost").await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(json_body(r).await["code"], "invalid_request");
+
+    let rejects = |column: &'static str| {
+        let app = &app;
+        async move {
+            let listed = json_body(
+                app.get(&format!("/rejects?table=events&column={column}"))
+                    .await,
+            )
+            .await;
+            listed
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["line"].as_u64().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(rejects("qty").await, [1]);
+    assert_eq!(rejects("").await, [2]);
+    assert!(rejects("id").await.is_empty());
+}
