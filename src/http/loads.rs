@@ -80,6 +80,9 @@ async fn list_loads(
     if let Some(status) = q.status.as_deref() {
         check_load_status(status)?;
     }
+    if let Some(token) = q.token.as_deref() {
+        check_token_filter(token)?;
+    }
     let limit = page_limit(q.limit)?;
     let visible = caller.grants.readable_like();
     let filter = LoadFilter {
@@ -112,5 +115,16 @@ pub fn check_load_status(text: &str) -> ApiResult<()> {
     Err(ApiError::InvalidRequest(format!(
         "status {text:?} is not one of {}",
         LOAD_STATUSES.join(", ")
+    )))
+}
+
+/// A `token` filter of the ledger: a name a token can have.
+pub fn check_token_filter(name: &str) -> ApiResult<()> {
+    if super::tokens::valid_name(name) {
+        return Ok(());
+    }
+    Err(ApiError::InvalidRequest(format!(
+        "token: a token's {}",
+        super::tokens::NAME_RULE
     )))
 }

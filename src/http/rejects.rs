@@ -163,7 +163,7 @@ async fn list_rejects(
         load_id,
         status,
         since,
-        error_column: q.column.as_deref(),
+        error_column: q.column.as_deref().map(check_error_column).transpose()?,
         visible: &visible,
     };
     let rejects = state.store.rejects(&filter, after, limit).await?;
@@ -206,4 +206,20 @@ fn parse_cursor(text: &str) -> ApiResult<RejectCursor> {
             "cursor {text:?} is not one this server gave (load_id.record)"
         ))
     })
+}
+
+/// The longest `column` filter taken (a field a body sent may have any
+/// name, so this is not a column name's limit).
+const MAX_ERROR_COLUMN: usize = 1000;
+
+/// A `column` filter of the rejects (a field name as a body sent it, or
+/// empty for a row's own errors): text Postgres can hold, at most
+/// `MAX_ERROR_COLUMN` characters.
+pub fn check_error_column(text: &str) -> ApiResult<&str> {
+    if text.chars().count() <= MAX_ERROR_COLUMN && !text.contains('\0') {
+        return Ok(text);
+    }
+    Err(ApiError::InvalidRequest(format!(
+        "column must be at most {MAX_ERROR_COLUMN} characters, none of them NUL"
+    )))
 }

@@ -21,6 +21,13 @@ pub fn router() -> Router<AppState> {
 }
 
 const MAX_TOKEN_NAME: usize = 100;
+pub const NAME_RULE: &str = "name must be 1 to 100 characters, none of them control characters";
+
+/// Whether `name` can be a token's name (`NAME_RULE`).
+pub fn valid_name(name: &str) -> bool {
+    let len = name.chars().count();
+    (1..=MAX_TOKEN_NAME).contains(&len) && !name.chars().any(char::is_control)
+}
 const MAX_PATTERNS: usize = 100;
 
 /// The body of `POST /tokens`, also what the console's form makes.
@@ -51,9 +58,8 @@ impl TokenRequest {
     /// each scope once, 1 to 100 patterns, an expiry in the future.
     pub fn checked(mut self) -> ApiResult<TokenRequest> {
         let invalid = |detail: &str| Err(ApiError::InvalidTokenRequest(detail.into()));
-        let name_len = self.name.chars().count();
-        if name_len == 0 || name_len > MAX_TOKEN_NAME || self.name.chars().any(char::is_control) {
-            return invalid("name must be 1 to 100 characters, none of them control characters");
+        if !valid_name(&self.name) {
+            return invalid(NAME_RULE);
         }
         let sent = self.scopes.len();
         self.scopes.sort();

@@ -186,9 +186,19 @@ async fn the_ledger_filters_by_status_and_token_and_rejects_by_error_column() {
         ["published/admin"]
     );
     assert!(loads("token=nobody").await.is_empty());
-    let r = app.get("/loads?status=lost").await;
-    assert_eq!(r.status(), 400);
-    assert_eq!(json_body(r).await["code"], "invalid_request");
+    // A filter Postgres could not hold, or past its bounds, is a 400.
+    let long = "c".repeat(1001);
+    for path in [
+        "/loads?status=lost".to_string(),
+        "/loads?token=a%00b".to_string(),
+        format!("/loads?token={}", "t".repeat(101)),
+        "/rejects?column=a%00b".to_string(),
+        format!("/rejects?column={long}"),
+    ] {
+        let r = app.get(&path).await;
+        assert_eq!(r.status(), 400, "{path}");
+        assert_eq!(json_body(r).await["code"], "invalid_request", "{path}");
+    }
 
     let rejects = |column: &'static str| {
         let app = &app;

@@ -10,7 +10,7 @@ use super::layout::page;
 use super::session::Signed;
 use super::{grouped, query_string, PageResult};
 use crate::access::Scope;
-use crate::http::loads::{check_load_status, LOAD_STATUSES};
+use crate::http::loads::{check_load_status, check_token_filter, LOAD_STATUSES};
 use crate::http::{parse_id, parse_label, AppState};
 use crate::names::TableName;
 use crate::store::ledger::{Load, LoadFilter};
@@ -79,6 +79,9 @@ async fn filtered(state: &AppState, signed: &Signed, q: &LoadsQuery) -> PageResu
     let ds = some(&q.ds).map(|ds| parse_label(&ds)).transpose()?;
     if !q.status.is_empty() {
         check_load_status(&q.status)?;
+    }
+    if !q.token.is_empty() {
+        check_token_filter(&q.token)?;
     }
     let before = some(&q.before)
         .map(|id| parse_id(&id, "load id"))

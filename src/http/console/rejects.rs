@@ -14,7 +14,7 @@ use super::session::{FormBody, Signed};
 use super::{grouped, query_string, shown_count, PageResult};
 use crate::access::Scope;
 use crate::http::observe::RequestSpan;
-use crate::http::rejects::{parse_status, replay as replay_rejects};
+use crate::http::rejects::{check_error_column, parse_status, replay as replay_rejects};
 use crate::http::{parse_id, AppState};
 use crate::idempotency::{IdempotencyKey, KeyedRequest};
 use crate::names::TableName;
@@ -120,7 +120,7 @@ async fn page_of_rejects(
         status: Some(parse_status("pending")?),
         since: None,
         // Only with a table: the groups are a table's.
-        error_column: table.and(column),
+        error_column: table.and(column).map(check_error_column).transpose()?,
         visible: &visible,
     };
     Ok(state.store.rejects(&filter, after, PAGE).await?)
