@@ -45,6 +45,9 @@ async fn a_read_token_signs_in_and_sees_only_its_tables() {
     )
     .await;
     let browser = Browser::start().await;
+    browser.goto(&app.url("/console")).await;
+    assert_eq!(browser.title().await, "Sign in · idem");
+    browser.screenshot("sign-in").await;
     browser.sign_in(&app.base, &secret).await;
     assert_eq!(browser.title().await, "Tables · idem");
     let shown: Vec<String> = futures::future::join_all(
