@@ -242,18 +242,24 @@ SQL
   group by t.name order by t.name limit 50"; } > "$SQL_DIR/tables.sql"
 { table_info_sql; echo " where t.name = 'events' group by t.name"; } > "$SQL_DIR/table_info_events.sql"
 TABLES=$("${PSQL[@]}" -c "select name from idem.tables order by name limit 50")
-for table in $TABLES; do
-  cat > "$SQL_DIR/activity_$table.sql" <<SQL
+# activity_sql NAMES: store::console::table_activity of the tables NAMES
+# (an SQL array literal), one statement for a page of them.
+activity_sql() {
+  cat <<SQL
 select l.load_id, l.status, l.finished_at,
        (select count(*) from (select 1 from idem.rejects r
-         where r.table_name = '$table' and r.status = 'pending' limit $CAP) c) as pending,
+         where r.table_name = t.name and r.status = 'pending' limit $CAP) c) as pending,
        (select count(*) from (select 1 from idem.duplicates d
-         where d.table_name = '$table' limit $CAP) c) as duplicates
-  from (select 1) one
+         where d.table_name = t.name limit $CAP) c) as duplicates
+  from unnest($1::text[]) with ordinality as t(name, place)
   left join lateral (select load_id, status, finished_at from idem.loads
-                      where table_name = '$table' order by load_id desc limit 1) l on true
+                      where table_name = t.name order by load_id desc limit 1) l on true
+ order by t.place
 SQL
-done
+}
+activity_sql "array[$(for table in $TABLES; do printf "'%s'," "$table"; done | sed 's/,$//')]" \
+  > "$SQL_DIR/activity_tables.sql"
+activity_sql "array['events']" > "$SQL_DIR/activity_events.sql"
 cat > "$SQL_DIR/history_events.sql" <<'SQL'
 select 1::bigint as version, created_at as at, '[]'::jsonb as changes, null::uuid as load_id
   from idem.tables where name = 'events'
@@ -366,10 +372,9 @@ select table_name, load_id, nullif(ds, '') as ds, encode(row_id, 'hex') as row_i
 SQL
 
 # Each page's statements (files of $SQL_DIR, without .sql).
-ACTIVITIES=$(for table in $TABLES; do printf 'activity_%s ' "$table"; done)
 CALENDAR="table_info_events activity_events history_events span_events"
 declare -A ANCHOR=(
-  ["tables"]="tables $ACTIVITIES"
+  ["tables"]="tables activity_tables"
   ["events calendar (last year)"]="$CALENDAR window_last_year"
   ["events calendar at=2010-06-01"]="$CALENDAR window_2010"
   ["loads of events"]="loads_events"

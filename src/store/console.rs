@@ -47,6 +47,20 @@ pub struct ErrorGroup {
     pub example: String,
 }
 
+/// A row of `table_activity`.
+fn activity(row: &sqlx::postgres::PgRow) -> StoreResult<TableActivity> {
+    let load_id: Option<Uuid> = row.try_get("load_id")?;
+    let last_load = match load_id {
+        Some(id) => Some((id, row.try_get("status")?, row.try_get("finished_at")?)),
+        None => None,
+    };
+    Ok(TableActivity {
+        last_load,
+        pending_rejects: row.try_get("pending")?,
+        duplicates: row.try_get("duplicates")?,
+    })
+}
+
 impl Store {
     /// Keeps a new session for `ttl_secs`, and drops the expired ones.
     pub async fn create_session(
@@ -108,34 +122,28 @@ impl Store {
         Ok(())
     }
 
-    /// The table's last load and its capped counts of pending rejects and
-    /// logged duplicates, each read by an index.
-    pub async fn table_activity(&self, table: &TableName) -> StoreResult<TableActivity> {
+    /// Each table's last load and its capped counts of pending rejects and
+    /// logged duplicates, each read by an index: one statement for a page
+    /// of tables, in the order of `tables`.
+    pub async fn table_activity(&self, tables: &[&TableName]) -> StoreResult<Vec<TableActivity>> {
+        let names: Vec<&str> = tables.iter().map(|t| t.as_str()).collect();
         // language=PostgreSQL
-        let row = sqlx::query(
+        let rows = sqlx::query(
             "select l.load_id, l.status, l.finished_at,
                     (select count(*) from (select 1 from idem.rejects r
-                      where r.table_name = $1 and r.status = 'pending' limit $2) c) as pending,
+                      where r.table_name = t.name and r.status = 'pending' limit $2) c) as pending,
                     (select count(*) from (select 1 from idem.duplicates d
-                      where d.table_name = $1 limit $2) c) as duplicates
-               from (select 1) one
+                      where d.table_name = t.name limit $2) c) as duplicates
+               from unnest($1::text[]) with ordinality as t(name, place)
                left join lateral (select load_id, status, finished_at from idem.loads
-                                   where table_name = $1 order by load_id desc limit 1) l on true",
+                                   where table_name = t.name order by load_id desc limit 1) l on true
+              order by t.place",
         )
-        .bind(table.as_str())
+        .bind(&names)
         .bind(COUNT_CAP + 1)
-        .fetch_one(&mut *self.acquire().await?)
+        .fetch_all(&mut *self.acquire().await?)
         .await?;
-        let load_id: Option<Uuid> = row.try_get("load_id")?;
-        let last_load = match load_id {
-            Some(id) => Some((id, row.try_get("status")?, row.try_get("finished_at")?)),
-            None => None,
-        };
-        Ok(TableActivity {
-            last_load,
-            pending_rejects: row.try_get("pending")?,
-            duplicates: row.try_get("duplicates")?,
-        })
+        rows.iter().map(activity).collect()
     }
 
     /// The first and last partition labels of a table, if it has any.

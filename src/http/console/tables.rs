@@ -39,11 +39,9 @@ pub async fn list(
     let after = q.after.as_deref().map(TableName::parse).transpose()?;
     let visible = signed.caller.grants.readable_like();
     let tables = state.store.tables(after.as_ref(), &visible, PAGE).await?;
-    let mut rows = Vec::with_capacity(tables.len());
-    for info in tables {
-        let activity = state.store.table_activity(&info.def.name).await?;
-        rows.push((info, activity));
-    }
+    let names: Vec<&TableName> = tables.iter().map(|info| &info.def.name).collect();
+    let activities = state.store.table_activity(&names).await?;
+    let rows: Vec<_> = tables.into_iter().zip(activities).collect();
     let next = (rows.len() == usize::try_from(PAGE).unwrap_or(usize::MAX))
         .then(|| rows.last().map(|(info, _)| info.def.name.to_string()))
         .flatten();
@@ -138,7 +136,8 @@ pub async fn show(
         .table_info(&table)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no table {table}")))?;
-    let activity = state.store.table_activity(&table).await?;
+    let activity = state.store.table_activity(&[&table]).await?.pop();
+    let activity = activity.unwrap_or_default();
     let history = state.store.history(&table).await?;
     let partitions = match info.def.grain {
         Grain::Whole => html! { p { "A plain table: one set of rows, no partitions." } },
