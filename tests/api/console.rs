@@ -8,8 +8,7 @@ use crate::browser::Browser;
 use crate::helpers::*;
 use crate::support::*;
 
-const EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
-  "primary_key": ["id"], "bad_rows": "quarantine"}"#;
+const EVENTS: &str = QUARANTINED_EVENTS;
 
 async fn put_day(app: &TestApp, table: &str, ds: &str, rows: usize) {
     let body: String = (0..rows)

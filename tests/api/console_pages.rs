@@ -279,8 +279,7 @@ async fn a_session_ends_when_its_token_is_revoked_and_the_console_can_be_turned_
 #[tokio::test]
 async fn rejects_and_loads_are_paged_each_row_once() {
     let app = spawn_app().await;
-    let events = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
-      "primary_key": ["id"], "bad_rows": "quarantine"}"#;
+    let events = QUARANTINED_EVENTS;
     assert_eq!(app.declare("events", events).await.status(), 201);
     // 120 bad rows (qty), 5 bad rows of their own (not JSON objects), in
     // three loads.

@@ -9,8 +9,7 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 use crate::support::*;
 
-const EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
-  "primary_key": ["id"], "bad_rows": "quarantine"}"#;
+const EVENTS: &str = QUARANTINED_EVENTS;
 
 /// The answer's status, `ETag`, `Idempotent-Replayed` and body text, with
 /// its load id masked.

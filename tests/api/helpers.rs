@@ -14,6 +14,10 @@ use tokio::net::TcpListener;
 
 use crate::support::*;
 
+/// A daily table of events, keyed by `id`, whose bad rows are quarantined.
+pub const QUARANTINED_EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
+  "primary_key": ["id"], "bad_rows": "quarantine"}"#;
+
 pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,

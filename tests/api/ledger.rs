@@ -127,8 +127,7 @@ async fn a_refusal_that_quotes_a_nul_is_still_recorded() {
 #[tokio::test]
 async fn the_ledger_filters_by_status_and_token_and_rejects_by_error_column() {
     let app = spawn_app().await;
-    let events = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
-      "primary_key": ["id"], "bad_rows": "quarantine"}"#;
+    let events = QUARANTINED_EVENTS;
     assert_eq!(app.declare("events", events).await.status(), 201);
     let (_, secret) = make_token(
         &app.client,

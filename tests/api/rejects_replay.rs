@@ -6,8 +6,7 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 use crate::support::*;
 
-const EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
-  "primary_key": ["id"], "bad_rows": "quarantine"}"#;
+const EVENTS: &str = QUARANTINED_EVENTS;
 
 async fn replay(app: &TestApp, key: &str) -> Value {
     let r = app
