@@ -11,6 +11,7 @@ use crate::channel::{ChannelName, ChannelSkipped, Offset};
 use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::answer::AnswerForm;
+use crate::pipeline::drop::DropReceipt;
 use crate::pipeline::partition::Receipt;
 use crate::pipeline::replay::ReplayReceipt;
 use crate::pipeline::rows::RowsReceipt;
@@ -101,6 +102,36 @@ pub fn put(r: &Receipt) -> PutAnswer<'_> {
     }
 }
 
+/// The answer to `DELETE /tables/{table}` that dropped a table: its load
+/// in the ledger, and what went with the table besides its rows.
+#[derive(Serialize)]
+pub struct DropAnswer<'a> {
+    load_id: Uuid,
+    table: &'a TableName,
+    mode: &'static str,
+    /// Idempotency-Keys of the table's loads: the same request sent again
+    /// writes again.
+    idempotency_keys_removed: u64,
+    /// Channels whose last commit wrote to the table: their producers
+    /// start over from the beginning.
+    channels_removed: u64,
+    /// Loads still open on the table, abandoned.
+    loads_abandoned: u64,
+    changed: bool,
+}
+
+pub fn dropped(r: &DropReceipt) -> DropAnswer<'_> {
+    DropAnswer {
+        load_id: r.load_id,
+        table: &r.table,
+        mode: crate::pipeline::drop::MODE,
+        idempotency_keys_removed: r.removed.idempotency_keys,
+        channels_removed: r.removed.channels,
+        loads_abandoned: r.removed.open_loads,
+        changed: true,
+    }
+}
+
 /// The answer to an accepted POST.
 #[derive(Serialize)]
 struct RowsAnswer<'a> {
@@ -117,6 +148,9 @@ struct RowsAnswer<'a> {
     unchanged: u64,
     already_present: u64,
     conflicts: u64,
+    /// Versions written to the table's history (absent when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    history_written: u64,
     duplicates: u64,
     rejected: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -192,6 +226,7 @@ fn rows(r: &RowsReceipt) -> RowsAnswer<'_> {
         unchanged: r.unchanged,
         already_present: r.already_present,
         conflicts: r.conflicts,
+        history_written: r.history_written,
         duplicates: r.duplicates,
         rejected: r.rejected,
         rejects: rejects_link(&r.table, r.load_id, r.rejected),
@@ -220,6 +255,8 @@ struct ReplayAnswer<'a> {
     inserted: u64,
     updated: u64,
     unchanged: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    history_written: u64,
     duplicates: u64,
     partitions: &'a [PartitionAfter],
     changed: bool,
@@ -240,6 +277,7 @@ fn replay(r: &ReplayReceipt) -> ReplayAnswer<'_> {
         inserted: r.inserted,
         updated: r.updated,
         unchanged: r.unchanged,
+        history_written: r.history_written,
         duplicates: r.duplicates,
         partitions: &r.partitions,
         changed: r.changed,

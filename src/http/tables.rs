@@ -3,13 +3,13 @@
 use axum::body::Body;
 use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{page, page_limit, ApiQuery, AppState, Caller, TablePath};
+use super::{page, page_limit, receipts, ApiQuery, AppState, Caller, TablePath};
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
@@ -119,19 +119,23 @@ struct DropQuery {
 /// Drops the table with its partitions, stages and registry rows (the
 /// ledger keeps its loads, marked dropped). Needs `write` on the table (or
 /// `admin`) and `?confirm=` repeating its name, so that no stray request
-/// drops a table. 204 also when there was no such table.
+/// drops a table. Answers its receipt (what went with the table); 204 when
+/// there was no such table.
 async fn drop_table(
     State(state): State<AppState>,
     caller: Caller,
     TablePath(table): TablePath,
     ApiQuery(q): ApiQuery<DropQuery>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<Response> {
     caller.require(Scope::Write, &table)?;
     if q.confirm.as_deref() != Some(table.as_str()) {
         return Err(ApiError::ConfirmRequired(format!(
             "dropping a table needs ?confirm={table} (its name again)"
         )));
     }
-    state.pipeline().drop_table(&table, &caller.actor).await?;
-    Ok(StatusCode::NO_CONTENT)
+    let dropped = state.pipeline().drop_table(&table, &caller.actor).await?;
+    Ok(match dropped {
+        Some(receipt) => Json(receipts::dropped(&receipt)).into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    })
 }

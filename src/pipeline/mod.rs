@@ -170,8 +170,12 @@ impl Pipeline {
     }
 
     /// Drops `table` with everything idem keeps of it but its ledger
-    /// (`drop`); false when there was no such table.
-    pub async fn drop_table(&self, table: &TableName, actor: &Actor) -> WriteResult<bool> {
+    /// (`drop`); `None` when there was no such table.
+    pub async fn drop_table(
+        &self,
+        table: &TableName,
+        actor: &Actor,
+    ) -> WriteResult<Option<drop::DropReceipt>> {
         self.drop_and_record(table, actor).await
     }
 

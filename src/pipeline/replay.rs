@@ -87,6 +87,8 @@ pub struct ReplayReceipt {
     pub inserted: u64,
     pub updated: u64,
     pub unchanged: u64,
+    /// Versions written to the table's history (see `Merged`).
+    pub history_written: u64,
     pub duplicates: u64,
     /// Every partition written, with the rows it gained or lost.
     pub partitions: Vec<PartitionAfter>,
@@ -395,6 +397,7 @@ impl ReplayTally {
         r.inserted += written.inserted;
         r.updated += written.updated;
         r.unchanged += written.unchanged;
+        r.history_written += written.history_written;
         r.duplicates += written.duplicates;
         for after in written.partitions {
             *self.partitions.entry(after.ds).or_default() += after.row_delta;
@@ -422,7 +425,7 @@ impl ReplayTally {
             mode: MODE,
             expired,
             more_pending: more,
-            changed: self.receipt.rows_written > 0,
+            changed: self.receipt.rows_written > 0 || self.receipt.history_written > 0,
             partitions: self
                 .partitions
                 .into_iter()

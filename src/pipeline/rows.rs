@@ -51,6 +51,8 @@ pub struct RowsReceipt {
     pub already_present: u64,
     /// Versions stored already with other content, held (versions only).
     pub conflicts: u64,
+    /// Versions written to the table's history (see `Merged`).
+    pub history_written: u64,
     pub duplicates: u64,
     /// Bad rows kept in the rejects store (`bad_rows: quarantine`).
     pub rejected: u64,
@@ -450,10 +452,13 @@ impl RowsReceipt {
             unchanged: merged.rows_after_dedup - left_alone,
             already_present: merged.already_present,
             conflicts: merged.conflicts,
+            history_written: merged.history_written,
             duplicates: merged.duplicates,
             rejected: 0,
             discarded_fields: decoded.discarded_fields,
-            changed: rows_written > 0,
+            // What the write stored anywhere: a late version changes the
+            // history alone.
+            changed: rows_written > 0 || merged.history_written > 0,
             partitions: merged.partitions,
             channel: None,
         }

@@ -110,6 +110,17 @@ pub async fn lock_channel(
     locked(&row)
 }
 
+/// Deletes the channels (of every principal) whose last commit wrote to
+/// `table`, in the caller's transaction: the table is being dropped.
+/// Waits for a write in flight on one of them. Returns how many.
+pub async fn forget_table(conn: &mut PgConnection, table: &TableName) -> StoreResult<u64> {
+    let deleted = sqlx::query("delete from idem.channels where table_name = $1")
+        .bind(table.as_str())
+        .execute(conn)
+        .await?;
+    Ok(deleted.rows_affected())
+}
+
 /// What a batch found of its channels once it held them.
 pub struct LockedChannels {
     /// Each channel's kind and committed offset, in the order asked for:

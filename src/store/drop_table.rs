@@ -1,8 +1,8 @@
 //! Dropping a whole table (`DELETE /tables/{table}`): its Postgres table
 //! and partitions, its history, its registry rows, rejects, duplicates, schema history,
-//! partition deltas, the Idempotency-Keys of its loads and the staged rows
-//! of its open loads (abandoned), in one
-//! transaction. The ledger keeps the table's loads, each marked with the
+//! partition deltas, the Idempotency-Keys of its loads, the channels whose
+//! last commit wrote to it and the staged rows of its open loads
+//! (abandoned), in one transaction. The ledger keeps the table's loads, each marked with the
 //! drop that removed what it wrote, and records the drop itself.
 
 use std::time::Duration;
@@ -15,8 +15,19 @@ use super::sql::parent_table;
 use super::{Store, StoreResult};
 use crate::names::TableName;
 
+/// What a drop removed besides the table's rows, for its receipt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Idempotency-Keys of the table's loads.
+    pub idempotency_keys: u64,
+    /// Channels (of any principal) whose last commit wrote to the table.
+    pub channels: u64,
+    /// Loads still open on the table, abandoned.
+    pub open_loads: u64,
+}
+
 impl Store {
-    /// Drops `table` and records `entry` (the drop) in the ledger; false,
+    /// Drops `table` and records `entry` (the drop) in the ledger; `None`,
     /// recording nothing, when there was no such table. Lock waits end
     /// after `lock_wait` (the caller answers busy and the client retries).
     #[tracing::instrument(skip(self, entry), fields(load_id = %entry.load_id))]
@@ -25,7 +36,7 @@ impl Store {
         table: &TableName,
         entry: &LoadEntry<'_>,
         lock_wait: Duration,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Option<Dropped>> {
         let mut conn = self.acquire().await?;
         let mut tx = conn.begin().await?;
         sqlx::query(&format!(
@@ -34,6 +45,13 @@ impl Store {
         ))
         .execute(&mut *tx)
         .await?;
+        // A channel's offset says the rows up to it are written, and they
+        // are about to go: a producer that starts over from its source must
+        // write again, not be told its offsets are committed. Before the
+        // table's lock, in the order a channel write takes them (its
+        // channel's row, then the table's lock): the drop waits for a
+        // write in flight on such a channel, and cannot deadlock with it.
+        let channels = super::channels::forget_table(&mut tx, table).await?;
         // Exclusive: every writer holds the table's lock shared from its
         // swap or merge to its commit, so a write either commits before the
         // drop or finds the table gone after it (and fails or starts anew).
@@ -44,24 +62,28 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
         if exists.is_none() {
-            return Ok(false);
+            return Ok(None);
         }
-        remove(&mut tx, table, entry).await?;
+        let dropped = Dropped {
+            channels,
+            ..remove(&mut tx, table, entry).await?
+        };
         ledger::insert(&mut tx, entry).await?;
         tx.commit().await?;
         // Replays of the dropped loads' keys must not outlive their rows
         // here. (Another process forgets them when it restarts; see README.)
         self.completed.forget_all();
-        Ok(true)
+        Ok(Some(dropped))
     }
 }
 
-/// Everything of `table` but its ledger entries, which are marked dropped.
+/// Everything of `table` but its ledger entries, which are marked dropped,
+/// and its channels (see `drop_table`).
 async fn remove(
     tx: &mut PgConnection,
     table: &TableName,
     entry: &LoadEntry<'_>,
-) -> StoreResult<()> {
+) -> StoreResult<Dropped> {
     // ACCESS EXCLUSIVE on the parent and its partitions: waits for readers
     // streaming a partition (bounded by the lock timeout).
     sqlx::query(&format!("drop table if exists {}", parent_table(table)))
@@ -71,15 +93,16 @@ async fn remove(
     // A key's stored answer tells of rows that are gone: the same request
     // sent again (a rerun after a fix) must write again, not replay.
     // language=PostgreSQL
-    sqlx::query(
+    let idempotency_keys = sqlx::query(
         "delete from idem.idempotency_keys
           where load_id in (select load_id from idem.loads where table_name = $1)",
     )
     .bind(table.as_str())
     .execute(&mut *tx)
-    .await?;
+    .await?
+    .rows_affected();
     // Loads still open on it: nothing left to publish them into.
-    super::staged_loads::abandon_all(tx, table).await?;
+    let open_loads = super::staged_loads::abandon_all(tx, table).await?;
     sqlx::query("delete from idem.partition_deltas where table_name = $1")
         .bind(table.as_str())
         .execute(&mut *tx)
@@ -97,5 +120,9 @@ async fn remove(
         .bind(table.as_str())
         .execute(&mut *tx)
         .await?;
-    Ok(())
+    Ok(Dropped {
+        idempotency_keys,
+        channels: 0,
+        open_loads,
+    })
 }

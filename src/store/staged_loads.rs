@@ -285,7 +285,7 @@ pub async fn abandon(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<Opti
 
 /// Abandons every open load of `table` (it is being dropped), their parts
 /// dropped.
-pub async fn abandon_all(conn: &mut PgConnection, table: &TableName) -> StoreResult<()> {
+pub async fn abandon_all(conn: &mut PgConnection, table: &TableName) -> StoreResult<u64> {
     // language=PostgreSQL
     let open: Vec<Uuid> = sqlx::query_scalar(
         "update idem.staged_loads set status = 'abandoned'
@@ -295,10 +295,10 @@ pub async fn abandon_all(conn: &mut PgConnection, table: &TableName) -> StoreRes
     .bind(table.as_str())
     .fetch_all(&mut *conn)
     .await?;
-    for load_id in open {
+    for &load_id in &open {
         drop_parts(&mut *conn, load_id).await?;
     }
-    Ok(())
+    Ok(u64::try_from(open.len()).unwrap_or(u64::MAX))
 }
 
 /// Makes a load whose audits failed open again (a part was sent again).

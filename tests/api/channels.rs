@@ -647,3 +647,37 @@ async fn a_committed_offset_answers_a_bad_body_unread_and_bytes_that_are_not_utf
     assert_eq!(status, 400, "{problem}");
     assert_eq!(orders_count(&app).await, 1);
 }
+
+#[tokio::test]
+async fn a_dropped_tables_channels_go_with_it_so_the_same_offsets_write_again() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let (status, _) = post(&app, "table=orders&channel=feed&offset=42", &orders(1..=2)).await;
+    assert_eq!(status, 200);
+    // Another table's channel stays.
+    let (status, _) = post(&app, "table=other&channel=elsewhere&offset=7", &orders(3..=3)).await;
+    assert_eq!(status, 200);
+
+    let r = app
+        .client
+        .delete(app.url("/tables/orders?confirm=orders"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(json_body(r).await["channels_removed"], 1);
+    let (status, _) = get_with(&app.client, &app, "/channels/feed").await;
+    assert_eq!(status, 404, "the dropped table's channel is gone");
+    let (status, kept) = get_with(&app.client, &app, "/channels/elsewhere").await;
+    assert_eq!((status, &kept["committed_offset"]), (200, &json!("7")));
+
+    app.declare_orders().await;
+    let (status, again) = post(&app, "table=orders&channel=feed&offset=42", &orders(1..=2)).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(
+        (&again["committed"], &again["rows_written"]),
+        (&json!(true), &json!(2)),
+        "{again}"
+    );
+    assert_eq!(orders_count(&app).await, 2);
+}

@@ -46,7 +46,13 @@ async fn a_dropped_table_leaves_no_data_registry_rows_rejects_or_keys_behind() {
     orders_with_two_days(&app).await;
 
     let r = drop_table(&app, "/tables/orders?confirm=orders").await;
-    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    assert_eq!(r.status(), 200);
+    let receipt = json_body(r).await;
+    assert_eq!(
+        (&receipt["table"], &receipt["mode"], &receipt["changed"]),
+        (&json!("orders"), &json!("drop"), &json!(true))
+    );
+    assert_eq!(receipt["idempotency_keys_removed"], 1, "{receipt}");
 
     assert_eq!(app.get("/tables/orders").await.status(), 404);
     let r = app.get("/partitions/orders/2026-10-12").await;
@@ -63,12 +69,12 @@ async fn a_dropped_table_leaves_no_data_registry_rows_rejects_or_keys_behind() {
 }
 
 #[tokio::test]
-async fn dropping_a_table_twice_or_one_never_declared_answers_204() {
+async fn dropping_a_table_again_or_one_never_declared_answers_204() {
     let app = spawn_app().await;
     orders_with_two_days(&app).await;
-    for _ in 0..2 {
+    for status in [200, 204] {
         let r = drop_table(&app, "/tables/orders?confirm=orders").await;
-        assert_eq!(r.status(), 204);
+        assert_eq!(r.status(), status);
     }
     let r = drop_table(&app, "/tables/never_made?confirm=never_made").await;
     assert_eq!(r.status(), 204);
@@ -137,7 +143,7 @@ async fn only_write_on_the_table_or_admin_may_drop_it() {
     assert_eq!(app.count("orders", "2026-10-12").await, 2, "still there");
 
     let writer = token(&app, &["write"], &["ord*"]).await;
-    assert_eq!(writer.delete(&path).send().await.unwrap().status(), 204);
+    assert_eq!(writer.delete(&path).send().await.unwrap().status(), 200);
     assert_eq!(app.get("/tables/orders").await.status(), 404);
 }
 
@@ -149,7 +155,7 @@ async fn the_ledger_keeps_a_dropped_tables_loads_marked_with_the_drop() {
         drop_table(&app, "/tables/orders?confirm=orders")
             .await
             .status(),
-        204
+        200
     );
 
     let loads = json_body(app.get("/loads?table=orders").await).await;
@@ -182,7 +188,7 @@ async fn a_table_declared_again_after_its_drop_starts_empty_and_its_keys_write_a
         drop_table(&app, "/tables/orders?confirm=orders")
             .await
             .status(),
-        204
+        200
     );
 
     app.declare_orders().await;
@@ -238,7 +244,7 @@ async fn puts_racing_a_drop_end_with_the_table_gone_or_holding_only_later_writes
         });
         let drop = drop_table(&app, "/tables/orders?confirm=orders");
         let (answers, dropped) = tokio::join!(futures::future::join_all(puts), drop);
-        assert_eq!(dropped.status(), 204, "round {round}");
+        assert_eq!(dropped.status(), 200, "round {round}");
         for r in answers {
             let status = r.status().as_u16();
             assert!(
@@ -262,7 +268,7 @@ async fn puts_racing_a_drop_end_with_the_table_gone_or_holding_only_later_writes
                 "round {round}"
             );
             let r = drop_table(&app, "/tables/orders?confirm=orders").await;
-            assert_eq!(r.status(), 204);
+            assert_eq!(r.status(), 200);
         }
         app.declare_orders().await;
     }

@@ -92,15 +92,28 @@ async fn merged_versions_make_contiguous_ranges_a_late_one_takes_its_place_and_a
     assert!(versions.iter().all(|v| v["_deleted"] == false));
 
     // A late version lands between its neighbours; the current row stays.
-    merge(&app, "merge", &[version(1, "late", 2)]).await;
+    // Its receipt and ledger count what it stored: a history version.
+    let late = merge(&app, "merge", &[version(1, "late", 2)]).await;
+    assert_eq!(
+        (&late["rows_written"], &late["unchanged"], &late["history_written"]),
+        (&json!(0), &json!(1), &json!(1)),
+        "{late}"
+    );
+    assert_eq!(late["changed"], true, "{late}");
+    let load_id = late["load_id"].as_str().unwrap();
+    let entry = json_body(app.get(&format!("/loads/{load_id}")).await).await;
+    assert_eq!(entry["status"], "published", "{entry}");
     let versions = history(&app, "key=1").await;
+    assert_eq!(versions[1]["_load_id"], load_id);
     assert_eq!(field(&versions, "status"), ["a", "late", "b", "c"]);
     assert_eq!(versions[0]["_valid_to"], at(2));
     assert_eq!(versions[1]["_valid_to"], at(3));
     assert_contiguous(&versions);
     assert_eq!(app.rows("accounts", "2026-10-12").await[0]["status"], "c");
 
-    merge(&app, "merge", &[version(1, "b", 3)]).await;
+    let repeat = merge(&app, "merge", &[version(1, "b", 3)]).await;
+    assert_eq!(repeat["changed"], false, "{repeat}");
+    assert_eq!(repeat.get("history_written"), None, "{repeat}");
     assert_eq!(history(&app, "key=1").await, versions);
     assert_eq!(history(&app, "").await, versions);
 }
@@ -290,7 +303,7 @@ async fn a_new_column_reaches_the_history_and_a_dropped_table_takes_its_history(
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 204);
+    assert_eq!(r.status(), 200);
     let left: Option<String> =
         sqlx::query_scalar("select to_regclass('idem_history.accounts')::text")
             .fetch_one(&app.db)

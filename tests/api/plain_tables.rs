@@ -147,7 +147,7 @@ async fn a_plain_table_takes_patches_and_inserts_of_missing_keys_and_drops_whole
         .send()
         .await
         .unwrap();
-    assert_eq!(dropped.status(), 204);
+    assert_eq!(dropped.status(), 200);
     assert_eq!(app.get("/tables/customers/rows").await.status(), 404);
     declared(&app, "customers", CUSTOMERS).await;
     let (text, _) = whole(&app, "customers", "application/x-ndjson").await;

@@ -6,7 +6,7 @@
 //! `HistoryShape` says what a history table holds, for these statements and
 //! for `store::history`, which makes and reads the tables.
 
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::merge_sql::MergeSql;
@@ -184,14 +184,17 @@ impl HistoryShape {
 /// version sent, late ones included, and tombstones as removals at their
 /// cursor (or now, without one); under the other modes the rows the table
 /// now holds as sent (the ones written, or found written already).
+/// Returns the loads of the versions it wrote (inserted or replaced), one
+/// entry a version: a late version changes the history and no current row,
+/// and its write's receipt must still count it.
 pub(super) async fn record_incoming(
     conn: &mut PgConnection,
     def: &TableDef,
     sql: &MergeSql,
     mode: MergeMode,
-) -> StoreResult<()> {
+) -> StoreResult<Vec<Uuid>> {
     let Some(shape) = HistoryShape::of(def) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let cursor = &shape.cursor;
     let valid_from = format!("coalesce(s.{cursor}, {})", shape.now());
@@ -211,14 +214,15 @@ pub(super) async fn record_incoming(
          select distinct on ({key}, \"_valid_from\") *
            from (select {values} from {} where {filter}) v
           order by {key}, \"_valid_from\"
-         {}",
+         {}
+         returning h.\"_load_id\"",
         shape.table,
         shape.columns(),
         sql.from_incoming,
         shape.on_conflict_if_current(&sql.parent)
     );
-    sql.query(&insert).execute(&mut *conn).await?;
-    Ok(())
+    let written = sql.query(&insert).fetch_all(&mut *conn).await?;
+    written.iter().map(|row| Ok(row.try_get(0)?)).collect()
 }
 
 /// Whether incoming row `s` is stored as it was sent: a row of the same

@@ -65,6 +65,9 @@ pub struct Merged {
     /// Versions stored already with other content, held in the duplicates
     /// log (a versions write under a quarantine).
     pub conflicts: u64,
+    /// Versions written to the table's history (`"history": "scd2"`): a
+    /// late version is one though it leaves the current rows alone.
+    pub history_written: u64,
     pub partitions: Vec<PartitionAfter>,
     /// What the write changed in each partition, not recorded yet: the
     /// caller records them before it commits (`closing::close_rows_write`),
@@ -278,7 +281,11 @@ impl MergeWrite<'_> {
         if mode != MergeMode::Append && tallies.values().any(Tally::left_rows_alone) {
             self.count_stored(conn, &mut tallies).await?;
         }
-        history::record_incoming(conn, def, sql, mode).await?;
+        for load_id in history::record_incoming(conn, def, sql, mode).await? {
+            if let Some(tally) = tallies.get_mut(&load_id) {
+                tally.merged.history_written += 1;
+            }
+        }
         Ok(tallies
             .into_iter()
             .map(|(load_id, tally)| (load_id, tally.into_merged()))
