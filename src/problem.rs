@@ -32,6 +32,8 @@ macro_rules! problem_codes {
 problem_codes! {
     InvalidName => "invalid_name",
     InvalidDs => "invalid_ds",
+    /// The partitions a load names run backwards, or are too many or none.
+    InvalidRange => "invalid_range",
     InvalidRequest => "invalid_request",
     InvalidDeclaration => "invalid_declaration",
     TableTooWide => "table_too_wide",

@@ -156,6 +156,7 @@ impl ApiError {
         match code {
             ProblemCode::InvalidRequest => (StatusCode::BAD_REQUEST, "Invalid request"),
             ProblemCode::InvalidDs => (StatusCode::BAD_REQUEST, "Invalid partition date"),
+            ProblemCode::InvalidRange => (StatusCode::BAD_REQUEST, "Invalid range of partitions"),
             ProblemCode::InvalidName => (StatusCode::BAD_REQUEST, "Invalid name"),
             ProblemCode::InvalidDeclaration => {
                 (StatusCode::BAD_REQUEST, "Invalid table declaration")

@@ -59,6 +59,9 @@ pub enum WriteError {
     /// that is no column name, too many of them).
     #[error(transparent)]
     Inferred(#[from] SchemaError),
+    /// The partitions a load names are not the table's.
+    #[error(transparent)]
+    Target(#[from] super::load::TargetError),
     #[error("the Idempotency-Key was used for a different request (method, path, content type or body differ)")]
     KeyReused,
     /// The spool's disk (`IDEM_SPOOL_DIR`) has no room for what the write
@@ -108,6 +111,7 @@ impl WriteError {
             WriteError::TableNotFound(_) => ProblemCode::TableNotFound,
             WriteError::Mode(_) => ProblemCode::InvalidRequest,
             WriteError::Inferred(e) => e.code(),
+            WriteError::Target(e) => e.code(),
             WriteError::KeyReused => ProblemCode::IdempotencyKeyReused,
             WriteError::Busy | WriteError::ShareTaken => ProblemCode::Busy,
             WriteError::SpoolFull(_) => ProblemCode::SpoolFull,

@@ -11,9 +11,10 @@ use super::{Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
-use crate::period::Period;
+use crate::period::{Grain, Period};
+use crate::problem::ProblemCode;
 use crate::schema::Audits;
-use crate::schema::{SchemaError, TableDef};
+use crate::schema::TableDef;
 use crate::store::catalog;
 use crate::store::staged_loads::{self, LoadPart, NewLoad, StagedLoad, StagedStatus};
 
@@ -43,13 +44,11 @@ impl LoadTarget {
     }
 
     /// A range of `def`'s partitions, checked.
-    pub fn range(def: &TableDef, from: &str, to: &str) -> Result<LoadTarget, SchemaError> {
+    pub fn range(def: &TableDef, from: &str, to: &str) -> Result<LoadTarget, TargetError> {
         let from = parse_period(def, from)?;
         let to = parse_period(def, to)?;
         if from > to {
-            return Err(SchemaError::Invalid(format!(
-                "the range starts at {from}, after its end {to}"
-            )));
+            return Err(TargetError::Backward { from, to });
         }
         let target = LoadTarget::Range { from, to };
         check_size(periods_through(from, to).len())?;
@@ -57,36 +56,35 @@ impl LoadTarget {
     }
 
     /// The target of a `POST /loads` body, checked against the table.
-    pub fn from_json(value: &serde_json::Value, def: &TableDef) -> Result<LoadTarget, SchemaError> {
-        let invalid = || {
-            SchemaError::Invalid(
-                "target is one of {\"partitions\": [ds, …]}, {\"range\": {\"from\": ds, \"to\": ds}}, {\"table\": true}".into(),
-            )
-        };
+    pub fn from_json(value: &serde_json::Value, def: &TableDef) -> Result<LoadTarget, TargetError> {
         let object = value
             .as_object()
             .filter(|o| o.len() == 1)
-            .ok_or_else(invalid)?;
+            .ok_or(TargetError::Malformed)?;
         match object.iter().next().expect("one member") {
             (kind, serde_json::Value::Bool(true)) if kind == "table" => Ok(LoadTarget::Table),
             (kind, serde_json::Value::Array(labels)) if kind == "partitions" => {
                 let mut periods = BTreeSet::new();
                 for label in labels {
-                    let label = label.as_str().ok_or_else(invalid)?;
+                    let label = label.as_str().ok_or(TargetError::Malformed)?;
                     periods.insert(parse_period(def, label)?);
                 }
                 if periods.is_empty() {
-                    return Err(SchemaError::Invalid("target.partitions is empty".into()));
+                    return Err(TargetError::Empty);
                 }
                 check_size(periods.len())?;
                 Ok(LoadTarget::Partitions(periods.into_iter().collect()))
             }
             (kind, serde_json::Value::Object(range)) if kind == "range" && range.len() == 2 => {
-                let bound =
-                    |name: &str| range.get(name).and_then(|v| v.as_str()).ok_or_else(invalid);
+                let bound = |name: &str| {
+                    range
+                        .get(name)
+                        .and_then(|v| v.as_str())
+                        .ok_or(TargetError::Malformed)
+                };
                 LoadTarget::range(def, bound("from")?, bound("to")?)
             }
-            _ => Err(invalid()),
+            _ => Err(TargetError::Malformed),
         }
     }
 
@@ -102,24 +100,59 @@ impl LoadTarget {
     }
 }
 
-fn parse_period(def: &TableDef, label: &str) -> Result<Period, SchemaError> {
-    Period::parse(label, def.grain).ok_or_else(|| {
-        SchemaError::Invalid(format!(
-            "{label:?} is not a partition of table {:?} ({}, by {})",
-            def.name,
-            def.grain.form(),
-            def.grain.as_str()
-        ))
+fn parse_period(def: &TableDef, label: &str) -> Result<Period, TargetError> {
+    if def.is_plain() {
+        return Err(TargetError::NotPartitioned(def.name.clone()));
+    }
+    Period::parse(label, def.grain).ok_or_else(|| TargetError::NotAPeriod {
+        label: label.chars().take(40).collect(),
+        table: def.name.clone(),
+        grain: def.grain,
     })
 }
 
-fn check_size(partitions: usize) -> Result<(), SchemaError> {
+fn check_size(partitions: usize) -> Result<(), TargetError> {
     if partitions > MAX_TARGET_PARTITIONS {
-        return Err(SchemaError::Invalid(format!(
-            "a load targets at most {MAX_TARGET_PARTITIONS} partitions; this one {partitions}"
-        )));
+        return Err(TargetError::TooMany(partitions));
     }
     Ok(())
+}
+
+/// What is wrong with the partitions a load names (a range PUT's
+/// `?from=&to=`, a `POST /loads` target): the request's, never the table
+/// declaration's.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("table {0:?} has no partitions; PUT /tables/{0}/rows replaces it whole, and a load of it targets {{\"table\": true}}")]
+    NotPartitioned(TableName),
+    #[error("{label:?} is not a partition of table {table:?}: its grain is {} ({})", grain.as_str(), grain.form())]
+    NotAPeriod {
+        label: String,
+        table: TableName,
+        grain: Grain,
+    },
+    #[error("the range starts at {from}, after its end {to}: ?from= names its first partition, ?to= its last")]
+    Backward { from: Period, to: Period },
+    #[error("a load targets at most {MAX_TARGET_PARTITIONS} partitions; this one {0}")]
+    TooMany(usize),
+    #[error("target.partitions is empty")]
+    Empty,
+    #[error("target is one of {{\"partitions\": [ds, …]}}, {{\"range\": {{\"from\": ds, \"to\": ds}}}}, {{\"table\": true}}")]
+    Malformed,
+}
+
+impl TargetError {
+    /// The stable, machine-readable code.
+    pub fn code(&self) -> ProblemCode {
+        match self {
+            TargetError::NotPartitioned(_) => ProblemCode::NotPartitioned,
+            TargetError::NotAPeriod { .. } => ProblemCode::InvalidDs,
+            TargetError::Backward { .. } | TargetError::TooMany(_) | TargetError::Empty => {
+                ProblemCode::InvalidRange
+            }
+            TargetError::Malformed => ProblemCode::InvalidRequest,
+        }
+    }
 }
 
 /// The partitions a load of `def` replaces: `target`'s; for the whole of a

@@ -543,3 +543,61 @@ async fn a_load_is_seen_and_driven_only_as_its_tables_grants_allow() {
         "a short day, known at the source"
     );
 }
+
+#[tokio::test]
+async fn a_range_that_is_not_the_tables_is_refused_with_its_own_code_and_words() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let r = app
+        .declare(
+            "customers",
+            r#"{"columns": {"id": "bigint", "name": "text"}, "partition_by": null, "primary_key": ["id"]}"#,
+        )
+        .await;
+    assert!(r.status().is_success());
+    let body = day_body(&day(0), 1, 1, "paid");
+    for (path, status, code, words) in [
+        (
+            "/partitions/orders?from=2026-10-19&to=2026-10-12",
+            400,
+            "invalid_range",
+            "starts at 2026-10-19, after its end 2026-10-12",
+        ),
+        (
+            "/partitions/orders?from=2026-10-12&to=2026-13-01",
+            400,
+            "invalid_ds",
+            "\"2026-13-01\" is not a partition of table \"orders\"",
+        ),
+        (
+            "/partitions/orders?from=2026-10-12&to=2029-10-12",
+            400,
+            "invalid_range",
+            "at most 1000 partitions",
+        ),
+        (
+            "/partitions/customers?from=2026-10-12&to=2026-10-13",
+            409,
+            "not_partitioned",
+            "has no partitions; PUT /tables/customers/rows replaces it whole",
+        ),
+    ] {
+        let r = ndjson_put(&app, path, body.clone()).await;
+        assert_eq!(r.status(), status, "{path}");
+        let problem = json_body(r).await;
+        assert_eq!(problem["code"], code, "{path}: {problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains(words), "{path}: {detail}");
+    }
+    for (target, code) in [
+        (json!({"range": {"from": day(3), "to": day(0)}}), "invalid_range"),
+        (json!({"partitions": []}), "invalid_range"),
+        (json!({"days": [day(0)]}), "invalid_request"),
+    ] {
+        let request = json!({"table": "orders", "target": target});
+        let r = open(&app, &format!("open-{target}"), &request).await;
+        assert_eq!(r.status(), 400, "{target}");
+        assert_eq!(json_body(r).await["code"], code, "{target}");
+    }
+    assert_eq!(day_counts(&app, 8).await, vec![None; 8], "nothing written");
+}
