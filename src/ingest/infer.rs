@@ -2,6 +2,7 @@
 //! table nobody declared. The guess is the narrowest type that every sampled
 //! value fits; it is stored and shown in the catalog like a declaration.
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use super::cell::parse_text;
@@ -11,7 +12,9 @@ use super::{
     read_records, BodyFormat, RawField, RawRecord, ReadLimits, RecordSink, RowError, DELETED_FIELD,
 };
 use crate::names::{ColumnName, TableName};
-use crate::schema::{check_width, Column, ColumnType, SchemaError, SchemaPolicy, TableDef};
+use crate::schema::{
+    check_width, Column, ColumnType, SchemaError, SchemaPolicy, TableDef, MAX_USER_COLUMNS,
+};
 
 /// How many records the guess looks at (the sample is also cut at a byte size
 /// by the caller).
@@ -20,18 +23,25 @@ pub const SAMPLE_RECORDS: usize = 1000;
 #[derive(Default)]
 struct Guess {
     columns: Vec<(String, Option<ColumnType>)>,
+    /// Where each name is in `columns`: a header of many thousands of
+    /// names is looked up in constant time a field, not by a scan.
+    places: HashMap<String, usize>,
     records: usize,
+    /// More names than a table holds: the guess stopped there.
+    too_wide: bool,
 }
 
 impl Guess {
     fn observe(&mut self, name: &str, ty: Option<ColumnType>) {
-        let slot = match self.columns.iter_mut().find(|(n, _)| n == name) {
-            Some(slot) => slot,
+        let place = match self.places.get(name) {
+            Some(&place) => place,
             None => {
+                self.places.insert(name.to_string(), self.columns.len());
                 self.columns.push((name.to_string(), None));
-                self.columns.last_mut().unwrap()
+                self.columns.len() - 1
             }
         };
+        let slot = &mut self.columns[place];
         slot.1 = match (slot.1, ty) {
             (prev, None) => prev,
             (None, t) => t,
@@ -100,6 +110,12 @@ impl RecordSink for Guess {
         if let Ok(record) = record {
             for (name, raw) in record.fields {
                 self.observe(name, value_type(*raw));
+                // Past what a table holds (its partition column aside, which
+                // may be among them) the answer is known: stop reading.
+                if self.columns.len() > MAX_USER_COLUMNS {
+                    self.too_wide = true;
+                    return ControlFlow::Break(());
+                }
             }
             self.records += 1;
         }
@@ -128,6 +144,11 @@ pub fn infer_table(
         &mut guess,
         &ReadLimits::records_up_to(head.len()),
     );
+    if guess.too_wide {
+        return Err(SchemaError::TooWide(format!(
+            "the body's records have more than {MAX_USER_COLUMNS} fields; a table holds at most {MAX_USER_COLUMNS} columns"
+        )));
+    }
     table_of_columns(table, partition_by, guess.columns)
 }
 

@@ -77,6 +77,12 @@ pub struct BadRow {
 
 impl BadRow {
     /// Adds one more problem of this row, up to `MAX_LISTED_COLUMNS` of them.
+    /// Whether it lists as many problems as a bad row lists: more add
+    /// nothing.
+    pub fn is_full(&self) -> bool {
+        self.columns.len() >= MAX_LISTED_COLUMNS
+    }
+
     pub fn add(&mut self, error: RowError) {
         let error = quoted(error);
         if let Some(column) = error.column {

@@ -143,13 +143,9 @@ pub fn verdict(mut decoded: Decoded) -> WriteResult<Decoded> {
                 rows_received,
             })
         }
-        Some(ReadError::RowGroupTooLarge {
-            row_group,
-            bytes,
-            max,
-        }) => {
-            return Err(WriteError::RowGroupTooLarge {
-                row_group: *row_group,
+        Some(ReadError::ChunkTooLarge { chunk, bytes, max }) => {
+            return Err(WriteError::ChunkTooLarge {
+                chunk: *chunk,
                 bytes: *bytes,
                 max: *max,
             })

@@ -3,7 +3,7 @@
 //! under a quarantine; and the sinks of consecutive parts of one body joined
 //! into one (see `decode_blocks`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io;
 use std::ops::ControlFlow;
 
@@ -208,11 +208,17 @@ impl RecordSink for Encoding<'_> {
         // (`evolve`, while wants are collected) field by field.
         let unknown_taken =
             self.def.schema == SchemaPolicy::DiscardUnknown || self.encoder.wants().is_some();
-        for (i, name) in names.iter().enumerate() {
+        // A set, not a scan of the names before: a header may hold
+        // hundreds of thousands of them.
+        let mut seen = HashSet::with_capacity(names.len());
+        for name in names {
+            if refusal.as_ref().is_some_and(BadRow::is_full) {
+                break; // the answer lists no more; a long header costs no more
+            }
             let tombstone = self.tombstones_allowed && *name == DELETED_FIELD;
             let message = if self.def.column(name).is_none() && !tombstone && !unknown_taken {
                 not_a_column(self.def, name)
-            } else if names[..i].contains(name) {
+            } else if !seen.insert(*name) {
                 "the header names this column twice".into()
             } else {
                 continue;

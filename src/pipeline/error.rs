@@ -33,13 +33,13 @@ pub enum WriteError {
         max: usize,
         rows_received: u64,
     },
-    /// A Parquet row group past `IDEM_MAX_ROW_GROUP_BYTES`, found before
-    /// any row was read.
+    /// A Parquet row group or an Arrow record batch past
+    /// `IDEM_MAX_ROW_GROUP_BYTES`.
     #[error(
-        "row group {row_group} of the Parquet file holds {bytes} bytes uncompressed, more than the limit of {max}; nothing was written"
+        "{chunk} holds {bytes} bytes uncompressed, more than the limit of {max} (IDEM_MAX_ROW_GROUP_BYTES); nothing was written"
     )]
-    RowGroupTooLarge {
-        row_group: usize,
+    ChunkTooLarge {
+        chunk: crate::ingest::formats::Chunk,
         bytes: u64,
         max: u64,
     },
@@ -105,7 +105,7 @@ impl WriteError {
             WriteError::Body(e) => e.code(),
             WriteError::Malformed { .. } => ProblemCode::MalformedBody,
             WriteError::BadRows { .. } => ProblemCode::BadRows,
-            WriteError::RecordTooLarge { .. } | WriteError::RowGroupTooLarge { .. } => {
+            WriteError::RecordTooLarge { .. } | WriteError::ChunkTooLarge { .. } => {
                 ProblemCode::RecordTooLarge
             }
             WriteError::TableNotFound(_) => ProblemCode::TableNotFound,

@@ -655,7 +655,12 @@ async fn a_dropped_tables_channels_go_with_it_so_the_same_offsets_write_again() 
     let (status, _) = post(&app, "table=orders&channel=feed&offset=42", &orders(1..=2)).await;
     assert_eq!(status, 200);
     // Another table's channel stays.
-    let (status, _) = post(&app, "table=other&channel=elsewhere&offset=7", &orders(3..=3)).await;
+    let (status, _) = post(
+        &app,
+        "table=other&channel=elsewhere&offset=7",
+        &orders(3..=3),
+    )
+    .await;
     assert_eq!(status, 200);
 
     let r = app

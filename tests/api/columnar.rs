@@ -444,3 +444,83 @@ async fn under_evolve_a_columnar_body_adds_and_widens_columns_by_its_schema_s_ty
     );
     assert_eq!(app.count("grow", "2026-10-12").await, 2);
 }
+
+/// The typed rows as an Arrow stream compressed with `codec`, as pyarrow's
+/// `IpcWriteOptions(compression=…)` (the default of several writers) does.
+fn compressed_arrow_stream_of_rows(codec: &str) -> Vec<u8> {
+    written_by_pyarrow(&format!(
+        "{ROWS}\noptions = ipc.IpcWriteOptions(compression={codec:?})\n\
+         with ipc.new_stream(out, table.schema, options=options) as w:\n    \
+         for batch in table.to_batches(max_chunksize=2):\n        w.write_batch(batch)"
+    ))
+}
+
+#[tokio::test]
+async fn arrow_streams_compressed_with_zstd_or_lz4_and_gzipped_columnar_bodies_are_the_same_content(
+) {
+    let app = typed().await;
+    let r = app.put(DAY, PARQUET, parquet_of_rows(2)).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let rows = stored(&app).await;
+    let bodies = [
+        (
+            "zstd",
+            ARROW,
+            compressed_arrow_stream_of_rows("zstd"),
+            false,
+        ),
+        ("lz4", ARROW, compressed_arrow_stream_of_rows("lz4"), false),
+        ("gzipped Parquet", PARQUET, gzip(&parquet_of_rows(2)), true),
+        ("gzipped Arrow", ARROW, gzip(&arrow_stream_of_rows()), true),
+    ];
+    for (what, content_type, body, gzipped) in bodies {
+        let mut request = app
+            .client
+            .put(app.url(DAY))
+            .header("content-type", content_type);
+        if gzipped {
+            request = request.header("content-encoding", "gzip");
+        }
+        let r = request.body(body).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{what}: {}", r.text().await.unwrap());
+        assert_eq!(r.headers()["etag"].to_str().unwrap(), etag, "{what}");
+        let receipt = json_body(r).await;
+        assert_eq!(receipt["changed"], false, "{what}: {receipt}");
+    }
+    assert_eq!(stored(&app).await, rows);
+}
+
+#[tokio::test]
+async fn a_compressed_arrow_batch_over_the_bound_is_refused_with_nothing_written() {
+    let app = spawn_app_with(Settings {
+        max_row_group_bytes: 4096,
+        ..Settings::default()
+    })
+    .await;
+    let r = app.declare("typed", TYPED).await;
+    assert_eq!(r.status(), 201);
+    // Two batches: the first small, the second over the bound only once
+    // unpacked (zstd packs its repeated values into far less than 4 KiB).
+    let body = written_by_pyarrow(
+        "t = pa.table({'id': pa.array([1] * 2001, pa.int64()), \
+           'ds': pa.array([datetime.date(2026, 10, 12)] * 2001)})\n\
+         options = ipc.IpcWriteOptions(compression='zstd')\n\
+         with ipc.new_stream(out, t.schema, options=options) as w:\n    \
+             w.write_batch(t.slice(0, 1).to_batches()[0])\n    \
+             w.write_batch(t.slice(1).combine_chunks().to_batches()[0])",
+    );
+    assert!(body.len() < 4096, "the stream is {} bytes", body.len());
+    let r = app.put(DAY, ARROW, body).await;
+    assert_eq!(r.status(), 413);
+    let problem = json_body(r).await;
+    assert_eq!(problem["code"], "record_too_large", "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("record batch 2 of the Arrow stream"),
+        "{problem}"
+    );
+    assert_eq!(app.get(DAY).await.status(), 404);
+}

@@ -95,7 +95,11 @@ async fn merged_versions_make_contiguous_ranges_a_late_one_takes_its_place_and_a
     // Its receipt and ledger count what it stored: a history version.
     let late = merge(&app, "merge", &[version(1, "late", 2)]).await;
     assert_eq!(
-        (&late["rows_written"], &late["unchanged"], &late["history_written"]),
+        (
+            &late["rows_written"],
+            &late["unchanged"],
+            &late["history_written"]
+        ),
         (&json!(0), &json!(1), &json!(1)),
         "{late}"
     );

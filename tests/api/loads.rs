@@ -590,7 +590,10 @@ async fn a_range_that_is_not_the_tables_is_refused_with_its_own_code_and_words()
         assert!(detail.contains(words), "{path}: {detail}");
     }
     for (target, code) in [
-        (json!({"range": {"from": day(3), "to": day(0)}}), "invalid_range"),
+        (
+            json!({"range": {"from": day(3), "to": day(0)}}),
+            "invalid_range",
+        ),
         (json!({"partitions": []}), "invalid_range"),
         (json!({"days": [day(0)]}), "invalid_request"),
     ] {

@@ -866,3 +866,116 @@ async fn records_are_bad_rows_over_the_record_limit_and_good_under_it() {
         failures.join("\n")
     );
 }
+
+/// A CSV header of `names` names, and one row of as many values.
+fn header_of(names: usize) -> Vec<u8> {
+    let header: Vec<String> = (0..names).map(|i| format!("c{i}")).collect();
+    let row = vec!["1"; names];
+    format!("{}\n{}\n", header.join(","), row.join(",")).into_bytes()
+}
+
+/// A header of 100,000 names (889 KB) to a table nobody declared is
+/// refused as too wide for the CPU a declared table's refusal of it costs:
+/// the names are counted once each, and the count stops where a table's
+/// width ends (a check over every pair of names took 22 s of CPU here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_far_wider_than_a_table_is_refused_in_time_linear_in_its_names() {
+    const CPU_LIMIT: Duration = Duration::from_secs(3);
+    let pg = Postgres::start().await;
+    let db = db(&pg.url).await;
+    let client = client();
+    let idem = Idem::start(&pg.url, "wide-header", &[]).await;
+    declare(&client, &idem, "orders", ORDERS).await;
+    let before = written(&db).await;
+    let mut spent = Vec::new();
+    for (table, names, code) in [
+        ("orders", 100_000, "malformed_body"),
+        ("wide_header_new", 12_500, "table_too_wide"),
+        ("wide_header_new", 100_000, "table_too_wide"),
+    ] {
+        let body = header_of(names);
+        let size = mb(body.len() as u64);
+        let cpu = idem.cpu_time();
+        let headers = [("content-type", CSV)];
+        let path = put_day(table);
+        let answer = raw_request(
+            &idem.addr,
+            "PUT",
+            &path,
+            &headers,
+            RawBody::Whole(body),
+            CLIENT_DEADLINE,
+        )
+        .await
+        .expect("an answer");
+        let cpu = idem.cpu_time() - cpu;
+        report!(
+            "wide header: {names} names ({size}) to {table}: {} {} for {cpu:?} of CPU",
+            answer.status,
+            answer.code()
+        );
+        assert_eq!(answer.code(), code, "{table}: {}", answer.body);
+        spent.push(cpu);
+    }
+    assert_eq!(written(&db).await, before, "nothing was written");
+    assert!(
+        spent[2] < CPU_LIMIT,
+        "100,000 names to an undeclared table took {:?} of CPU (limit {CPU_LIMIT:?})",
+        spent[2]
+    );
+}
+
+/// `stream` (an Arrow IPC stream with compressed buffers) with its first
+/// record batch's first compressed buffer stating `unpacked` bytes.
+fn stating_unpacked(mut stream: Vec<u8>, unpacked: i64) -> Vec<u8> {
+    let mut at = 0;
+    loop {
+        assert_eq!(stream[at..at + 4], [0xFF; 4], "a message at {at}");
+        let length = i32::from_le_bytes(stream[at + 4..at + 8].try_into().unwrap());
+        let metadata_end = at + 8 + usize::try_from(length).unwrap();
+        let message = arrow_ipc::root_as_message(&stream[at + 8..metadata_end]).unwrap();
+        let body_length = usize::try_from(message.bodyLength()).unwrap();
+        if let Some(batch) = message.header_as_record_batch() {
+            let buffer = batch
+                .buffers()
+                .unwrap()
+                .iter()
+                .find(|b| b.length() >= 8)
+                .expect("a compressed buffer");
+            let prefix = metadata_end + usize::try_from(buffer.offset()).unwrap();
+            stream[prefix..prefix + 8].copy_from_slice(&unpacked.to_le_bytes());
+            return stream;
+        }
+        at = metadata_end + body_length;
+    }
+}
+
+/// Compressed Arrow streams whose buffers state more than a batch may
+/// hold once unpacked (a petabyte, or one byte past `i64`'s half): refused
+/// as too large before anything is unpacked, the server's memory as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_arrow_batches_that_state_huge_sizes_are_refused_before_unpacking() {
+    let mut cases = Vec::new();
+    for codec in ["zstd", "lz4"] {
+        let stream = written_by_pyarrow(&format!(
+            "t = pa.table({{'order_id': pa.array(range(1, 1001), pa.int64()), \
+               'ds': pa.array([datetime.date(2026, 10, 12)] * 1000)}})\n\
+             options = ipc.IpcWriteOptions(compression={codec:?})\n\
+             with ipc.new_stream(out, t.schema, options=options) as w:\n    w.write_table(t)"
+        ));
+        for (what, unpacked) in [("1 PB", 1_i64 << 50), ("2^62 bytes", 1 << 62)] {
+            cases.push(
+                case(
+                    &format!("{codec} Arrow batch stating {what} unpacked"),
+                    "PUT",
+                    &put_day("orders"),
+                    "application/vnd.apache.arrow.stream",
+                    stating_unpacked(stream.clone(), unpacked),
+                )
+                .expect(Expect::Code("record_too_large")),
+            );
+        }
+    }
+    let failures = run_cases("arrow bombs", cases).await;
+    assert!(failures.is_empty(), "arrow bombs:\n{}", failures.join("\n"));
+}

@@ -161,6 +161,23 @@ impl Idem {
             * 1024
     }
 
+    /// The CPU time the process has spent so far, user and system
+    /// (`/proc/PID/stat`, in the kernel's 100 ticks a second).
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .expect("read /proc/PID/stat");
+        // The fields after the command's name, which is in parentheses
+        // and may hold spaces: utime and stime are the 12th and 13th.
+        let after_name = &stat[stat.rfind(')').expect("a command name") + 2..];
+        let ticks: u64 = after_name
+            .split(' ')
+            .skip(11)
+            .take(2)
+            .map(|t| t.parse::<u64>().expect("a tick count"))
+            .sum();
+        Duration::from_millis(ticks * 10)
+    }
+
     /// The log lines of requests that failed with a 5xx (their causes).
     pub fn failures_logged(&self) -> Vec<String> {
         std::fs::read_to_string(&self.log)

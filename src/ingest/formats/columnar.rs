@@ -24,10 +24,11 @@ use arrow_schema::{ArrowError, DataType, Schema, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::errors::ParquetError;
 
+use super::arrow_frames::ArrowStream;
 use super::arrow_text::{
     field_column_type, holds_json_text, is_nested, unsupported, write_json, write_text,
 };
-use super::record::{RawField, RawRecord, ReadError, ReadLimits, RecordSink};
+use super::record::{Chunk, RawField, RawRecord, ReadError, ReadLimits, RecordSink};
 use crate::ingest::{in_row_group, RowError};
 use crate::schema::arrow_fields::TIMESTAMP_INFINITY;
 use crate::schema::ColumnType;
@@ -36,17 +37,17 @@ use crate::schema::ColumnType;
 /// ones it was written in).
 const PARQUET_BATCH_ROWS: usize = 8192;
 
+/// An Arrow IPC stream, a batch at a time, each message checked against
+/// `limits` before arrow-rs decodes (and unpacks) it (see `arrow_frames`).
 pub(super) fn read_arrow_stream<R: Read>(
     reader: R,
     sink: &mut impl RecordSink,
+    limits: &ReadLimits,
 ) -> Result<(), ReadError> {
-    let stream = StreamReader::try_new(reader, None)
-        .map_err(|e| arrow_error(e, 1, "the body is not an Arrow IPC stream"))?;
+    let mut stream = ArrowStream::start(reader, limits.max_row_group_bytes)?;
     let mut rows = Rows::default();
-    rows.start(&stream.schema(), sink)?;
-    for batch in stream {
-        let batch =
-            batch.map_err(|e| arrow_error(e, rows.next(), "the Arrow stream breaks off"))?;
+    rows.start(stream.schema(), sink)?;
+    while let Some(batch) = stream.next_batch(rows.next())? {
         if rows.feed(&batch, sink)?.is_break() {
             break;
         }
@@ -78,8 +79,8 @@ pub(super) fn read_parquet<R: Read>(
             (bytes > limits.max_row_group_bytes).then_some((i + 1, bytes))
         });
     if let Some((row_group, bytes)) = largest {
-        return Err(ReadError::RowGroupTooLarge {
-            row_group,
+        return Err(ReadError::ChunkTooLarge {
+            chunk: Chunk::RowGroup(row_group),
             bytes,
             max: limits.max_row_group_bytes,
         });
@@ -436,7 +437,7 @@ fn write_json_text(column: &dyn Array, row: usize, out: &mut String) -> bool {
 
 /// An I/O failure of the body stays one (a body over its limit, a client
 /// gone); anything else is a broken body, at row `line`.
-fn arrow_error(e: ArrowError, line: u64, what: &str) -> ReadError {
+pub(super) fn arrow_error(e: ArrowError, line: u64, what: &str) -> ReadError {
     match e {
         // The body ended inside a message: it was sent short.
         ArrowError::IoError(_, e) if e.kind() == io::ErrorKind::UnexpectedEof => {
@@ -461,7 +462,7 @@ fn parquet_error(e: ParquetError, line: u64, what: &str) -> ReadError {
     }
 }
 
-fn broken(line: u64, what: &str, detail: &str) -> ReadError {
+pub(super) fn broken(line: u64, what: &str, detail: &str) -> ReadError {
     ReadError::Malformed(RowError {
         line,
         record: line.saturating_sub(1),

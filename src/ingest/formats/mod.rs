@@ -4,6 +4,7 @@
 //! name where it is; a record that cannot be read is reported and skipped, so
 //! one request can list all of its bad rows.
 
+mod arrow_frames;
 mod arrow_text;
 mod columnar;
 mod csv;
@@ -18,7 +19,7 @@ use std::io::{self, BufRead, Read};
 pub use line_blocks::{LineBlock, LineBlocks};
 pub use ndjson::{parse_object, read_ndjson_block};
 pub use record::{
-    RawField, RawRecord, ReadError, ReadLimits, RecordSink, DEFAULT_MAX_ROW_GROUP_BYTES,
+    Chunk, RawField, RawRecord, ReadError, ReadLimits, RecordSink, DEFAULT_MAX_ROW_GROUP_BYTES,
     DELETED_FIELD,
 };
 
@@ -100,7 +101,8 @@ impl BodyFormat {
 /// past `max_record` bytes: a larger NDJSON line or JSON array element is a
 /// bad row (skipped, reading goes on); a larger CSV record ends the body.
 /// A Parquet body is spooled whole to a temporary file (gone when read) and
-/// refused whole if a row group is larger than `max_row_group_bytes`.
+/// refused whole if a row group is larger than `max_row_group_bytes`; an
+/// Arrow stream's record batch larger than that is refused when it comes.
 pub fn read_records<R: BufRead>(
     format: BodyFormat,
     reader: R,
@@ -115,7 +117,7 @@ pub fn read_records<R: BufRead>(
         }
         BodyFormat::Csv => read_csv(without_byte_order_mark(reader)?, sink, max_record),
         BodyFormat::Parquet => read_parquet(reader, sink, limits),
-        BodyFormat::ArrowStream => read_arrow_stream(reader, sink),
+        BodyFormat::ArrowStream => read_arrow_stream(reader, sink, limits),
     }
 }
 

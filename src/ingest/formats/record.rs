@@ -70,10 +70,11 @@ pub enum ReadError {
         line: u64,
         max: usize,
     },
-    /// A Parquet row group (numbered from 1) larger than the bound: it
-    /// would be held in memory whole, so the body is refused before any row.
-    RowGroupTooLarge {
-        row_group: usize,
+    /// A Parquet row group or an Arrow record batch larger than the bound,
+    /// uncompressed: it would be held in memory whole, so the body is
+    /// refused (a Parquet body before any row).
+    ChunkTooLarge {
+        chunk: Chunk,
         bytes: u64,
         max: u64,
     },
@@ -81,6 +82,26 @@ pub enum ReadError {
     /// The temporary file a Parquet body is spooled to could not be written
     /// (a full disk is the server's condition, not the client's).
     Spool(io::Error),
+}
+
+/// The unit a columnar body is read in, each held in memory whole,
+/// numbered from 1: the row groups of a Parquet file, the record batches
+/// (and dictionary batches) of an Arrow stream, each counted apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chunk {
+    RowGroup(usize),
+    RecordBatch(usize),
+    DictionaryBatch(usize),
+}
+
+impl std::fmt::Display for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Chunk::RowGroup(n) => write!(f, "row group {n} of the Parquet file"),
+            Chunk::RecordBatch(n) => write!(f, "record batch {n} of the Arrow stream"),
+            Chunk::DictionaryBatch(n) => write!(f, "dictionary batch {n} of the Arrow stream"),
+        }
+    }
 }
 
 /// The message of a record refused for its size.
@@ -103,7 +124,8 @@ pub const DELETED_FIELD: &str = "_deleted";
 pub struct ReadLimits {
     /// No record is held in memory past this many bytes (see `read_records`).
     pub max_record: usize,
-    /// A Parquet body's largest row group, uncompressed.
+    /// A Parquet body's largest row group, and an Arrow stream's largest
+    /// record batch, uncompressed.
     pub max_row_group_bytes: u64,
     /// Where a Parquet body is spooled (the system's temporary directory
     /// when `None`).
