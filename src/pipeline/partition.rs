@@ -57,6 +57,8 @@ pub struct Receipt {
     pub row_count: u64,
     pub content_sha256: String,
     pub changed: bool,
+    /// No one had declared the table: this write made it, from its body.
+    pub table_created: bool,
 }
 
 impl Receipt {
@@ -99,6 +101,9 @@ pub struct PutPartition {
     pub actor: Actor,
     /// `?bad_rows=`: the table's policy for this request only.
     pub bad_rows: Option<BadRowPolicy>,
+    /// Whether an undeclared table may be made from the body (`?create=`,
+    /// true unless asked otherwise).
+    pub create_table: bool,
 }
 
 pub const MODE: &str = "replace";
@@ -166,6 +171,7 @@ impl Pipeline {
             conditions,
             actor: _, // the ticket carries it
             bad_rows,
+            create_table,
         } = req;
         let PutConnections {
             stage: conn,
@@ -177,7 +183,7 @@ impl Pipeline {
         let format = body.format;
         let options = put_options(ds);
         let (target, body) = self
-            .resolve_table(&mut *conn, &table, format, body.reader)
+            .resolve_table(&mut *conn, &table, format, create_table, body.reader)
             .await?;
         check_grain(target.def(), ds)?;
         let reading = BodyReading {
@@ -435,6 +441,7 @@ impl StagedPut<'_> {
             row_count: staged.rows,
             content_sha256: content.hex(),
             changed: true,
+            table_created: false,
         };
         let mut entry = receipt.entry(self.ticket, LoadStatus::Published);
         let body = BodyFacts {
@@ -456,12 +463,15 @@ impl StagedPut<'_> {
         // sees it, lock waits included.
         let started = Instant::now();
         let published = publish(conn, swap, &mut entry).await?;
-        let swapped = matches!(published, Published::Swapped);
+        let swapped = matches!(published, Published::Swapped { .. });
         self.metrics
             .swap(def.name.as_str(), swapped, started.elapsed());
-        if !swapped {
-            receipt.changed = false;
-            receipt.rows_written = 0;
+        match published {
+            Published::Swapped { table_created } => receipt.table_created = table_created,
+            Published::Unchanged => {
+                receipt.changed = false;
+                receipt.rows_written = 0;
+            }
         }
         Ok(receipt)
     }
@@ -537,6 +547,7 @@ fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
         row_count: live.row_count,
         content_sha256: live.content_sha256.clone(),
         changed: false,
+        table_created: false,
     }
 }
 
