@@ -13,6 +13,7 @@ mod cli_channels;
 mod cli_commands;
 mod cli_loads;
 mod cli_put_post;
+mod cli_summaries;
 mod columnar;
 mod columnar_out;
 mod concurrency;
