@@ -77,6 +77,23 @@ impl Receipt {
         }
     }
 
+    /// The receipt as the swap left things: the day found holding this
+    /// content already (nothing written), or swapped in, in a table the
+    /// swap made or not.
+    fn once_published(self, published: Published) -> Self {
+        match published {
+            Published::Swapped { table_created } => Receipt {
+                table_created,
+                ..self
+            },
+            Published::Unchanged => Receipt {
+                changed: false,
+                rows_written: 0,
+                ..self
+            },
+        }
+    }
+
     /// The ledger's entry for this receipt.
     fn entry<'a>(&'a self, ticket: &'a LoadTicket, status: LoadStatus) -> LoadEntry<'a> {
         LoadEntry {
@@ -169,9 +186,9 @@ impl Pipeline {
             ds,
             body,
             conditions,
-            actor: _, // the ticket carries it
             bad_rows,
             create_table,
+            .. // the actor: the ticket carries it
         } = req;
         let PutConnections {
             stage: conn,
@@ -427,7 +444,7 @@ impl StagedPut<'_> {
         let duplicates = u64::try_from(staged.dropped_row_hashes.len()).expect("fits u64");
         let rejects = decoded.rejects.take();
         let rejected = rejects.as_ref().map_or(0, RejectSpool::count);
-        let mut receipt = Receipt {
+        let receipt = Receipt {
             load_id: self.ticket.load_id,
             table: def.name.clone(),
             ds: self.ds,
@@ -466,14 +483,7 @@ impl StagedPut<'_> {
         let swapped = matches!(published, Published::Swapped { .. });
         self.metrics
             .swap(def.name.as_str(), swapped, started.elapsed());
-        match published {
-            Published::Swapped { table_created } => receipt.table_created = table_created,
-            Published::Unchanged => {
-                receipt.changed = false;
-                receipt.rows_written = 0;
-            }
-        }
-        Ok(receipt)
+        Ok(receipt.once_published(published))
     }
 }
 

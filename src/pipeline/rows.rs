@@ -299,19 +299,13 @@ impl Pipeline {
             Some(pre) => req.body.reader = Box::new(std::io::Cursor::new(pre.body)),
             None => {}
         }
-        let format = req.body.format;
+        let (format, create) = (req.body.format, req.create_table);
         let write_key = req.write_key();
         let (target, body) = match req.known_def {
             Some(def) => (Target::Stored(def), req.body.reader),
             None => {
-                self.resolve_table(
-                    &mut *tx,
-                    &req.table,
-                    format,
-                    req.create_table,
-                    req.body.reader,
-                )
-                .await?
+                self.resolve_table(&mut *tx, &req.table, format, create, req.body.reader)
+                    .await?
             }
         };
         let mode = choose_mode(target.def(), req.mode)?;
