@@ -52,6 +52,7 @@ mod reserved_names;
 mod reverts;
 mod round_trip;
 mod rows;
+mod serve_script;
 #[path = "../support/mod.rs"]
 mod support;
 mod tables;
