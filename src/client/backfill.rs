@@ -65,10 +65,10 @@ struct Partition {
     result: Status,
     /// Rows in the partition after the put.
     rows: Option<u64>,
-    /// Rows this run wrote.
-    rows_written: u64,
-    /// Rows the earlier run whose receipt was replayed wrote.
-    rows_written_before: u64,
+    /// Rows this run wrote, and those the earlier run whose receipt was
+    /// replayed wrote.
+    #[serde(flatten)]
+    written: Written,
     seconds: f64,
     load_id: Option<String>,
     /// Answered from the server's record of an earlier run.
@@ -165,8 +165,7 @@ async fn load_partition(args: &BackfillArgs, ds: String, progress: &Progress) ->
         file,
         result: Status::MissingFile,
         rows: None,
-        rows_written: 0,
-        rows_written_before: 0,
+        written: Written::default(),
         seconds: 0.0,
         load_id: None,
         replayed: false,
@@ -240,8 +239,7 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
         false => Status::Unchanged,
     };
     partition.rows = receipt["row_count"].as_u64();
-    let written = Written::of(&receipt);
-    (partition.rows_written, partition.rows_written_before) = (written.now, written.before);
+    partition.written = Written::of(&receipt);
     partition.load_id = receipt["load_id"].as_str().map(str::to_string);
 }
 
@@ -267,13 +265,7 @@ fn report(args: &BackfillArgs, partitions: &[Partition], started: Instant) {
         say(&table);
     }
     let count = |result| partitions.iter().filter(|p| p.result == result).count();
-    let mut written = Written::default();
-    for partition in partitions {
-        written.add(Written {
-            now: partition.rows_written,
-            before: partition.rows_written_before,
-        });
-    }
+    let written: Written = partitions.iter().map(|p| p.written).sum();
     eprintln!(
         "idem backfill: {}: {} partitions in {:.1} s: {} changed, {} unchanged ({} replayed), {} missing file, {} failed: {}",
         args.table,

@@ -5,6 +5,7 @@
 //! table (`"table_created": true`) is worth a warning, since a misspelt
 //! table name makes one too.
 
+use serde::Serialize;
 use serde_json::Value;
 
 /// Whether `receipt` was answered from the server's record of an earlier
@@ -14,10 +15,12 @@ pub(super) fn replayed(receipt: &Value) -> bool {
 }
 
 /// The rows `receipt` says were written: by this run, or (replayed)
-/// before it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// before it; in JSON, `rows_written` and `rows_written_before`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub(super) struct Written {
+    #[serde(rename = "rows_written")]
     pub now: u64,
+    #[serde(rename = "rows_written_before")]
     pub before: u64,
 }
 
@@ -49,6 +52,15 @@ impl Written {
             0 => now,
             before => format!("{now}; {before} written before, replayed"),
         }
+    }
+}
+
+impl std::iter::Sum for Written {
+    fn sum<I: Iterator<Item = Written>>(all: I) -> Self {
+        all.fold(Written::default(), |mut total, one| {
+            total.add(one);
+            total
+        })
     }
 }
 
