@@ -118,10 +118,13 @@ impl PutTarget<'_> {
         }
     }
 
-    /// The query: `bad_rows`, `create`, `dry_run`, `audit`.
+    /// The query: `bad_rows`, `create` (a day's PUT only: a whole table's
+    /// never makes its table), `dry_run`, `audit`.
     fn query(&self) -> Vec<(&str, &str)> {
         let mut query: Vec<_> = self.options.bad_rows.query().into_iter().collect();
-        query.extend(self.options.create.query());
+        if let Scope::Partition(_) = self.scope {
+            query.extend(self.options.create.query());
+        }
         if self.options.dry_run {
             query.push(("dry_run", "true"));
         }
@@ -266,5 +269,10 @@ mod tests {
         };
         assert_eq!(no_create.query(), [("create", "false")]);
         assert_ne!(no_create.key(&sha), day.key(&sha), "another query");
+        let whole_no_create = PutTarget {
+            scope: Scope::Whole,
+            ..no_create
+        };
+        assert!(whole_no_create.query().is_empty());
     }
 }
