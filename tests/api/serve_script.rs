@@ -51,9 +51,15 @@ async fn serve_in_the_background_says_the_port_is_taken_and_prints_idems_error_l
     let out = serve_background(dir.path(), &database_url, &listen).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains(&format!("idem: {listen} is taken")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("idem: {listen} is taken")),
+        "{stderr}"
+    );
     assert!(stderr.contains("--listen 127.0.0.1:8081"), "{stderr}");
-    assert!(!dir.path().join(".idem/idem.log").exists(), "idem was started");
+    assert!(
+        !dir.path().join(".idem/idem.log").exists(),
+        "idem was started"
+    );
 
     // A socket holds the port without listening: idem's bind fails.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -66,7 +72,10 @@ async fn serve_in_the_background_says_the_port_is_taken_and_prints_idems_error_l
         stderr.contains("idem: it stopped before serving: Address already in use"),
         "{stderr}"
     );
-    assert!(stderr.contains(&format!("idem: {listen} is taken")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("idem: {listen} is taken")),
+        "{stderr}"
+    );
     let log = std::fs::read_to_string(dir.path().join(".idem/idem.log")).unwrap();
     assert!(log.contains("Stack backtrace:"), "RUST_BACKTRACE=1: {log}");
     assert!(!stderr.contains(" at /"), "no stack frames: {stderr}");
