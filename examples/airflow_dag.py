@@ -37,6 +37,7 @@ an Airflow connection and pass them through `env`).
 import json
 import logging
 import os
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -59,6 +60,16 @@ ORDERS = {
 # a child's output written straight to the worker's console does not.
 log = logging.getLogger("airflow.task")
 
+# idem's own lines name it already (`idem: …`, `idem put: …`); the rest
+# (a receipt, a backfill's table) get the prefix here, so each line of the
+# task's log says once where it comes from.
+IDEM_LINE = re.compile(r"idem( [a-z]+)*: ")
+
+
+def idem_line(line: str) -> str:
+    line = line.rstrip("\n")
+    return line if IDEM_LINE.match(line) else f"idem: {line}"
+
 
 def run_idem(*args: str) -> None:
     """Runs `idem`, its output into the task's log, and turns its exit code
@@ -75,7 +86,7 @@ def run_idem(*args: str) -> None:
         raise AirflowFailException(f"idem is not on the worker's PATH: {e}") from None
     with child:
         for line in child.stdout:
-            log.info("idem: %s", line.rstrip("\n"))
+            log.info("%s", idem_line(line))
     code = child.returncode
     if code == 0:
         return

@@ -28,6 +28,7 @@ IDEM_URL and IDEM_TOKEN in the environment of the code location.
 
 import json
 import os
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -53,6 +54,16 @@ ORDERS = {
     "partition_by": "ds", "primary_key": ["order_id"], "cursor": "updated_at",
 }
 
+# idem's own lines name it already (`idem: …`, `idem put: …`); the rest
+# (a receipt, a backfill's table) get the prefix, so each line of the run's
+# log says once where it comes from.
+IDEM_LINE = re.compile(r"idem( [a-z]+)*: ")
+
+
+def idem_line(line: str) -> str:
+    line = line.rstrip("\n")
+    return line if IDEM_LINE.match(line) else f"idem: {line}"
+
 
 def run_idem(context, *args: str) -> None:
     """Runs `idem`, its output into the run's log; a refusal or a usage
@@ -69,7 +80,7 @@ def run_idem(context, *args: str) -> None:
         raise Failure(description=f"idem is not on PATH: {e}", allow_retries=False) from None
     with child:
         for line in child.stdout:
-            context.log.info(f"idem: {line.rstrip()}")
+            context.log.info(idem_line(line))
     code = child.returncode
     if code == 0:
         return

@@ -89,6 +89,8 @@ pub struct PutArgs {
     pub format: Option<String>,
     #[command(flatten)]
     pub bad_rows: BadRowsArg,
+    #[command(flatten)]
+    pub create: CreateArg,
     /// Replace the partition (or the table) only while its ETag is this
     /// one (`If-Match`; the server answers 412 otherwise, exit 1).
     #[arg(long, value_name = "ETAG")]
@@ -112,6 +114,24 @@ impl BadRowsArg {
     /// The query pair it adds to a write's URL.
     pub fn query(&self) -> Option<(&'static str, &str)> {
         self.bad_rows.as_deref().map(|policy| ("bad_rows", policy))
+    }
+}
+
+/// `--no-create`: a write to a table nobody declared is refused.
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct CreateArg {
+    /// Refuse to write to a table nobody declared (`?create=false`: the
+    /// server answers 404 `table_not_found`, exit 1) rather than make one
+    /// from the file, as a misspelt table name would. Without it, a write
+    /// that made its table says so on stderr.
+    #[arg(long)]
+    pub no_create: bool,
+}
+
+impl CreateArg {
+    /// The query pair it adds to a write's URL.
+    pub fn query(self) -> Option<(&'static str, &'static str)> {
+        self.no_create.then_some(("create", "false"))
     }
 }
 
@@ -145,6 +165,8 @@ pub struct PostArgs {
     pub offset_from_line: bool,
     #[command(flatten)]
     pub bad_rows: BadRowsArg,
+    #[command(flatten)]
+    pub create: CreateArg,
     #[command(flatten)]
     pub server: ServerArgs,
 }
@@ -206,6 +228,9 @@ pub struct BackfillArgs {
     pub json: bool,
     #[command(flatten)]
     pub bad_rows: BadRowsArg,
+    // With --atomic it changes nothing: a load never makes a table.
+    #[command(flatten)]
+    pub create: CreateArg,
     #[command(flatten)]
     pub server: ServerArgs,
 }

@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::args::BackfillArgs;
 use super::progress::{watched, Progress, Unit};
 use super::put::{put_file, PutOptions, PutTarget, Scope};
+use super::receipts::{replayed, table_created_warning, Written};
 use super::send::FileBody;
 use super::{say, Exit};
 use idem::period::Period;
@@ -62,7 +63,12 @@ struct Partition {
     ds: String,
     file: PathBuf,
     result: Status,
+    /// Rows in the partition after the put.
     rows: Option<u64>,
+    /// Rows this run wrote, and those the earlier run whose receipt was
+    /// replayed wrote.
+    #[serde(flatten)]
+    written: Written,
     seconds: f64,
     load_id: Option<String>,
     /// Answered from the server's record of an earlier run.
@@ -159,6 +165,7 @@ async fn load_partition(args: &BackfillArgs, ds: String, progress: &Progress) ->
         file,
         result: Status::MissingFile,
         rows: None,
+        written: Written::default(),
         seconds: 0.0,
         load_id: None,
         replayed: false,
@@ -174,10 +181,14 @@ async fn load_partition(args: &BackfillArgs, ds: String, progress: &Progress) ->
     partition.seconds = started.elapsed().as_secs_f64();
     progress.advance(1);
     progress.note(&format!(
-        "idem: {} {}: {}{} in {:.1} s",
+        "idem: {} {}: {}{}{} in {:.1} s",
         args.table,
         partition.ds,
         partition.result.as_str(),
+        match partition.replayed {
+            true => " (replayed)",
+            false => "",
+        },
         partition
             .rows
             .map(|rows| format!(", {rows} rows"))
@@ -205,6 +216,7 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
             if_match: None,
             dry_run: false,
             audit: args.audit.as_deref(),
+            create: args.create,
         },
     };
     let receipt = match put_file(&args.server, target, &body, day).await {
@@ -218,12 +230,16 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
             return;
         }
     };
-    partition.replayed = receipt["replayed"] == true;
+    if let Some(warning) = table_created_warning(&args.table, &receipt) {
+        progress.note(&warning);
+    }
+    partition.replayed = replayed(&receipt);
     partition.result = match receipt["changed"] == true && !partition.replayed {
         true => Status::Changed,
         false => Status::Unchanged,
     };
     partition.rows = receipt["row_count"].as_u64();
+    partition.written = Written::of(&receipt);
     partition.load_id = receipt["load_id"].as_str().map(str::to_string);
 }
 
@@ -249,15 +265,18 @@ fn report(args: &BackfillArgs, partitions: &[Partition], started: Instant) {
         say(&table);
     }
     let count = |result| partitions.iter().filter(|p| p.result == result).count();
+    let written: Written = partitions.iter().map(|p| p.written).sum();
     eprintln!(
-        "idem backfill: {}: {} partitions in {:.1} s: {} changed, {} unchanged, {} missing file, {} failed",
+        "idem backfill: {}: {} partitions in {:.1} s: {} changed, {} unchanged ({} replayed), {} missing file, {} failed: {}",
         args.table,
         partitions.len(),
         started.elapsed().as_secs_f64(),
         count(Status::Changed),
         count(Status::Unchanged),
+        partitions.iter().filter(|p| p.replayed).count(),
         count(Status::MissingFile),
         count(Status::Refused) + count(Status::GaveUp) + count(Status::Unreadable),
+        written.said(),
     );
 }
 

@@ -16,6 +16,7 @@ use super::args::BackfillArgs;
 use super::load::{self, open_body, Target};
 use super::progress::{watched, Progress, Unit};
 use super::put::file_sha256;
+use super::receipts::{replayed, Written};
 use super::send::FileBody;
 use super::{backfill_key, say, with_audit, Exit};
 
@@ -38,23 +39,29 @@ pub(super) async fn backfill_atomic(args: &BackfillArgs, periods: Vec<String>) -
     let started = Instant::now();
     match run(args, periods).await {
         Ok(receipt) => {
-            eprintln!(
-                "idem backfill: {}: load {} published: {} partitions, {} rows written, {} in {:.1} s",
-                args.table,
-                receipt["load_id"].as_str().unwrap_or("?"),
-                receipt["partitions"].as_array().map_or(0, Vec::len),
-                receipt["rows_written"],
-                match receipt["changed"] == true {
-                    true => "changed",
-                    false => "unchanged",
-                },
-                started.elapsed().as_secs_f64()
-            );
+            eprintln!("{}", published(&args.table, &receipt, started));
             say(&receipt);
             Exit::Done
         }
         Err(outcome) => outcome,
     }
+}
+
+/// What stderr says of the publish's receipt: a load published by an
+/// earlier run (its receipt replayed) wrote nothing in this one.
+fn published(table: &str, receipt: &Value, started: Instant) -> String {
+    let how = match (replayed(receipt), receipt["changed"] == true) {
+        (true, _) => "was published before, by an earlier run",
+        (false, true) => "published, changed",
+        (false, false) => "published, unchanged",
+    };
+    format!(
+        "idem backfill: {table}: load {} {how}: {} partitions in {:.1} s: {}",
+        receipt["load_id"].as_str().unwrap_or("?"),
+        receipt["partitions"].as_array().map_or(0, Vec::len),
+        started.elapsed().as_secs_f64(),
+        Written::of(receipt).said()
+    )
 }
 
 async fn run(args: &BackfillArgs, periods: Vec<String>) -> Result<Value, Exit> {
@@ -85,7 +92,8 @@ async fn run(args: &BackfillArgs, periods: Vec<String>) -> Result<Value, Exit> {
     };
     match view["status"].as_str().unwrap_or("") {
         "open" | "audit_failed" => send_parts(args, load_id, &days).await?,
-        "published" => eprintln!("idem backfill: load {load_id} was published before"),
+        // Publishing it again answers its stored receipt, replayed.
+        "published" => {}
         status => {
             eprintln!(
                 "idem backfill: load {load_id} is {status}: run again with --key NEW for a new load"

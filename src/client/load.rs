@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::args::ServerArgs;
 use super::args::{LoadArgs, LoadIdArgs, LoadOpenArgs, LoadPartArgs, LoadPublishArgs, LoadStep};
 use super::progress::{watched, Progress, Unit};
+use super::receipts::{replayed, Written};
 use super::send::{report_audits, send_until_settled, FileBody, Load, Payload};
 use super::{load_key, say, Exit};
 
@@ -209,6 +210,13 @@ async fn part_command(args: &LoadPartArgs) -> Result<(), Exit> {
 async fn publish_command(args: &LoadPublishArgs) -> Result<(), Exit> {
     let force = args.force.then_some(args.reason.as_deref().unwrap_or(""));
     let receipt = publish(&args.server, &args.load_id, force).await?;
+    if replayed(&receipt) {
+        eprintln!(
+            "idem load publish: load {} was published before; its receipt is that publish's: {}",
+            args.load_id,
+            Written::of(&receipt).said()
+        );
+    }
     say(&receipt);
     Ok(())
 }

@@ -14,6 +14,7 @@ pub mod load;
 pub mod post;
 mod progress;
 pub mod put;
+mod receipts;
 mod records;
 pub mod rejects;
 pub mod retry;
@@ -60,13 +61,23 @@ fn short(file_sha256: &str) -> &str {
     file_sha256.get(..32).unwrap_or(file_sha256)
 }
 
+/// What a write asks in its URL's query beyond its table (`?bad_rows=`,
+/// `?create=false`). The server holds a key to the request's query, so each
+/// ask is named in the key: the same file asked otherwise is another request,
+/// not a reused key.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Asks<'a> {
+    pub bad_rows: Option<&'a str>,
+    pub no_create: bool,
+}
+
 /// The Idempotency-Key of `PUT /partitions/{table}/{ds}` of a file whose
 /// SHA-256 is `file_sha256` (hex): the same file put again is the same
 /// load, so a rerun of the command is answered as a replay.
-pub fn put_key(table: &str, ds: &str, file_sha256: &str, bad_rows: Option<&str>) -> String {
-    with_policy(
+pub fn put_key(table: &str, ds: &str, file_sha256: &str, asks: Asks<'_>) -> String {
+    with_asks(
         format!("idem-put:{table}:{ds}:{}", short(file_sha256)),
-        bad_rows,
+        asks,
     )
 }
 
@@ -94,10 +105,10 @@ pub fn backfill_key(table: &str, from: &str, to: &str, files: &[(String, String)
 /// The Idempotency-Key of batch `batch` (from 0; messages count from 1) of
 /// a file POSTed to `table`: a rerun sends only the batches the server has
 /// no record of.
-pub fn post_key(table: &str, file_sha256: &str, batch: u64, bad_rows: Option<&str>) -> String {
-    with_policy(
+pub fn post_key(table: &str, file_sha256: &str, batch: u64, asks: Asks<'_>) -> String {
+    with_asks(
         format!("idem-post:{table}:{}:{batch}", short(file_sha256)),
-        bad_rows,
+        asks,
     )
 }
 
@@ -114,14 +125,18 @@ fn with_audit(key: String, audit: Option<&str>) -> String {
     }
 }
 
-/// A key with the `--bad-rows` it was sent under: the same file under
-/// another policy is another request (the server would refuse the key as
-/// reused), so a rerun with `--bad-rows quarantine` after a refusal writes.
-fn with_policy(key: String, bad_rows: Option<&str>) -> String {
-    match bad_rows {
-        Some(policy) => format!("{key}:bad_rows={policy}"),
-        None => key,
+/// A key with the `--bad-rows` and `--no-create` it was sent under: the
+/// same file under another policy is another request (the server would
+/// refuse the key as reused), so a rerun with `--bad-rows quarantine` after
+/// a refusal writes. A key without them is as it always was.
+fn with_asks(mut key: String, asks: Asks<'_>) -> String {
+    if let Some(policy) = asks.bad_rows {
+        key.push_str(&format!(":bad_rows={policy}"));
     }
+    if asks.no_create {
+        key.push_str(":create=false");
+    }
+    key
 }
 
 #[cfg(test)]
@@ -131,20 +146,37 @@ mod tests {
     #[test]
     fn keys_name_the_load_and_fit_the_header() {
         let sha = "9f2c".repeat(16);
-        let key = put_key("orders", "2026-10-12", &sha, None);
+        let none = Asks::default();
+        let key = put_key("orders", "2026-10-12", &sha, none);
         assert_eq!(key, format!("idem-put:orders:2026-10-12:{}", &sha[..32]));
-        assert_ne!(key, put_key("orders", "2026-10-13", &sha, None));
-        assert_ne!(
-            key,
-            put_key("orders", "2026-10-12", &sha, Some("quarantine"))
+        assert_ne!(key, put_key("orders", "2026-10-13", &sha, none));
+        let quarantine = Asks {
+            bad_rows: Some("quarantine"),
+            no_create: false,
+        };
+        assert_eq!(
+            put_key("orders", "2026-10-12", &sha, quarantine),
+            format!("{key}:bad_rows=quarantine")
+        );
+        let no_create = Asks {
+            no_create: true,
+            ..none
+        };
+        assert_eq!(
+            put_key("orders", "2026-10-12", &sha, no_create),
+            format!("{key}:create=false")
         );
         assert_ne!(
-            post_key("orders", &sha, 0, None),
-            post_key("orders", &sha, 1, None)
+            post_key("orders", &sha, 0, none),
+            post_key("orders", &sha, 1, none)
         );
         // Names are at most 48 characters: a key stays far below 255, and
         // visible ASCII.
-        let longest = post_key(&"t".repeat(48), &sha, u64::MAX, Some("quarantine"));
+        let every = Asks {
+            no_create: true,
+            ..quarantine
+        };
+        let longest = post_key(&"t".repeat(48), &sha, u64::MAX, every);
         assert!(longest.len() <= 255 && longest.bytes().all(|b| b.is_ascii_graphic()));
         let body = serde_json::json!({"table": "orders", "target": {"table": true}});
         assert_eq!(load_key("orders", &body), load_key("orders", &body.clone()));

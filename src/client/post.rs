@@ -15,10 +15,11 @@ use super::args::PostArgs;
 use super::channels::committed_records;
 use super::progress::{watched, Progress, Unit};
 use super::put::file_sha256;
+use super::receipts::{table_created_warning, Written};
 use super::records::Records;
 use super::row_groups::{row_group_count, row_group_file};
 use super::send::{is_columnar, send_until_settled, FileBody, Load, Payload, PARQUET};
-use super::{post_key, say, Exit};
+use super::{post_key, say, Asks, Exit};
 
 /// Runs `idem post`: a summary on stdout.
 pub async fn post(args: PostArgs) -> Exit {
@@ -69,7 +70,8 @@ struct Tally {
     batches: u64,
     replayed: u64,
     rows_received: u64,
-    rows_written: u64,
+    /// By this run, and by the earlier runs whose batches were replayed.
+    written: Written,
     /// The last committed offset a channel's answer named.
     committed_offset: Option<serde_json::Value>,
 }
@@ -113,7 +115,7 @@ async fn send_batches(
             content_type: body.content_type,
         };
         let receipt = send_until_settled(&args.server, &load, &payload, progress).await?;
-        tally.add(&receipt);
+        tally.add(&receipt, &args.table, progress);
         progress.advance(batch.file_bytes);
         progress.add_rows(batch.rows);
         catch_up(&receipt, &mut records).await.map_err(unreadable)?;
@@ -168,25 +170,28 @@ async fn send_columnar(
             batch + 1
         );
         let payload = match by_row_group {
-            true => {
-                let path = body.path().to_path_buf();
-                let (data, _) = tokio::task::spawn_blocking(move || row_group_file(&path, batch))
-                    .await
-                    .map_err(|e| unreadable(e.to_string()))?
-                    .map_err(unreadable)?;
-                Payload::Bytes {
-                    data: data.into(),
-                    content_type: PARQUET,
-                }
-            }
+            true => row_group_payload(body, batch).await.map_err(unreadable)?,
             false => Payload::File(body),
         };
         let load = post_load(url, key, what);
-        tally.add(&send_until_settled(&args.server, &load, &payload, progress).await?);
+        let receipt = send_until_settled(&args.server, &load, &payload, progress).await?;
+        tally.add(&receipt, &args.table, progress);
     }
     progress.finish();
     progress.note(&tally.said(&args.table, started));
     Ok(tally.summary(&args.table, &resume))
+}
+
+/// Row group `batch` of a Parquet file, as a Parquet file of its own.
+async fn row_group_payload(body: &FileBody, batch: usize) -> Result<Payload<'static>, String> {
+    let path = body.path().to_path_buf();
+    let (data, _) = tokio::task::spawn_blocking(move || row_group_file(&path, batch))
+        .await
+        .map_err(|e| e.to_string())??;
+    Ok(Payload::Bytes {
+        data: data.into(),
+        content_type: PARQUET,
+    })
 }
 
 /// The records the channel `name` has committed, passed over in
@@ -246,8 +251,11 @@ fn batch_target(
 ) -> Result<(String, Option<String>), Exit> {
     match resume {
         Resume::Keys { sha256 } => {
-            let policy = args.bad_rows.bad_rows.as_deref();
-            let key = post_key(&args.table, sha256, batch, policy);
+            let asks = Asks {
+                bad_rows: args.bad_rows.bad_rows.as_deref(),
+                no_create: args.create.no_create,
+            };
+            let key = post_key(&args.table, sha256, batch, asks);
             Ok((rows_url(args, &[])?, Some(key)))
         }
         Resume::Channel { name, .. } => {
@@ -274,46 +282,52 @@ fn post_load(url: String, key: Option<String>, what: String) -> Load {
     }
 }
 
-/// `POST /rows?table=…[&mode=…][&bad_rows=…]` and `more`.
+/// `POST /rows?table=…[&mode=…][&bad_rows=…][&create=false]` and `more`.
 fn rows_url(args: &PostArgs, more: &[(&str, &str)]) -> Result<String, Exit> {
     let mut query = vec![("table", args.table.as_str())];
     if let Some(mode) = &args.mode {
         query.push(("mode", mode));
     }
     query.extend(args.bad_rows.query());
+    query.extend(args.create.query());
     query.extend_from_slice(more);
     args.server.endpoint(&["rows"], &query)
 }
 
 impl Tally {
-    /// A receipt; a channel's `"committed": false` (the batch's offset was
-    /// committed before) counts as replayed: the server has its rows.
-    fn add(&mut self, receipt: &serde_json::Value) {
+    /// A receipt of `table`; a channel's `"committed": false` (the batch's
+    /// offset was committed before) counts as replayed: the server has its
+    /// rows. A write that made the table says so on `progress`.
+    fn add(&mut self, receipt: &serde_json::Value, table: &str, progress: &Progress) {
+        if let Some(warning) = table_created_warning(table, receipt) {
+            progress.note(&warning);
+        }
         let count = |field: &str| receipt[field].as_u64().unwrap_or(0);
         self.batches += 1;
         let answered_before = receipt["replayed"] == true || receipt["committed"] == false;
         self.replayed += u64::from(answered_before);
         self.rows_received += count("rows_received");
-        self.rows_written += count("rows_written");
+        self.written.add(Written::of(receipt));
         if !receipt["committed_offset"].is_null() {
             self.committed_offset = Some(receipt["committed_offset"].clone());
         }
     }
 
-    /// The summary on stdout; with a channel, its name, the records skipped
-    /// at the start and the offset committed at the end.
-    /// What a run says when it ends.
+    /// What a run says when it ends (on stderr): what this run wrote apart
+    /// from what the replayed batches had written before it.
     fn said(&self, table: &str, started: Instant) -> String {
         format!(
-            "idem post: {table}: {} batches ({} new, {} replayed), {} rows written, in {:.1} s",
+            "idem post: {table}: {} batches in {:.1} s ({} new, {} replayed): {}",
             self.batches,
+            started.elapsed().as_secs_f64(),
             self.batches - self.replayed,
             self.replayed,
-            self.rows_written,
-            started.elapsed().as_secs_f64()
+            self.written.said()
         )
     }
 
+    /// The summary on stdout; with a channel, its name, the records skipped
+    /// at the start and the offset committed at the end.
     fn summary(&self, table: &str, resume: &Resume) -> serde_json::Value {
         let mut summary = json!({
             "table": table,
@@ -321,7 +335,8 @@ impl Tally {
             "new": self.batches - self.replayed,
             "replayed": self.replayed,
             "rows_received": self.rows_received,
-            "rows_written": self.rows_written,
+            "rows_written": self.written.now,
+            "rows_written_before": self.written.before,
         });
         if let Resume::Channel { name, skipped } = resume {
             summary["channel"] = json!(name);

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
-use super::args::{BadRowsArg, PutArgs, ServerArgs};
+use super::args::{BadRowsArg, CreateArg, PutArgs, ServerArgs};
 use super::progress::{watched, Progress, Unit};
+use super::receipts::{replayed, table_created_warning, Written};
 use super::send::{send_until_settled, FileBody, Load, Payload};
-use super::{put_key, say, Exit};
+use super::{put_key, say, Asks, Exit};
 
 /// Runs `idem put`: the receipt on stdout.
 pub async fn put(args: PutArgs) -> Exit {
@@ -38,17 +39,35 @@ pub async fn put(args: PutArgs) -> Exit {
             if_match: args.if_match.as_deref(),
             dry_run: args.dry_run,
             audit: args.audit.as_deref(),
+            create: args.create,
         },
     };
     let what = target.what();
     let progress = Progress::new(&what, Unit::Bytes, None, watched(args.server.quiet));
     match put_file(&args.server, target, &body, Arc::new(progress)).await {
         Ok(receipt) => {
+            for line in notes(&what, target.table, &receipt) {
+                eprintln!("{line}");
+            }
             say(&receipt);
             Exit::Done
         }
         Err(outcome) => outcome,
     }
+}
+
+/// What stderr says beside a put's receipt: that the table was made by
+/// this write (or the one it replays), and that a replayed receipt's rows
+/// were written before this run.
+fn notes(what: &str, table: &str, receipt: &serde_json::Value) -> Vec<String> {
+    let mut notes: Vec<String> = table_created_warning(table, receipt).into_iter().collect();
+    if replayed(receipt) {
+        notes.push(format!(
+            "idem put: {what}: replayed from the server's record of an earlier run: {}",
+            Written::of(receipt).said()
+        ));
+    }
+    notes
 }
 
 /// What a PUT asks beyond its body.
@@ -61,6 +80,8 @@ pub(super) struct PutOptions<'a> {
     pub dry_run: bool,
     /// `?audit=`: this write's audits, as JSON.
     pub audit: Option<&'a str>,
+    /// `?create=false`: refuse an undeclared table.
+    pub create: CreateArg,
 }
 
 /// What a PUT replaces.
@@ -97,9 +118,13 @@ impl PutTarget<'_> {
         }
     }
 
-    /// The query: `bad_rows`, `dry_run`.
+    /// The query: `bad_rows`, `create` (a day's PUT only: a whole table's
+    /// never makes its table), `dry_run`, `audit`.
     fn query(&self) -> Vec<(&str, &str)> {
         let mut query: Vec<_> = self.options.bad_rows.query().into_iter().collect();
+        if let Scope::Partition(_) = self.scope {
+            query.extend(self.options.create.query());
+        }
         if self.options.dry_run {
             query.push(("dry_run", "true"));
         }
@@ -114,9 +139,12 @@ impl PutTarget<'_> {
     /// stages and checks, and keeps no key for: the same content again
     /// answers `"changed": false` (and a dry run changes nothing).
     fn key(&self, sha256: &str) -> Option<String> {
-        let policy = self.options.bad_rows.bad_rows.as_deref();
+        let asks = Asks {
+            bad_rows: self.options.bad_rows.bad_rows.as_deref(),
+            no_create: self.options.create.no_create,
+        };
         match (self.options.dry_run, self.options.audit, self.scope) {
-            (false, None, Scope::Partition(ds)) => Some(put_key(self.table, ds, sha256, policy)),
+            (false, None, Scope::Partition(ds)) => Some(put_key(self.table, ds, sha256, asks)),
             _ => None,
         }
     }
@@ -194,6 +222,7 @@ mod tests {
             if_match: None,
             dry_run: false,
             audit: None,
+            create: CreateArg::default(),
         };
         let day = PutTarget {
             table: "orders",
@@ -231,5 +260,19 @@ mod tests {
             "other audits, another request"
         );
         assert_eq!(audited.query(), [("audit", r#"{"min_rows":1}"#)]);
+        let no_create = PutTarget {
+            options: PutOptions {
+                create: CreateArg { no_create: true },
+                ..options
+            },
+            ..day
+        };
+        assert_eq!(no_create.query(), [("create", "false")]);
+        assert_ne!(no_create.key(&sha), day.key(&sha), "another query");
+        let whole_no_create = PutTarget {
+            scope: Scope::Whole,
+            ..no_create
+        };
+        assert!(whole_no_create.query().is_empty());
     }
 }

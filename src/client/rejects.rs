@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::args::{RejectsArgs, ReplayArgs};
 use super::progress::{Progress, Unit};
+use super::receipts::{replayed, Written};
 use super::send::{send_until_settled, Load, Payload};
 use super::show::list;
 use super::{say, Exit};
@@ -38,9 +39,13 @@ pub async fn rejects(args: RejectsArgs) -> Exit {
 #[derive(Default)]
 struct Tally {
     calls: u32,
+    /// Calls answered from the server's record of an earlier run under
+    /// the same key (`--key`): what they count was done by that run, and
+    /// is not in this run's counts but in `written.before`.
+    answered_before: u32,
     tried: u64,
     rows_replayed: u64,
-    rows_written: u64,
+    written: Written,
     expired: u64,
     still_pending: u64,
     load_ids: Vec<Value>,
@@ -50,12 +55,32 @@ impl Tally {
     fn add(&mut self, receipt: &Value) {
         let count = |field: &str| receipt[field].as_u64().unwrap_or(0);
         self.calls += 1;
-        self.tried += count("tried");
-        self.rows_replayed += count("rows_replayed");
-        self.rows_written += count("rows_written");
-        self.expired += count("expired");
+        self.written.add(Written::of(receipt));
         self.still_pending = count("still_pending");
         self.load_ids.push(receipt["load_id"].clone());
+        if replayed(receipt) {
+            self.answered_before += 1;
+            return;
+        }
+        self.tried += count("tried");
+        self.rows_replayed += count("rows_replayed");
+        self.expired += count("expired");
+    }
+
+    /// The summary on stdout.
+    fn summary(&self, table: &str) -> Value {
+        json!({
+            "table": table,
+            "calls": self.calls,
+            "calls_answered_before": self.answered_before,
+            "tried": self.tried,
+            "rows_replayed": self.rows_replayed,
+            "rows_written": self.written.now,
+            "rows_written_before": self.written.before,
+            "expired": self.expired,
+            "still_pending": self.still_pending,
+            "load_ids": self.load_ids,
+        })
     }
 }
 
@@ -101,15 +126,16 @@ pub async fn replay(args: ReplayArgs) -> Exit {
             break;
         }
     }
-    say(json!({
-        "table": args.table,
-        "calls": tally.calls,
-        "tried": tally.tried,
-        "rows_replayed": tally.rows_replayed,
-        "rows_written": tally.rows_written,
-        "expired": tally.expired,
-        "still_pending": tally.still_pending,
-        "load_ids": tally.load_ids,
-    }));
+    if tally.answered_before > 0 {
+        eprintln!(
+            "idem replay: {}: {} of {} calls answered from the server's record of an earlier \
+             run under the same key: {}",
+            args.table,
+            tally.answered_before,
+            tally.calls,
+            tally.written.said()
+        );
+    }
+    say(tally.summary(&args.table));
     Exit::Done
 }

@@ -131,6 +131,7 @@ async fn put_partition(
         conditions,
         actor,
         bad_rows,
+        create_table: query.create != Some(false),
     };
     let written = run_put(&state, &span, keyed, request).await;
     if let Err(e) = &written {
@@ -170,6 +171,9 @@ struct PutQuery {
     bad_rows: Option<String>,
     audit: Option<String>,
     dry_run: Option<bool>,
+    /// `false`: an undeclared table is 404 `table_not_found`, not made from
+    /// the body (an audited or dry-run PUT never makes one).
+    create: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -61,6 +61,11 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// For flags shown only when they are set.
+fn is_false(flag: &bool) -> bool {
+    !flag
+}
+
 /// The answer to an accepted PUT (the receipt; see the README).
 #[derive(Serialize)]
 pub struct PutAnswer<'a> {
@@ -80,6 +85,10 @@ pub struct PutAnswer<'a> {
     row_count: u64,
     content_sha256: &'a str,
     changed: bool,
+    /// The write made the table, nobody having declared it (absent
+    /// otherwise): a typo in a table's name shows here.
+    #[serde(skip_serializing_if = "is_false")]
+    table_created: bool,
     replayed: bool,
 }
 
@@ -98,6 +107,7 @@ pub fn put(r: &Receipt) -> PutAnswer<'_> {
         row_count: r.row_count,
         content_sha256: &r.content_sha256,
         changed: r.changed,
+        table_created: r.table_created,
         replayed: false,
     }
 }
@@ -161,6 +171,9 @@ struct RowsAnswer<'a> {
     /// A POST on a channel: the offset it committed.
     #[serde(flatten)]
     channel: Option<ChannelFields<'a>>,
+    /// As in `PutAnswer`.
+    #[serde(skip_serializing_if = "is_false")]
+    table_created: bool,
     replayed: bool,
 }
 
@@ -236,6 +249,7 @@ fn rows(r: &RowsReceipt) -> RowsAnswer<'_> {
             .channel
             .as_ref()
             .map(|c| ChannelFields::committed(&c.name, &c.offset)),
+        table_created: r.table_created,
         replayed: false,
     }
 }

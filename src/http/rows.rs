@@ -36,6 +36,9 @@ struct RowsQuery {
     channel: Option<String>,
     offset: Option<String>,
     offset_kind: Option<String>,
+    /// `false`: an undeclared table is 404 `table_not_found`, not made from
+    /// the body.
+    create: Option<bool>,
 }
 
 /// `channel`, `offset` and `offset_kind`: each of the first two needs the other.
@@ -109,6 +112,7 @@ async fn post_rows(
         known_def: None,
         predecoded: None,
         bad_rows,
+        create_table: query.create != Some(false),
     };
     let pipeline = state.pipeline();
     let written = match key {

@@ -67,7 +67,7 @@ use crate::ingest::{BadRow, BodyFormat};
 use crate::metrics::Metrics;
 use crate::names::{ColumnName, TableName};
 use crate::schema::{ColumnType, TableDef, DEFAULT_PARTITION_COLUMN};
-use crate::store::catalog::{self, Origin};
+use crate::store::catalog::{self, Declared, Origin};
 use crate::store::Store;
 use answer::{AnswerForm, KeyedAnswer};
 use body::classify_read_error;
@@ -250,21 +250,23 @@ impl Pipeline {
         }
     }
 
-    /// The table a write goes to. An undeclared one (unless switched off)
-    /// takes the columns of a columnar body's schema, or is guessed from the
-    /// first records of a text body; the sample is put back in front of the
-    /// rest of the body.
+    /// The table a write goes to. An undeclared one (unless switched off,
+    /// or the request says `create` false: `?create=false`) takes the
+    /// columns of a columnar body's schema, or is guessed from the first
+    /// records of a text body; the sample is put back in front of the rest
+    /// of the body.
     pub(super) async fn resolve_table(
         &self,
         conn: &mut PgConnection,
         table: &TableName,
         format: BodyFormat,
+        create: bool,
         mut body: BodyReader,
     ) -> WriteResult<(Target, BodyReader)> {
         if let Some(def) = catalog::table_def(&mut *conn, table).await? {
             return Ok((Target::Stored(def), body));
         }
-        if !self.settings.auto_create_tables {
+        if !(create && self.settings.auto_create_tables) {
             return Err(WriteError::TableNotFound(table.clone()));
         }
         let partition_by =
@@ -316,17 +318,20 @@ impl Pipeline {
     }
 
     /// The table, created in transaction `tx` when it is new (it goes with
-    /// the transaction if the write fails).
+    /// the transaction if the write fails), and whether this write created
+    /// it (not a write that raced it there).
     pub(super) async fn create_if_new(
         &self,
         tx: &mut PgConnection,
         target: Target,
-    ) -> WriteResult<TableDef> {
+    ) -> WriteResult<(TableDef, bool)> {
         Ok(match target {
-            Target::Stored(def) => def,
-            Target::Inferred(def) => catalog::declare(tx, &def, Origin::Inferred)
-                .await?
-                .into_def(),
+            Target::Stored(def) => (def, false),
+            Target::Inferred(def) => {
+                let declared = catalog::declare(tx, &def, Origin::Inferred).await?;
+                let created = matches!(declared, Declared::Created(_));
+                (declared.into_def(), created)
+            }
         })
     }
 }

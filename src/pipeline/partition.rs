@@ -57,6 +57,8 @@ pub struct Receipt {
     pub row_count: u64,
     pub content_sha256: String,
     pub changed: bool,
+    /// No one had declared the table: this write made it, from its body.
+    pub table_created: bool,
 }
 
 impl Receipt {
@@ -72,6 +74,23 @@ impl Receipt {
             written: self.rows_written,
             duplicates: self.duplicates,
             rejected: self.rejected,
+        }
+    }
+
+    /// The receipt as the swap left things: the day found holding this
+    /// content already (nothing written), or swapped in, in a table the
+    /// swap made or not.
+    fn once_published(self, published: Published) -> Self {
+        match published {
+            Published::Swapped { table_created } => Receipt {
+                table_created,
+                ..self
+            },
+            Published::Unchanged => Receipt {
+                changed: false,
+                rows_written: 0,
+                ..self
+            },
         }
     }
 
@@ -99,6 +118,9 @@ pub struct PutPartition {
     pub actor: Actor,
     /// `?bad_rows=`: the table's policy for this request only.
     pub bad_rows: Option<BadRowPolicy>,
+    /// Whether an undeclared table may be made from the body (`?create=`,
+    /// true unless asked otherwise).
+    pub create_table: bool,
 }
 
 pub const MODE: &str = "replace";
@@ -164,8 +186,9 @@ impl Pipeline {
             ds,
             body,
             conditions,
-            actor: _, // the ticket carries it
             bad_rows,
+            create_table,
+            .. // the actor: the ticket carries it
         } = req;
         let PutConnections {
             stage: conn,
@@ -177,7 +200,7 @@ impl Pipeline {
         let format = body.format;
         let options = put_options(ds);
         let (target, body) = self
-            .resolve_table(&mut *conn, &table, format, body.reader)
+            .resolve_table(&mut *conn, &table, format, create_table, body.reader)
             .await?;
         check_grain(target.def(), ds)?;
         let reading = BodyReading {
@@ -421,7 +444,7 @@ impl StagedPut<'_> {
         let duplicates = u64::try_from(staged.dropped_row_hashes.len()).expect("fits u64");
         let rejects = decoded.rejects.take();
         let rejected = rejects.as_ref().map_or(0, RejectSpool::count);
-        let mut receipt = Receipt {
+        let receipt = Receipt {
             load_id: self.ticket.load_id,
             table: def.name.clone(),
             ds: self.ds,
@@ -435,6 +458,7 @@ impl StagedPut<'_> {
             row_count: staged.rows,
             content_sha256: content.hex(),
             changed: true,
+            table_created: false,
         };
         let mut entry = receipt.entry(self.ticket, LoadStatus::Published);
         let body = BodyFacts {
@@ -456,14 +480,10 @@ impl StagedPut<'_> {
         // sees it, lock waits included.
         let started = Instant::now();
         let published = publish(conn, swap, &mut entry).await?;
-        let swapped = matches!(published, Published::Swapped);
+        let swapped = matches!(published, Published::Swapped { .. });
         self.metrics
             .swap(def.name.as_str(), swapped, started.elapsed());
-        if !swapped {
-            receipt.changed = false;
-            receipt.rows_written = 0;
-        }
-        Ok(receipt)
+        Ok(receipt.once_published(published))
     }
 }
 
@@ -537,6 +557,7 @@ fn same_body(ticket: &LoadTicket, ds: Period, live: &Current) -> Receipt {
         row_count: live.row_count,
         content_sha256: live.content_sha256.clone(),
         changed: false,
+        table_created: false,
     }
 }
 

@@ -62,6 +62,8 @@ pub struct RowsReceipt {
     pub changed: bool,
     /// The channel offset the write committed, for a POST on a channel.
     pub channel: Option<ChannelCommitted>,
+    /// No one had declared the table: this write made it, from its body.
+    pub table_created: bool,
 }
 
 pub struct PostRows {
@@ -85,6 +87,9 @@ pub struct PostRows {
     pub predecoded: Option<Box<Predecoded>>,
     /// `?bad_rows=`: the table's policy for this request only.
     pub bad_rows: Option<BadRowPolicy>,
+    /// Whether an undeclared table may be made from the body (`?create=`,
+    /// true unless asked otherwise).
+    pub create_table: bool,
 }
 
 /// A small body decoded before its write's transaction: for that table
@@ -222,7 +227,7 @@ impl Pipeline {
         decoding: Decode,
     ) -> WriteResult<(Option<RejectSpool>, RowsWritten)> {
         let (mut decoded, landed) = self.land_rows(tx, target.def(), mode, decoding).await?;
-        let def = match target {
+        let (def, table_created) = match target {
             Target::Inferred(def) if landed.rows == 0 => {
                 return nothing_stored(ticket, &def, mode, decoded);
             }
@@ -255,7 +260,10 @@ impl Pipeline {
         )
         .await?;
         let deltas = std::mem::take(&mut merged.deltas);
-        let receipt = RowsReceipt::new(ticket, def, mode, &decoded, merged);
+        let receipt = RowsReceipt {
+            table_created,
+            ..RowsReceipt::new(ticket, def, mode, &decoded, merged)
+        };
         Ok((decoded.rejects.take(), RowsWritten { receipt, deltas }))
     }
 }
@@ -293,12 +301,12 @@ impl Pipeline {
             Some(pre) => req.body.reader = Box::new(std::io::Cursor::new(pre.body)),
             None => {}
         }
-        let format = req.body.format;
+        let (format, create) = (req.body.format, req.create_table);
         let write_key = req.write_key();
         let (target, body) = match req.known_def {
             Some(def) => (Target::Stored(def), req.body.reader),
             None => {
-                self.resolve_table(&mut *tx, &req.table, format, req.body.reader)
+                self.resolve_table(&mut *tx, &req.table, format, create, req.body.reader)
                     .await?
             }
         };
@@ -461,6 +469,7 @@ impl RowsReceipt {
             changed: rows_written > 0 || merged.history_written > 0,
             partitions: merged.partitions,
             channel: None,
+            table_created: false,
         }
     }
 

@@ -144,10 +144,24 @@ async fn bad_rows_quarantine_on_put_and_post_keeps_the_bad_rows_for_idem_rejects
     assert_eq!(second["tried"], 2, "a new key, so a new replay: {second}");
     assert_ne!(first["load_ids"], second["load_ids"]);
     let (_, given, _) = idem_json(&app.base, &["replay", "orders", "--key", "fix-1"]).await;
-    let (_, again, _) = idem_json(&app.base, &["replay", "orders", "--key", "fix-1"]).await;
+    let (_, again, stderr) = idem_json(&app.base, &["replay", "orders", "--key", "fix-1"]).await;
     assert_eq!(
         given["load_ids"], again["load_ids"],
         "the key given is the request"
+    );
+    // Answered from the record of the run before: it counts nothing as
+    // this run's.
+    let counts = |summary: &Value| {
+        (
+            summary["tried"].clone(),
+            summary["calls_answered_before"].clone(),
+        )
+    };
+    assert_eq!(counts(&given), (json!(2), json!(0)), "{given}");
+    assert_eq!(counts(&again), (json!(0), json!(1)), "{again}");
+    assert!(
+        stderr.contains("1 of 1 calls answered from the server's record"),
+        "{stderr}"
     );
     let (_, pending, _) = idem_json(
         &app.base,

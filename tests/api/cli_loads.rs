@@ -107,6 +107,18 @@ async fn idem_backfill_atomic_replaces_a_week_as_one_load_and_reads_back_the_uni
     assert_eq!(again["load_id"], receipt["load_id"]);
     assert_eq!(again["replayed"], true);
     let load_id = receipt["load_id"].as_str().unwrap();
+    let said = format!("load {load_id} was published before, by an earlier run: 7 partitions in");
+    assert!(stderr.contains(&said), "{stderr}");
+    assert!(
+        stderr.contains(": 0 rows written by this run; 98 written before, replayed"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = idem_text(&app, &["load", "publish", load_id]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("was published before; its receipt is that publish's: 0 rows written by this run; 98 written before"),
+        "{stderr}"
+    );
     let (code, view, _) = idem_json(&app.base, &["load", "status", load_id]).await;
     assert_eq!((code, &view["status"]), (Some(0), &json!("published")));
     assert_eq!(view["parts"].as_array().map(Vec::len), Some(7));

@@ -343,13 +343,19 @@ async fn the_client_puts_and_posts_parquet_files_once() {
     assert_eq!(receipt["rows_written"], 5, "{receipt}");
 
     // A POST of the file: a batch a row group (three of them), each once;
-    // run again, each a replay.
+    // run again, each a replay, whose rows were written by the run before.
+    let mut written = serde_json::Value::Null;
     for replayed in [0, 3] {
         let (code, summary, stderr) =
             crate::cli::idem_json(&app.base, &["post", "typed", path]).await;
         assert_eq!(code, Some(0), "{stderr}");
         assert_eq!(summary["batches"], 3, "{summary}");
         assert_eq!(summary["replayed"], replayed, "{summary}");
+        let counts = (&summary["rows_written"], &summary["rows_written_before"]);
+        match replayed {
+            0 => written = counts.0.clone(),
+            _ => assert_eq!(counts, (&0.into(), &written), "{summary}"),
+        }
     }
     let posts: i64 = sqlx::query_scalar(
         "select count(*) from idem.loads where table_name = 'typed' and rows_received = 2",

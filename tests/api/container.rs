@@ -13,7 +13,12 @@ async fn the_image_strips_its_binary_and_compose_needs_only_a_dot_env_and_runs_t
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    for check in ["strip", "compose-variables", "compose-client"] {
+    for check in [
+        "strip",
+        "compose-variables",
+        "compose-client",
+        "compose-port",
+    ] {
         assert!(
             stderr.contains(&format!("check-container: {check}: ok")),
             "{stderr}"

@@ -27,5 +27,5 @@ async fn the_orchestrator_examples_log_idem_fail_at_once_without_it_and_declare_
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.matches("orchestrators: ").count(), 9, "{stdout}");
+    assert_eq!(stdout.matches("orchestrators: ").count(), 10, "{stdout}");
 }

@@ -13,6 +13,7 @@ mod cli_channels;
 mod cli_commands;
 mod cli_loads;
 mod cli_put_post;
+mod cli_summaries;
 mod columnar;
 mod columnar_out;
 mod concurrency;
@@ -51,6 +52,7 @@ mod reserved_names;
 mod reverts;
 mod round_trip;
 mod rows;
+mod serve_script;
 #[path = "../support/mod.rs"]
 mod support;
 mod tables;

@@ -139,6 +139,65 @@ async fn writes_to_undeclared_tables_can_be_refused_by_setting() {
     assert_eq!(json_body(r).await["code"], "table_not_found");
 }
 
+/// A keyed `POST /rows` of `body` to `query`.
+async fn post_keyed(app: &TestApp, query: &str, key: &str, body: &str) -> reqwest::Response {
+    app.client
+        .post(app.url(&format!("/rows?{query}")))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", key)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn create_false_refuses_an_undeclared_table_and_the_write_that_makes_one_says_so() {
+    let app = spawn_app().await;
+    let (day, ndjson_type) = ("/partitions/evnets/2026-10-12", "application/x-ndjson");
+    let line = "{\"id\":1}\n";
+    let refused = app
+        .put(&format!("{day}?create=false"), ndjson_type, line)
+        .await;
+    assert_eq!(refused.status(), 404);
+    assert_eq!(json_body(refused).await["code"], "table_not_found");
+    let refused = post_keyed(&app, "table=evnets&create=false", "k0", line).await;
+    assert_eq!(refused.status(), 404);
+    assert_eq!(
+        app.get("/tables/evnets").await.status(),
+        404,
+        "no table made"
+    );
+    let wrong = app
+        .put(&format!("{day}?create=perhaps"), ndjson_type, line)
+        .await;
+    assert_eq!(wrong.status(), 400);
+
+    // Without it the PUT makes the table, and its receipt says so; later
+    // writes to the table do not.
+    let made = json_body(app.put(day, ndjson_type, line).await).await;
+    assert_eq!(made["table_created"], true, "{made}");
+    let next_day = "/partitions/evnets/2026-10-13?create=false";
+    let next = json_body(app.put(next_day, ndjson_type, line).await).await;
+    assert_eq!(next["changed"], true, "{next}");
+    assert!(next.get("table_created").is_none(), "{next}");
+
+    // A POST likewise; its replay answers the first request's receipt.
+    let line = "{\"id\":1,\"ds\":\"2026-10-12\"}\n";
+    let made = json_body(post_keyed(&app, "table=clicks", "k1", line).await).await;
+    assert_eq!(
+        (&made["table_created"], &made["replayed"]),
+        (&json!(true), &json!(false))
+    );
+    let again = json_body(post_keyed(&app, "table=clicks", "k1", line).await).await;
+    assert_eq!(
+        (&again["table_created"], &again["replayed"]),
+        (&json!(true), &json!(true))
+    );
+    let other = json_body(post_keyed(&app, "table=clicks", "k2", line).await).await;
+    assert!(other.get("table_created").is_none(), "{other}");
+}
+
 #[tokio::test]
 async fn the_served_openapi_document_names_every_route() {
     let app = spawn_app().await;

@@ -138,8 +138,9 @@ empty_bin = os.path.join(work, "empty-bin")
 for folder in (fake_bin, real_bin, empty_bin):
     os.mkdir(folder)
 with open(os.path.join(fake_bin, "idem"), "w") as fake:
-    fake.write("#!/bin/sh\necho 'idem put: sent'\n"
-               "echo 'orders: line 2, column amount: expected numeric' >&2\n"
+    fake.write("#!/bin/sh\necho '{\"rows_written\":0}'\n"
+               "echo 'idem: orders 2026-10-12: refused, HTTP 422 Bad rows' >&2\n"
+               "echo '  line 2, column amount: expected numeric' >&2\n"
                "exit \"$FAKE_IDEM_EXIT\"\n")
 os.chmod(os.path.join(fake_bin, "idem"), 0o755)
 os.symlink(os.environ["IDEM_BIN"], os.path.join(real_bin, "idem"))
@@ -149,18 +150,21 @@ system_path = os.environ["PATH"]
 os.environ["PATH"] = fake_bin + os.pathsep + system_path
 os.environ["FAKE_IDEM_EXIT"] = "1"
 refused = raises(AirflowFailException, airflow_dag.run_idem, "put", "orders")
-check("airflow: a refusal fails without retries, its bad line in the task's log",
-      "idem: orders: line 2, column amount: expected numeric" in task_log.lines
-      and "idem: idem put: sent" in task_log.lines and "exited 1" in str(refused))
+check("airflow: a refusal fails without retries, its lines in the task's log, each named once",
+      task_log.lines[-3:] == ['idem: {"rows_written":0}',
+                              "idem: orders 2026-10-12: refused, HTTP 422 Bad rows",
+                              "idem:   line 2, column amount: expected numeric"]
+      and "exited 1" in str(refused))
 os.environ["FAKE_IDEM_EXIT"] = "2"
 gave_up = raises(AirflowException, airflow_dag.run_idem, "put", "orders")
 check("airflow: giving up is left to Airflow's retries", not isinstance(gave_up, AirflowFailException))
 context = Context()
 os.environ["FAKE_IDEM_EXIT"] = "1"
 failure = raises(Failure, dagster_assets.run_idem, context, "put", "orders")
-check("dagster: a refusal fails without retries, its bad line in the run's log",
+check("dagster: a refusal fails without retries, its lines in the run's log, each named once",
       not failure.allow_retries
-      and "idem: orders: line 2, column amount: expected numeric" in context.lines)
+      and context.lines[-2:] == ["idem: orders 2026-10-12: refused, HTTP 422 Bad rows",
+                                 "idem:   line 2, column amount: expected numeric"])
 
 # A missing binary is a usage error: no retries.
 os.environ["PATH"] = empty_bin
@@ -177,7 +181,12 @@ with gzip.open(files.format(ds="2026-10-12"), "wt") as day:
     day.write("order_id,status,amount\n1,paid,10.50\n2,paid,99.00\n2,paid,99.00\n")
 check("airflow: no file yet for a day, the sensor waits", not airflow_dag.file_arrived("2026-10-13"))
 airflow_dag.declare_orders()
+before = len(task_log.lines)
 airflow_dag.load_day("2026-10-12")
+loaded = task_log.lines[before:]
+check("airflow: the real idem's receipt in the task's log, no line named twice",
+      any(line.startswith('idem: {"changed":true') for line in loaded)
+      and not any(line.startswith("idem: idem") for line in loaded))
 
 
 def get(path):

@@ -69,8 +69,9 @@ pub async fn current(
 }
 
 pub enum Published {
-    /// The stage is now the partition.
-    Swapped,
+    /// The stage is now the partition; in a table this swap created (a
+    /// new table, not made first by another writer), or not.
+    Swapped { table_created: bool },
     /// The live partition already holds this content; the stage is left for
     /// the caller to drop.
     Unchanged,
@@ -110,9 +111,13 @@ pub async fn publish(
         rejects,
     } = swap;
     let mut tx = conn.begin().await?;
-    if new_table {
-        catalog::declare(&mut tx, def, catalog::Origin::Inferred).await?;
-    }
+    let table_created = match new_table {
+        true => matches!(
+            catalog::declare(&mut tx, def, catalog::Origin::Inferred).await?,
+            catalog::Declared::Created(_)
+        ),
+        false => false,
+    };
     let live = lock_for_swap(&mut tx, def, ds).await?;
     conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
     let published = if live
@@ -129,7 +134,7 @@ pub async fn publish(
         register_swapped(&mut tx, def, ds, body, entry.rows_written, entry.load_id).await?;
         entry.status = LoadStatus::Published;
         entry.changed = true;
-        Published::Swapped
+        Published::Swapped { table_created }
     };
     ledger::insert(&mut tx, entry).await?;
     // Whether or not the day changed, this load is its latest version: its
