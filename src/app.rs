@@ -24,10 +24,11 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::config::{LogFormat, ServeArgs};
+use crate::config::{LogFormat, ServeArgs, TrustedProxies};
+use crate::http::client_addr::ClientAddr;
 use crate::http::token_cache::follow_revocations;
 pub use crate::http::AppState;
-use crate::http::{edge, observe};
+use crate::http::{client_addr, edge, observe};
 use crate::log_writer::{buffered_log, LogGuard};
 use crate::metrics::Metrics;
 use crate::store::write::contents::FOLD_AFTER;
@@ -53,6 +54,10 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             edge::check_host,
         ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            client_addr::limit_forwarded,
+        ))
         .layer(middleware::map_response(edge::end_json_with_newline));
     let routes = match edge::cors(&state.settings.cors_origins) {
         Some(cors) => routes.layer(cors),
@@ -74,15 +79,28 @@ pub async fn serve(
     let background = start_background(&state);
     let header_timeout = Duration::from_secs(state.settings.header_timeout_secs);
     let clients = ClientConnections::new(state.settings.max_connections_per_client);
+    let proxies = Arc::new(state.settings.trusted_proxies.clone());
     let router = app(state);
     let connections = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     while let Some((stream, peer)) = next_connection(&listener, &mut shutdown).await {
-        let Some(held) = clients.admit(peer.ip()) else {
-            tokio::spawn(refuse_connection(stream));
-            continue;
+        // A trusted proxy's connections carry many clients' requests: each
+        // client's share is counted per request (`client_addr`) instead.
+        let held = if proxies.trusts(peer.ip()) {
+            None
+        } else {
+            let Some(held) = clients.admit(peer.ip()) else {
+                tokio::spawn(refuse_connection(stream));
+                continue;
+            };
+            Some(held)
         };
-        spawn_connection(&router, &connections, stream, peer, header_timeout, held);
+        let connection = Connection {
+            peer,
+            proxies: proxies.clone(),
+            _held: held,
+        };
+        spawn_connection(&router, &connections, stream, connection, header_timeout);
     }
     drop(listener);
     connections.shutdown().await;
@@ -112,24 +130,35 @@ async fn next_connection(
     }
 }
 
+/// An admitted connection: its peer, the proxies whose word on the client
+/// counts, and its place among its client's connections (none for a
+/// trusted proxy's), held until it ends.
+struct Connection {
+    peer: SocketAddr,
+    proxies: Arc<TrustedProxies>,
+    _held: Option<HeldConnection>,
+}
+
 /// Serves one admitted connection on its own task, watched by
-/// `connections` for the graceful shutdown; `held` counts it against its
-/// client until it ends.
+/// `connections` for the graceful shutdown.
 fn spawn_connection(
     router: &Router,
     connections: &GracefulShutdown,
     stream: tokio::net::TcpStream,
-    peer: SocketAddr,
+    connection: Connection,
     header_timeout: Duration,
-    held: HeldConnection,
 ) {
     let _ = stream.set_nodelay(true);
-    // The peer's address goes with each request (`/metrics` may be
-    // open to local peers).
+    // The peer's address and the client's go with each request: `/metrics`
+    // may be open to local clients, and per-client limits and the access
+    // log name the client.
+    let (peer, proxies) = (connection.peer, connection.proxies.clone());
     let service = TowerToHyperService::new(router.clone().map_request(
         move |request: Request<Incoming>| {
             let mut request = request.map(Body::new);
+            let client = ClientAddr::of(peer.ip(), request.headers(), &proxies);
             request.extensions_mut().insert(ConnectInfo(peer));
+            request.extensions_mut().insert(client);
             request
         },
     ));
@@ -139,15 +168,15 @@ fn spawn_connection(
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
     let stream = FirstByte::new(stream, header_timeout);
-    let connection = builder
+    let served = builder
         .serve_connection(TokioIo::new(stream), service)
         .into_owned();
-    let connection = connections.watch(connection);
+    let served = connections.watch(served);
     tokio::spawn(async move {
-        if let Err(e) = connection.await {
+        if let Err(e) = served.await {
             tracing::debug!(error = %e, "connection ended with an error");
         }
-        drop(held);
+        drop(connection);
     });
 }
 

@@ -210,6 +210,47 @@ pub struct Settings {
     /// name to idem's address (DNS rebinding) is refused.
     #[arg(long, env = "IDEM_ALLOWED_HOSTS", default_value = "", value_parser = parse_hosts)]
     pub allowed_hosts: CommaList,
+    /// Reverse proxies (addresses or CIDRs, comma-separated:
+    /// `10.0.0.0/8,127.0.0.1`) whose `Forwarded` / `X-Forwarded-For` name
+    /// the client: per-client limits and logs then use that address, and a
+    /// proxy's own connections are not capped as one client's. None when
+    /// empty, the default: those headers are then ignored (anyone can send
+    /// them).
+    #[arg(long, env = "IDEM_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// The networks of `IDEM_TRUSTED_PROXIES`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    /// Comma-separated addresses (one host each) and CIDRs.
+    pub fn parse(text: &str) -> Result<TrustedProxies, String> {
+        let networks = text
+            .split(',')
+            .map(str::trim)
+            .filter(|piece| !piece.is_empty())
+            .map(|piece| {
+                piece
+                    .parse::<ipnet::IpNet>()
+                    .or_else(|_| piece.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| format!("{piece:?} is not an IP address or a CIDR (10.0.0.0/8)"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(TrustedProxies(networks))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `ip` is one of the proxies (an IPv4 address mapped into
+    /// IPv6, as a dual-stack socket reports it, counts as itself).
+    pub fn trusts(&self, ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|network| network.contains(&ip))
+    }
 }
 
 /// A setting's comma-separated values, each trimmed and lowercased; empty
@@ -347,6 +388,7 @@ impl Default for Settings {
             metrics_open_to_local: false,
             cors_origins: CommaList::default(),
             allowed_hosts: CommaList::default(),
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -453,9 +495,31 @@ mod tests {
             ["idem", "--cors-origins", "app.example.com"],
             ["idem", "--cors-origins", "https://app.example.com/"],
             ["idem", "--allowed-hosts", "a b"],
+            ["idem", "--trusted-proxies", "10.0.0.0/33"],
+            ["idem", "--trusted-proxies", "proxy.internal"],
         ] {
             assert!(Only::try_parse_from(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_and_networks() {
+        let parsed = Only::parse_from(["idem", "--trusted-proxies", "10.0.0.0/8, 127.0.0.1,::1"]);
+        let proxies = parsed.settings.trusted_proxies;
+        for (ip, trusted) in [
+            ("10.1.2.3", true),
+            ("127.0.0.1", true),
+            ("::ffff:127.0.0.1", true),
+            ("::1", true),
+            ("127.0.0.2", false),
+            ("192.0.2.1", false),
+        ] {
+            assert_eq!(proxies.trusts(ip.parse().unwrap()), trusted, "{ip}");
+        }
+        assert!(Only::parse_from(["idem"])
+            .settings
+            .trusted_proxies
+            .is_empty());
     }
 
     #[test]

@@ -8,10 +8,7 @@ use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use std::net::SocketAddr;
-
-use axum::extract::ConnectInfo;
-
+use super::client_addr::ClientAddr;
 use super::observe::RequestSpan;
 use super::ops::{is_local, METRICS_PATH};
 use super::AppState;
@@ -133,11 +130,12 @@ pub async fn authenticate(
 /// A tokenless `GET /metrics` from loopback or a private network, with
 /// `IDEM_METRICS_OPEN_TO_LOCAL`: let in, with no grants.
 fn local_scrape(state: &AppState, request: &Request) -> bool {
-    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>();
+    // The client, not the peer: behind a local proxy every peer is local.
+    let client = ClientAddr::of_request(request);
     state.settings.metrics_open_to_local
         && request.uri().path() == METRICS_PATH
         && !request.headers().contains_key(header::AUTHORIZATION)
-        && peer.is_some_and(|ConnectInfo(addr)| is_local(addr.ip()))
+        && client.is_some_and(|client| is_local(client.ip))
 }
 
 async fn caller_of(state: &AppState, headers: &HeaderMap) -> ApiResult<Caller> {

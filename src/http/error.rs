@@ -84,6 +84,10 @@ pub enum ApiError {
     Write(#[from] WriteError),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
+    /// A client behind a trusted proxy already has
+    /// `IDEM_MAX_CONNECTIONS_PER_CLIENT` requests in flight.
+    #[error("this client has too many requests in flight; wait for one to end or retry later")]
+    TooManyRequestsFromClient,
     /// Staged rows failed an audit: the problem carries the report.
     #[error("the staged rows failed {} audit(s); nothing was published", failed_audits(.0))]
     AuditFailed(Box<AuditReport>),
@@ -147,6 +151,7 @@ impl ApiError {
             Write(e) => e.code(),
             Internal(_) => ProblemCode::Internal,
             AuditFailed(_) => ProblemCode::AuditFailed,
+            TooManyRequestsFromClient => ProblemCode::TooManyConnections,
         }
     }
 
@@ -260,6 +265,7 @@ impl ApiError {
             ApiError::Store(e) | ApiError::Write(WriteError::Store(e)) => e,
             ApiError::Write(WriteError::Busy | WriteError::ShareTaken) => return Some(RETRY_BUSY),
             ApiError::Write(WriteError::SpoolFull(_)) => return Some(RETRY_SPOOL_FULL),
+            ApiError::TooManyRequestsFromClient => return Some(RETRY_BUSY),
             _ => return None,
         };
         match store {

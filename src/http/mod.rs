@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod channels;
+pub mod client_addr;
 pub mod console;
 pub mod duplicates;
 pub mod edge;
@@ -84,6 +85,8 @@ pub struct Shared {
     batches: Arc<crate::pipeline::batch::Batches>,
     /// Table definitions read (a hint for decoding before any read).
     definitions: Arc<crate::pipeline::batch::Definitions>,
+    /// Requests in flight per client behind a trusted proxy.
+    client_requests: client_addr::ClientRequests,
 }
 
 impl AppState {
@@ -98,6 +101,7 @@ impl AppState {
                 .admin_token
                 .as_ref()
                 .map(|token| crate::access::secret_digest(token.expose())),
+            client_requests: client_addr::ClientRequests::new(settings.max_connections_per_client),
             settings: Arc::new(settings),
             tokens: Arc::default(),
             batches: Arc::default(),

@@ -1,7 +1,8 @@
 //! What every request leaves behind: its id (`X-Request-Id`, taken from the
 //! client when sane, made otherwise, echoed on the answer), its span (the
 //! fields of its log line, recorded by the extractors and handlers that
-//! learn them), the one line logged when it is answered, and its metrics.
+//! learn them, and the client's address), the one line logged when it is
+//! answered, and its metrics.
 //!
 //! Applied with `Router::layer`, so it runs after routing and knows the
 //! route as declared (`/partitions/{table}/{ds}`), never the raw path.
@@ -21,6 +22,7 @@ use prometheus::IntCounter;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
+use super::client_addr::ClientAddr;
 use super::AppState;
 use crate::problem::ProblemCode;
 
@@ -75,9 +77,16 @@ pub async fn observe(State(state): State<AppState>, mut request: Request, next: 
         .get::<MatchedPath>()
         .map_or(UNMATCHED, MatchedPath::as_str)
         .to_string();
+    // The client as `client_addr` tells it: behind a trusted proxy, the
+    // address the proxy forwarded.
+    let client = request
+        .extensions()
+        .get::<ClientAddr>()
+        .map(|client| tracing::field::display(client.ip));
     let span = tracing::info_span!(
         "request",
         request_id = %id.to_str().unwrap_or_default(),
+        client,
         method = %method,
         route = %route,
         table = Empty,

@@ -686,3 +686,28 @@ async fn a_dropped_tables_channels_go_with_it_so_the_same_offsets_write_again() 
     );
     assert_eq!(orders_count(&app).await, 2);
 }
+
+#[tokio::test]
+async fn a_reset_takes_the_principals_the_spec_names_and_refuses_the_rest() {
+    let app = spawn_app().await;
+    let spec = app.get("/openapi.yaml").await.text().await.unwrap();
+    let parameter = spec
+        .split("- name: principal")
+        .nth(1)
+        .and_then(|rest| rest.split("responses:").next())
+        .expect("the reset's principal parameter");
+    for form in ["format: uuid", "enum: [admin, anonymous]"] {
+        assert!(parameter.contains(form), "{form} in {parameter}");
+    }
+    for (principal, status) in [
+        ("0193c7e4-5b1a-7c2e-9d41-6f0a2b3c4d5e", 204),
+        ("admin", 204),
+        ("anonymous", 204),
+        ("someone", 400),
+        ("", 400),
+    ] {
+        let path = format!("/channels/c1?principal={principal}");
+        let r = app.client.delete(app.url(&path)).send().await.unwrap();
+        assert_eq!(r.status(), status, "{principal:?}");
+    }
+}

@@ -21,5 +21,6 @@ mod kill_put;
 mod pg_outage;
 mod processes;
 mod props;
+mod proxies;
 mod slow_clients;
 mod spool;
