@@ -14,6 +14,7 @@ mod layout;
 mod loads;
 mod rejects;
 mod session;
+mod signin_limit;
 mod tables;
 mod tokens;
 

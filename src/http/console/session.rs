@@ -14,6 +14,7 @@ use cookie::{Cookie, SameSite};
 use maud::{html, Markup};
 
 use super::layout::{csrf_field, page, Viewer};
+use super::signin_limit::{Attempt, ClientAddress, Limited};
 use super::{PageError, PageResult, ROOT};
 use crate::access::{digests_equal, new_secret, secret_digest, Scope};
 use crate::http::auth::caller_of_digest;
@@ -226,37 +227,84 @@ fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
     response
 }
 
-/// `POST /console/session`: a token that idem accepts starts a session.
+/// `POST /console/session`: a token that idem accepts starts a session,
+/// unless the sign-ins that failed from this address (or from all) are
+/// too many (429, see `signin_limit`).
 pub async fn sign_in(
     State(state): State<AppState>,
+    address: ClientAddress,
     headers: HeaderMap,
     form: FormBody,
 ) -> PageResult {
-    let token = form.get("token").unwrap_or_default().trim();
+    let attempt = match Attempt::start(&state, address).await? {
+        Ok(attempt) => attempt,
+        Err(limited) => return Ok(limited_page(&limited)),
+    };
+    let token_sha256 = match accepted_token(&state, form.get("token")).await {
+        Ok(digest) => digest,
+        Err(PageError::Api(ApiError::Unauthorized { detail, .. })) => {
+            attempt.failed(&state);
+            return Ok(sign_in_page(StatusCode::UNAUTHORIZED, Some(detail)));
+        }
+        Err(e) => {
+            attempt.give_back(&state).await?;
+            return Err(e);
+        }
+    };
+    attempt.give_back(&state).await?;
+    start_session(&state, &token_sha256, &headers).await
+}
+
+/// The digest of the token sent, once idem accepts it (`Unauthorized`
+/// when it does not).
+async fn accepted_token(state: &AppState, sent: Option<&str>) -> PageResult<[u8; 32]> {
+    let token = sent.unwrap_or_default().trim();
     if token.is_empty() || token.len() > MAX_TOKEN_LEN {
-        return Ok(sign_in_page(
-            StatusCode::UNAUTHORIZED,
-            Some("that is not an idem token"),
-        ));
+        return Err(ApiError::Unauthorized {
+            detail: "that is not an idem token",
+            token_sent: true,
+        }
+        .into());
     }
     let token_sha256 = secret_digest(token);
-    if let Err(e) = caller_of_digest(&state, &token_sha256).await {
-        return match e {
-            ApiError::Unauthorized { detail, .. } => {
-                Ok(sign_in_page(StatusCode::UNAUTHORIZED, Some(detail)))
-            }
-            other => Err(other.into()),
-        };
-    }
+    caller_of_digest(state, &token_sha256).await?;
+    Ok(token_sha256)
+}
+
+/// The sign-in page refusing an attempt past the limit, with how long to
+/// wait (also in `Retry-After`).
+fn limited_page(limited: &Limited) -> Response {
+    let whose = if limited.overall {
+        "from all addresses together"
+    } else {
+        "from your address"
+    };
+    let wait = limited.retry_after.as_secs();
+    let problem = format!(
+        "Too many sign-ins with a wrong token {whose}: no token is tried for {wait} s. Try again after that."
+    );
+    let mut response = sign_in_page(StatusCode::TOO_MANY_REQUESTS, Some(&problem));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(wait));
+    response
+}
+
+/// A new session for the token: its cookie, and the way to the tables.
+async fn start_session(
+    state: &AppState,
+    token_sha256: &[u8; 32],
+    headers: &HeaderMap,
+) -> PageResult {
     let random = |what| new_secret().map_err(|e| anyhow::anyhow!("no randomness for {what}: {e}"));
     let (secret, csrf) = (random("a session")?, random("a CSRF token")?);
     let ttl = i64::try_from(state.settings.console_session_secs)
         .map_err(|_| anyhow::anyhow!("the console session lifetime is out of range"))?;
     state
         .store
-        .create_session(&secret_digest(&secret), &token_sha256, &csrf, ttl)
+        .create_session(&secret_digest(&secret), token_sha256, &csrf, ttl)
         .await?;
-    let cookie = session_cookie_header(secret, ttl, over_tls(&headers));
+    let cookie = session_cookie_header(secret, ttl, over_tls(headers));
     Ok((
         StatusCode::SEE_OTHER,
         [

@@ -1,0 +1,182 @@
+//! Signing in to the console over plain HTTP: the limit on failed
+//! sign-ins (counted in Postgres, so shared by every idem process), the
+//! refusal of requests sent by another site's page (login CSRF among them),
+//! and what the store keeps of a session.
+
+use std::net::IpAddr;
+
+use idem::config::Settings;
+
+use crate::helpers::*;
+use crate::support::*;
+
+const WRONG: &str = "idem_nobody-was-given-this-token-00000000000";
+
+/// A client that follows no redirect, its connections made from `from`
+/// (any address of 127.0.0.0/8 is this machine's).
+fn client_from(from: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(from.parse::<IpAddr>().unwrap())
+        .build()
+        .unwrap()
+}
+
+/// `POST /console/session` with `token` from `client`: the status, the
+/// `Retry-After` if any, and whether a cookie was set.
+async fn sign_in_with(
+    app: &TestApp,
+    client: &reqwest::Client,
+    token: &str,
+) -> (u16, Option<u64>, bool) {
+    let r = client
+        .post(app.url("/console/session"))
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    let retry_after = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    let cookie = r.headers().contains_key("set-cookie");
+    (r.status().as_u16(), retry_after, cookie)
+}
+
+fn limits(per_address: u32, overall: u32, window_secs: u64) -> Settings {
+    Settings {
+        console_signin_failures_per_address: per_address,
+        console_signin_failures_overall: overall,
+        console_signin_window_secs: window_secs,
+        ..Settings::default()
+    }
+}
+
+/// The value of the metric line that starts with `series` in `/metrics`.
+async fn metric(app: &TestApp, series: &str) -> Option<u64> {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn wrong_tokens_past_the_limit_lock_the_address_out_even_for_the_right_token_in_every_process(
+) {
+    let app = spawn_app_with(limits(3, 100, 60)).await;
+    let here = client_from("127.0.0.1");
+    for _ in 0..3 {
+        assert_eq!(sign_in_with(&app, &here, WRONG).await.0, 401);
+    }
+    let (status, retry_after, _) = sign_in_with(&app, &here, WRONG).await;
+    assert_eq!(status, 429);
+    assert!(
+        retry_after.is_some_and(|s| (1..=60).contains(&s)),
+        "{retry_after:?}"
+    );
+    let r = here
+        .post(app.url("/console/session"))
+        .form(&[("token", ADMIN_TOKEN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429, "the right token is refused too");
+    assert!(r.headers().contains_key("retry-after"));
+    assert!(!r.headers().contains_key("set-cookie"));
+    let page = r.text().await.unwrap();
+    assert!(
+        page.contains("Too many sign-ins with a wrong token from your address"),
+        "{page}"
+    );
+    // Another idem process serving the same database counts the same.
+    let other = spawn_app_on(app.options.clone(), limits(3, 100, 60)).await;
+    assert_eq!(sign_in_with(&other, &here, ADMIN_TOKEN).await.0, 429);
+    // Another address is not locked out.
+    let there = client_from("127.0.0.2");
+    let (status, _, cookie) = sign_in_with(&app, &there, ADMIN_TOKEN).await;
+    assert_eq!((status, cookie), (303, true));
+    assert_eq!(
+        metric(&app, "idem_console_signin_failures_total").await,
+        Some(3)
+    );
+    assert_eq!(
+        metric(
+            &app,
+            r#"idem_console_signin_limited_total{limit="address"}"#
+        )
+        .await,
+        Some(2)
+    );
+}
+
+#[tokio::test]
+async fn guesses_sent_at_once_get_no_more_tries_than_the_limit() {
+    let app = spawn_app_with(limits(5, 100, 60)).await;
+    let here = client_from("127.0.0.1");
+    let attempts = (0..30).map(|_| sign_in_with(&app, &here, WRONG));
+    let statuses: Vec<u16> = futures::future::join_all(attempts)
+        .await
+        .into_iter()
+        .map(|(status, _, _)| status)
+        .collect();
+    let tried = statuses.iter().filter(|&&s| s == 401).count();
+    let limited = statuses.iter().filter(|&&s| s == 429).count();
+    assert_eq!((tried, limited), (5, 25), "{statuses:?}");
+}
+
+#[tokio::test]
+async fn failures_from_many_addresses_lock_out_every_address_but_sign_ins_that_succeed_count_none()
+{
+    let app = spawn_app_with(limits(2, 3, 60)).await;
+    let first = client_from("127.0.0.1");
+    for _ in 0..5 {
+        assert_eq!(sign_in_with(&app, &first, ADMIN_TOKEN).await.0, 303);
+    }
+    for (from, failures) in [("127.0.0.2", 2), ("127.0.0.3", 1)] {
+        let client = client_from(from);
+        for _ in 0..failures {
+            assert_eq!(sign_in_with(&app, &client, WRONG).await.0, 401);
+        }
+    }
+    let (status, retry_after, cookie) = sign_in_with(&app, &first, ADMIN_TOKEN).await;
+    assert_eq!((status, cookie), (429, false));
+    assert!(retry_after.is_some());
+    let r = first
+        .post(app.url("/console/session"))
+        .form(&[("token", ADMIN_TOKEN)])
+        .send()
+        .await
+        .unwrap();
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("from all addresses together"));
+    assert_eq!(
+        metric(
+            &app,
+            r#"idem_console_signin_limited_total{limit="overall"}"#
+        )
+        .await,
+        Some(2)
+    );
+}
+
+#[tokio::test]
+async fn an_address_signs_in_again_once_its_window_is_over_and_its_count_is_swept() {
+    let app = spawn_app_with(limits(1, 100, 1)).await;
+    let here = client_from("127.0.0.1");
+    assert_eq!(sign_in_with(&app, &here, WRONG).await.0, 401);
+    let (status, retry_after, _) = sign_in_with(&app, &here, ADMIN_TOKEN).await;
+    assert_eq!((status, retry_after), (429, Some(1)));
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    // The next sign-in, from anywhere, deletes the counts whose window is over.
+    let there = client_from("127.0.0.2");
+    assert_eq!(sign_in_with(&app, &there, ADMIN_TOKEN).await.0, 303);
+    let rows: Vec<String> =
+        sqlx::query_scalar("select client from idem.console_signin_failures order by client")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(rows, ["*", "127.0.0.2"], "127.0.0.1's count is gone");
+    assert_eq!(sign_in_with(&app, &here, ADMIN_TOKEN).await.0, 303);
+}
