@@ -10,12 +10,12 @@ use idem::http::console::grouped;
 
 /// A signed-in console client: its cookie on every request, no redirects
 /// followed (so that each answer is seen as it is).
-struct Console {
-    client: reqwest::Client,
+pub(crate) struct Console {
+    pub(crate) client: reqwest::Client,
     cookie: String,
 }
 
-async fn sign_in(app: &TestApp, token: &str) -> Console {
+pub(crate) async fn sign_in(app: &TestApp, token: &str) -> Console {
     let plain = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -41,13 +41,13 @@ async fn sign_in(app: &TestApp, token: &str) -> Console {
 }
 
 impl Console {
-    async fn page(&self, app: &TestApp, path: &str) -> (u16, String) {
+    pub(crate) async fn page(&self, app: &TestApp, path: &str) -> (u16, String) {
         let r = self.client.get(app.url(path)).send().await.unwrap();
         (r.status().as_u16(), r.text().await.unwrap())
     }
 
     /// The CSRF secret the session's forms carry.
-    async fn csrf(&self, app: &TestApp) -> String {
+    pub(crate) async fn csrf(&self, app: &TestApp) -> String {
         let (_, html) = self.page(app, "/console/tables").await;
         let field = html.split(r#"name="csrf" value=""#).nth(1).unwrap();
         field.split('"').next().unwrap().to_string()

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use idem::config::Settings;
 
+use crate::console_pages::sign_in;
 use crate::helpers::*;
 use crate::support::*;
 
@@ -179,4 +180,108 @@ async fn an_address_signs_in_again_once_its_window_is_over_and_its_count_is_swep
             .unwrap();
     assert_eq!(rows, ["*", "127.0.0.2"], "127.0.0.1's count is gone");
     assert_eq!(sign_in_with(&app, &here, ADMIN_TOKEN).await.0, 303);
+}
+
+#[tokio::test]
+async fn a_sign_in_sent_by_another_sites_page_is_refused_and_starts_no_session() {
+    let app = spawn_app().await;
+    let plain = client_from("127.0.0.1");
+    let own = app.base.clone();
+    let tls_own = own.replace("http://", "https://");
+    let sign_in_from = |headers: &'static [(&'static str, &'static str)], origin: Option<&str>| {
+        let mut request = plain
+            .post(app.url("/console/session"))
+            .form(&[("token", ADMIN_TOKEN)]);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    for (headers, origin) in [
+        (&[][..], Some("https://evil.example")),
+        (&[][..], Some("null")),
+        (&[("sec-fetch-site", "cross-site")][..], None),
+        (&[("x-forwarded-proto", "https")][..], Some(own.as_str())),
+    ] {
+        let r = sign_in_from(headers, origin).await.unwrap();
+        assert_eq!(r.status(), 403, "{headers:?} {origin:?}");
+        assert!(!r.headers().contains_key("set-cookie"));
+        let page = r.text().await.unwrap();
+        assert!(page.contains("sent by another site"), "{page}");
+    }
+    let sessions = || async {
+        sqlx::query_scalar::<_, i64>("select count(*) from idem.console_sessions")
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    assert_eq!(sessions().await, 0);
+    // The console's own page, behind a TLS proxy or not, and curl (no
+    // Origin) sign in.
+    for (headers, origin) in [
+        (&[("sec-fetch-site", "same-origin")][..], Some(own.as_str())),
+        (
+            &[("x-forwarded-proto", "https")][..],
+            Some(tls_own.as_str()),
+        ),
+        (&[][..], None),
+    ] {
+        let r = sign_in_from(headers, origin).await.unwrap();
+        assert_eq!(r.status(), 303, "{headers:?} {origin:?}");
+    }
+    assert_eq!(sessions().await, 3);
+}
+
+#[tokio::test]
+async fn a_change_or_a_sign_out_sent_by_another_sites_page_is_refused_and_changes_nothing() {
+    let app = spawn_app().await;
+    let (id, secret) = make_token(
+        &app.client,
+        &app.base,
+        &serde_json::json!({"name": "loader", "scopes": ["write"], "tables": ["*"]}),
+    )
+    .await;
+    let console = sign_in(&app, ADMIN_TOKEN).await;
+    let csrf = console.csrf(&app).await;
+    let r = console
+        .client
+        .post(app.url("/console/tokens/revoke"))
+        .header("origin", "https://evil.example")
+        .form(&[("id", id.as_str()), ("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = console
+        .client
+        .delete(app.url("/console/session/end"))
+        .header("sec-fetch-site", "cross-site")
+        .header("x-csrf-token", &csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let loader = client_with_token(&secret);
+    let r = loader.get(app.url("/tables")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "the token is not revoked");
+    assert_eq!(
+        console.page(&app, "/console/tables").await.0,
+        200,
+        "still signed in"
+    );
+    // From the console's own page, the same revoke works.
+    let r = console
+        .client
+        .post(app.url("/console/tokens/revoke"))
+        .header("origin", &app.base)
+        .form(&[("id", id.as_str()), ("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = loader.get(app.url("/tables")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
 }

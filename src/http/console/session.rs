@@ -14,6 +14,7 @@ use cookie::{Cookie, SameSite};
 use maud::{html, Markup};
 
 use super::layout::{csrf_field, page, Viewer};
+use super::same_origin::over_tls;
 use super::signin_limit::{Attempt, ClientAddress, Limited};
 use super::{PageError, PageResult, ROOT};
 use crate::access::{digests_equal, new_secret, secret_digest, Scope};
@@ -170,20 +171,6 @@ fn session_cookie(headers: &HeaderMap) -> Option<String> {
         .filter_map(Result::ok)
         .find(|cookie| cookie.name() == COOKIE)
         .map(|cookie| cookie.value().to_string())
-}
-
-/// Whether the request reached a proxy over TLS (which then tells idem):
-/// the cookie is then `Secure`.
-fn over_tls(headers: &HeaderMap) -> bool {
-    let forwarded_proto = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"));
-    let forwarded = headers
-        .get(header::FORWARDED)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|value| value.to_ascii_lowercase().contains("proto=https"));
-    forwarded_proto || forwarded
 }
 
 fn session_cookie_header(value: String, max_age_secs: i64, secure: bool) -> HeaderValue {
