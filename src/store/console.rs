@@ -23,7 +23,6 @@ pub const MAX_ERROR_GROUPS: i64 = 50;
 pub struct SessionRow {
     /// The SHA-256 of the token the session signed in with.
     pub token_sha256: [u8; 32],
-    pub csrf: String,
 }
 
 /// A table's state beside its definition, for the console's pages.
@@ -67,7 +66,6 @@ impl Store {
         &self,
         session_sha256: &[u8; 32],
         token_sha256: &[u8; 32],
-        csrf: &str,
         ttl_secs: i64,
     ) -> StoreResult<()> {
         let mut conn = self.acquire().await?;
@@ -77,12 +75,11 @@ impl Store {
             .await?;
         // language=PostgreSQL
         sqlx::query(
-            "insert into idem.console_sessions (session_sha256, token_sha256, csrf, expires_at)
-             values ($1, $2, $3, now() + $4 * interval '1 second')",
+            "insert into idem.console_sessions (session_sha256, token_sha256, expires_at)
+             values ($1, $2, now() + $3 * interval '1 second')",
         )
         .bind(&session_sha256[..])
         .bind(&token_sha256[..])
-        .bind(csrf)
         .bind(ttl_secs)
         .execute(&mut *conn)
         .await?;
@@ -94,7 +91,7 @@ impl Store {
     pub async fn session(&self, session_sha256: &[u8; 32]) -> StoreResult<Option<SessionRow>> {
         // language=PostgreSQL
         let row = sqlx::query(
-            "select token_sha256, csrf from idem.console_sessions
+            "select token_sha256 from idem.console_sessions
               where session_sha256 = $1 and expires_at > now()",
         )
         .bind(&session_sha256[..])
@@ -108,7 +105,6 @@ impl Store {
             token_sha256: token
                 .try_into()
                 .map_err(|_| StoreError::Corrupt("a session's token digest is not 32 bytes"))?,
-            csrf: row.try_get("csrf")?,
         }))
     }
 

@@ -285,3 +285,39 @@ async fn a_change_or_a_sign_out_sent_by_another_sites_page_is_refused_and_change
     let r = loader.get(app.url("/tables")).send().await.unwrap();
     assert_eq!(r.status(), 401);
 }
+
+#[tokio::test]
+async fn the_store_keeps_nothing_of_a_sessions_csrf_secret_and_each_session_has_its_own() {
+    let app = spawn_app().await;
+    let one = sign_in(&app, ADMIN_TOKEN).await;
+    let other = sign_in(&app, ADMIN_TOKEN).await;
+    let csrf = one.csrf(&app).await;
+    assert_eq!(
+        csrf,
+        one.csrf(&app).await,
+        "one secret for all of a session's pages"
+    );
+    assert_ne!(csrf, other.csrf(&app).await);
+    let columns: Vec<String> = sqlx::query_scalar(
+        "select column_name::text from information_schema.columns
+          where table_schema = 'idem' and table_name = 'console_sessions'
+          order by ordinal_position",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        columns,
+        ["session_sha256", "token_sha256", "created_at", "expires_at"]
+    );
+    let kept: i64 = sqlx::query_scalar(
+        "select count(*) from idem.console_sessions s
+          where position($1 in s::text) > 0
+             or position(convert_to($1, 'utf8') in s.session_sha256) > 0",
+    )
+    .bind(&csrf)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(kept, 0);
+}

@@ -4,7 +4,9 @@
 //! The store keeps only digests: the session's, and the token's, from
 //! which each request builds the same `Caller` a bearer token would give,
 //! so a revoked token's session sees nothing more. Every form carries the
-//! session's CSRF secret; a POST without it is refused.
+//! session's CSRF secret; a POST without it is refused. That secret is
+//! derived from the session's (`CSRF_PURPOSE`), so the store keeps nothing
+//! of it: a copy of the table gives no way to forge a form.
 
 use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -17,7 +19,7 @@ use super::layout::{csrf_field, page, Viewer};
 use super::same_origin::over_tls;
 use super::signin_limit::{Attempt, ClientAddress, Limited};
 use super::{PageError, PageResult, ROOT};
-use crate::access::{digests_equal, new_secret, secret_digest, Scope};
+use crate::access::{derived_secret, digests_equal, new_secret, secret_digest, Scope};
 use crate::http::auth::caller_of_digest;
 use crate::http::error::ApiError;
 use crate::http::{AppState, Caller};
@@ -26,6 +28,8 @@ use crate::pipeline::body::BodyError;
 
 const COOKIE: &str = "idem_console";
 const CSRF_HEADER: &str = "x-csrf-token";
+/// What the session's secret is hashed with to make its CSRF secret.
+const CSRF_PURPOSE: &str = "idem console CSRF";
 /// The longest token the sign-in form takes (a bootstrap token is at most
 /// 256 characters).
 const MAX_TOKEN_LEN: usize = 512;
@@ -155,7 +159,7 @@ impl FromRequestParts<AppState> for Signed {
         };
         Ok(Signed {
             caller,
-            csrf: row.csrf,
+            csrf: derived_secret(&secret, CSRF_PURPOSE),
             session_sha256,
         })
     }
@@ -283,13 +287,12 @@ async fn start_session(
     token_sha256: &[u8; 32],
     headers: &HeaderMap,
 ) -> PageResult {
-    let random = |what| new_secret().map_err(|e| anyhow::anyhow!("no randomness for {what}: {e}"));
-    let (secret, csrf) = (random("a session")?, random("a CSRF token")?);
+    let secret = new_secret().map_err(|e| anyhow::anyhow!("no randomness for a session: {e}"))?;
     let ttl = i64::try_from(state.settings.console_session_secs)
         .map_err(|_| anyhow::anyhow!("the console session lifetime is out of range"))?;
     state
         .store
-        .create_session(&secret_digest(&secret), token_sha256, &csrf, ttl)
+        .create_session(&secret_digest(&secret), token_sha256, ttl)
         .await?;
     let cookie = session_cookie_header(secret, ttl, over_tls(headers));
     Ok((
