@@ -6,10 +6,16 @@
 //! session of the attacker's token (login CSRF), whose pages the person
 //! would then take for their own.
 //!
-//! A browser says where a request comes from: `Origin` on every POST and
-//! DELETE, and `Sec-Fetch-Site` (Chromium, Firefox, Safari). A request with
-//! neither comes from no page (curl, a script) and is let through: the
-//! CSRF secret of the session's forms still guards what a session may do.
+//! A browser says where a request comes from, in headers no page can set:
+//! `Sec-Fetch-Site` (Chromium, Firefox, Safari 16.4 and later), which
+//! decides when sent; else `Origin`, which must be the console's own. The
+//! console's pages say `Referrer-Policy: no-referrer`, under which a
+//! browser sends their form's `Origin` as `null`: `Sec-Fetch-Site` is then
+//! what tells it from another site's (an older browser, sending only
+//! `null`, is refused). A request with neither comes from no page (curl, a
+//! script) and is let through: the CSRF secret of the session's forms
+//! still guards what a session may do. (Go's `CrossOriginProtection`
+//! decides the same way.)
 
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method, Uri};
@@ -38,9 +44,7 @@ fn sent_by_own_page(uri: &Uri, headers: &HeaderMap) -> bool {
     // `same-site` is another origin too (a sibling host); `none` is a
     // person's own doing (a bookmark, the address bar).
     if let Some(site) = text("sec-fetch-site") {
-        if !matches!(site, "same-origin" | "none") {
-            return false;
-        }
+        return matches!(site, "same-origin" | "none");
     }
     match text(header::ORIGIN.as_str()) {
         None => true,
@@ -145,6 +149,11 @@ mod tests {
         assert!(!from_own_page(&[host, ("sec-fetch-site", "cross-site")]));
         assert!(!from_own_page(&[host, ("sec-fetch-site", "same-site")]));
         assert!(from_own_page(&[host, ("sec-fetch-site", "same-origin")]));
+        // The console's own form, under its `Referrer-Policy: no-referrer`.
+        let own_form = [host, ("sec-fetch-site", "same-origin"), ("origin", "null")];
+        assert!(from_own_page(&own_form));
+        let sandboxed = [host, ("sec-fetch-site", "cross-site"), ("origin", "null")];
+        assert!(!from_own_page(&sandboxed));
     }
 
     #[test]
