@@ -204,6 +204,10 @@ pub async fn start_page(state: State<AppState>, mut parts: Parts) -> Response {
 fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
     let body = html! {
         p { "Paste an idem token to see what it may see. The token stays on the server; your browser keeps only a session cookie." }
+        p.hint {
+            "Started with " code { "scripts/serve" } " on your own machine? It keeps the admin token in "
+            code { ".idem/admin-token" } " in the project's folder (and printed it when it started)."
+        }
         @if let Some(problem) = problem {
             p.problem role="alert" { (problem) }
         }
