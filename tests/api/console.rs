@@ -55,6 +55,34 @@ async fn plain_table(app: &TestApp, table: &str) {
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
 }
 
+/// The text of each element `selector` finds, in order.
+async fn texts(browser: &Browser, selector: &str) -> Vec<String> {
+    let mut texts = Vec::new();
+    for element in browser.all(selector).await {
+        texts.push(element.text().await.unwrap());
+    }
+    texts
+}
+
+/// Asserts that the calendar's columns, a week each, are all as wide,
+/// those whose heading names a month too, and the cells in them.
+async fn weeks_are_equally_wide(browser: &Browser) {
+    let mut widths = Vec::new();
+    for selector in [
+        "table.calendar tbody tr:first-child > td",
+        "table.calendar thead th",
+    ] {
+        for element in browser.all(selector).await {
+            widths.push(element.rectangle().await.unwrap().2);
+        }
+    }
+    // 2026, from Thursday 1 January to Thursday 31 December.
+    assert_eq!(widths.len(), 2 * 53);
+    let narrowest = widths.iter().copied().fold(f64::INFINITY, f64::min);
+    let widest = widths.iter().copied().fold(0.0, f64::max);
+    assert!(widest - narrowest < 0.5, "{widths:?}");
+}
+
 /// What `GET /tables` answers `client`.
 async fn tables_status(app: &TestApp, client: &reqwest::Client) -> u16 {
     let r = client.get(app.url("/tables")).send().await.unwrap();
@@ -164,7 +192,22 @@ async fn a_tables_calendar_shows_a_missing_day_and_a_shrunken_day() {
         2,
         "a gap at the missing day"
     );
+    assert_eq!(
+        texts(&browser, "figure.chart text.y-tick").await,
+        ["0", "5", "10", "15", "20"]
+    );
+    assert_eq!(
+        texts(&browser, "figure.chart text.x-label").await,
+        ["2026-10-01", "2026-10-20"]
+    );
+    assert_eq!(
+        browser.all("figure.chart circle").await.len(),
+        19,
+        "a dot a day"
+    );
+    weeks_are_equally_wide(&browser).await;
     browser.screenshot("table").await;
+    browser.screenshot_of("figure.chart", "table-chart").await;
     // A day's cell leads to the loads that wrote it.
     browser.click("td[data-ds='2026-10-15'] a").await;
     assert_eq!(browser.title().await, "Loads · idem");

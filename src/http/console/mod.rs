@@ -3,13 +3,14 @@
 //! page; `session` owns the cookie, the CSRF secret and the caller
 //! (`signin_limit` the limit on failed sign-ins); `same_origin` refuses
 //! changes sent by other sites' pages; `layout` the page shell and its
-//! headers; `calendar` the partition calendar and chart (pure code).
+//! headers; `calendar` and `chart` a table's partitions (pure code).
 //!
 //! The console adds no power: each page asks the same `Caller` the API
 //! would build from the session's token, and each act goes through the
 //! same functions as its API call.
 
 mod calendar;
+mod chart;
 mod duplicates;
 mod layout;
 mod loads;

@@ -11,6 +11,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::calendar::{self, Window, DEFAULT_THRESHOLD_PCT};
+use super::chart;
 use super::layout::page;
 use super::session::Signed;
 use super::{grouped, query_string, shown_count, PageResult};
@@ -235,7 +236,7 @@ async fn partitions_view(
         }
         (calendar::window_links(&window, table.as_str()))
         (calendar::calendar(&window, &cells, table.as_str()))
-        (calendar::chart(&cells))
+        (chart::chart(&cells))
     })
 }
 
