@@ -246,14 +246,22 @@ TABLES=$("${PSQL[@]}" -c "select name from idem.tables order by name limit 50")
 # (an SQL array literal), one statement for a page of them.
 activity_sql() {
   cat <<SQL
-select l.load_id, l.status, l.finished_at,
+select p.load_id as published_id, p.status as published_status,
+       p.finished_at as published_at,
+       r.load_id as refused_id, r.status as refused_status,
+       r.finished_at as refused_at,
        (select count(*) from (select 1 from idem.rejects r
          where r.table_name = t.name and r.status = 'pending' limit $CAP) c) as pending,
        (select count(*) from (select 1 from idem.duplicates d
          where d.table_name = t.name limit $CAP) c) as duplicates
   from unnest($1::text[]) with ordinality as t(name, place)
   left join lateral (select load_id, status, finished_at from idem.loads
-                      where table_name = t.name order by load_id desc limit 1) l on true
+                      where table_name = t.name and status in ('published', 'unchanged')
+                      order by load_id desc limit 1) p on true
+  left join lateral (select load_id, status, finished_at from idem.loads
+                      where table_name = t.name
+                        and status in ('rejected', 'failed', 'audit_failed')
+                      order by load_id desc limit 1) r on true
  order by t.place
 SQL
 }

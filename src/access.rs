@@ -204,6 +204,18 @@ pub fn secret_digest(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
+/// A secret derived from `secret` for one `purpose` (HMAC-SHA-256 keyed
+/// with `secret`), in URL-safe base64: made again from `secret` alone, so
+/// nothing of it is stored, and it tells nothing of `secret`.
+pub fn derived_secret(secret: &str, purpose: &str) -> String {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(purpose.as_bytes());
+    let bytes = mac.finalize().into_bytes();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
 /// Compares two digests in constant time.
 pub fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.ct_eq(b).into()

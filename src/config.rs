@@ -185,6 +185,22 @@ pub struct Settings {
     #[arg(long, env = "IDEM_CONSOLE_SESSION_SECS", default_value_t = 12 * 3600,
           value_parser = clap::value_parser!(u64).range(60..=30 * 24 * 3600))]
     pub console_session_secs: u64,
+    /// Failed console sign-ins one client address (an IPv6 client's /64)
+    /// may make in `console_signin_window_secs`; past them, every sign-in
+    /// from it (the right token too) is answered 429 until the window ends.
+    #[arg(long, env = "IDEM_CONSOLE_SIGNIN_FAILURES_PER_ADDRESS", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub console_signin_failures_per_address: u32,
+    /// Failed console sign-ins from all addresses together in
+    /// `console_signin_window_secs`, past which every sign-in is answered
+    /// 429 (a guesser with many addresses).
+    #[arg(long, env = "IDEM_CONSOLE_SIGNIN_FAILURES_OVERALL", default_value_t = 300,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub console_signin_failures_overall: u32,
+    /// The window those failures are counted in, in seconds from the first.
+    #[arg(long, env = "IDEM_CONSOLE_SIGNIN_WINDOW_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=24 * 3600))]
+    pub console_signin_window_secs: u64,
     /// The bootstrap admin token (32 to 256 visible ASCII characters): it
     /// may do everything, and makes the other tokens with `POST /tokens`.
     #[arg(long, env = "IDEM_ADMIN_TOKEN", hide_env_values = true)]
@@ -383,6 +399,9 @@ impl Default for Settings {
             load_ttl: 24 * 3600,
             console: true,
             console_session_secs: 12 * 3600,
+            console_signin_failures_per_address: 10,
+            console_signin_failures_overall: 300,
+            console_signin_window_secs: 60,
             admin_token: None,
             insecure_no_auth: false,
             metrics_open_to_local: false,

@@ -1,5 +1,6 @@
 //! What idem counts, for `GET /metrics` (Prometheus text format): requests,
-//! rows, replays, swaps, the janitor's work and the pool's state.
+//! rows, replays, swaps, the janitor's work, the console's refused
+//! sign-ins and the pool's state.
 //!
 //! Each server (each `AppState`) has a registry of its own instead of one
 //! process-wide recorder, so several servers in one process (the tests run
@@ -35,6 +36,7 @@ pub struct Metrics {
     rows: RowFamilies,
     writes: WriteFamilies,
     janitor: JanitorFamilies,
+    console: ConsoleFamilies,
     pool: PoolFamilies,
 }
 
@@ -215,6 +217,31 @@ impl JanitorFamilies {
     }
 }
 
+/// The console's sign-ins refused: a wrong token, or the limit on
+/// failures.
+struct ConsoleFamilies {
+    signin_failures: IntCounter,
+    signin_limited: IntCounterVec,
+}
+
+impl ConsoleFamilies {
+    fn register(r: &Registry) -> Self {
+        ConsoleFamilies {
+            signin_failures: counter(
+                r,
+                "idem_console_signin_failures_total",
+                "Console sign-ins refused for their token (not an idem token, unknown, revoked or expired).",
+            ),
+            signin_limited: counters(
+                r,
+                "idem_console_signin_limited_total",
+                "Console sign-ins answered 429 for too many failures, by limit (address or overall).",
+                &["limit"],
+            ),
+        }
+    }
+}
+
 /// The pool's and the write turns' state, set at each scrape.
 struct PoolFamilies {
     open: IntGauge,
@@ -269,6 +296,7 @@ impl Metrics {
             rows: RowFamilies::register(&registry),
             writes: WriteFamilies::register(&registry),
             janitor: JanitorFamilies::register(&registry),
+            console: ConsoleFamilies::register(&registry),
             pool: PoolFamilies::register(&registry),
             registry,
         }
@@ -360,6 +388,20 @@ impl Metrics {
 
     pub fn keys_reaped(&self, n: u64) {
         self.janitor.keys_reaped.inc_by(n);
+    }
+
+    /// A console sign-in refused for its token.
+    pub fn signin_failed(&self) {
+        self.console.signin_failures.inc();
+    }
+
+    /// A console sign-in refused for too many failures: `limit` is
+    /// `address` or `overall`.
+    pub fn signin_limited(&self, limit: &str) {
+        self.console
+            .signin_limited
+            .with_label_values(&[limit])
+            .inc();
     }
 
     /// The text a scrape answers, with the pool's gauges as they are now.

@@ -152,7 +152,15 @@ pub async fn tables(args: ListArgs) -> Exit {
         ("primary key", "primary_key"),
         ("updated", "updated_at"),
     ];
-    list(&args, &["tables"], &[], &columns).await
+    list_shown(&args, &["tables"], &[], &columns, whole_has_no_partitions).await
+}
+
+/// A table without partitions shows `whole` for them, not a count of 0
+/// that reads as a partitioned table still empty.
+fn whole_has_no_partitions(table: &mut Value) {
+    if table["grain"] == "whole" {
+        table["partitions"] = Value::from("whole");
+    }
 }
 
 /// Runs `idem partitions TABLE`.
@@ -238,7 +246,19 @@ pub(super) async fn list(
     query: &[(&str, &str)],
     columns: &[(&str, &str)],
 ) -> Exit {
-    let items = match fetch_all(&args.server, path, query, args.limit).await {
+    list_shown(args, path, query, columns, |_| {}).await
+}
+
+/// `list`, each item passed through `shown` before its row of the table
+/// (not for `--json`, which prints the items as the server sent them).
+async fn list_shown(
+    args: &ListArgs,
+    path: &[&str],
+    query: &[(&str, &str)],
+    columns: &[(&str, &str)],
+    shown: fn(&mut Value),
+) -> Exit {
+    let mut items = match fetch_all(&args.server, path, query, args.limit).await {
         Ok(items) => items,
         Err(outcome) => return outcome,
     };
@@ -249,7 +269,8 @@ pub(super) async fn list(
     let mut table = Table::new();
     table.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
     table.set_header(columns.iter().map(|(heading, _)| *heading));
-    for item in &items {
+    for item in &mut items {
+        shown(item);
         table.add_row(columns.iter().map(|(_, field)| cell(&item[*field])));
     }
     say(&table);

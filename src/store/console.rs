@@ -1,7 +1,8 @@
 //! What only the web console reads or writes: its sessions
 //! (`idem.console_sessions`), and the counts its pages show beside the
-//! lists the API already has (a table's last load, its pending rejects by
-//! error column, its held duplicates, the span of its partitions).
+//! lists the API already has (a table's last published and last refused
+//! load, its pending rejects by error column, its held duplicates, the
+//! span of its partitions).
 //!
 //! Counts that could be large are capped (`COUNT_CAP`): a page shows
 //! "10,000+" rather than count a million rows on every view.
@@ -23,14 +24,25 @@ pub const MAX_ERROR_GROUPS: i64 = 50;
 pub struct SessionRow {
     /// The SHA-256 of the token the session signed in with.
     pub token_sha256: [u8; 32],
-    pub csrf: String,
+}
+
+/// A load as a table's activity names it: its id, status and end.
+#[derive(Clone, Debug)]
+pub struct LoadMark {
+    pub id: Uuid,
+    pub status: String,
+    pub at: DateTime<Utc>,
 }
 
 /// A table's state beside its definition, for the console's pages.
 #[derive(Clone, Debug, Default)]
 pub struct TableActivity {
-    /// The newest load's id, status and end.
-    pub last_load: Option<(Uuid, String, DateTime<Utc>)>,
+    /// The newest load that was taken (`published`, or `unchanged`).
+    pub last_published: Option<LoadMark>,
+    /// The newest load that was refused (`rejected`, `failed`,
+    /// `audit_failed`): apart, since one refused after a publish leaves
+    /// the table as that publish made it.
+    pub last_refused: Option<LoadMark>,
     /// Pending rejects, up to `COUNT_CAP + 1`.
     pub pending_rejects: i64,
     /// Logged duplicate versions of published loads, up to `COUNT_CAP + 1`.
@@ -47,15 +59,25 @@ pub struct ErrorGroup {
     pub example: String,
 }
 
+/// The load of a row of `table_activity` whose columns start with
+/// `prefix`, if it names one.
+fn load_mark(row: &sqlx::postgres::PgRow, prefix: &str) -> StoreResult<Option<LoadMark>> {
+    let id: Option<Uuid> = row.try_get(format!("{prefix}_id").as_str())?;
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    Ok(Some(LoadMark {
+        id,
+        status: row.try_get(format!("{prefix}_status").as_str())?,
+        at: row.try_get(format!("{prefix}_at").as_str())?,
+    }))
+}
+
 /// A row of `table_activity`.
 fn activity(row: &sqlx::postgres::PgRow) -> StoreResult<TableActivity> {
-    let load_id: Option<Uuid> = row.try_get("load_id")?;
-    let last_load = match load_id {
-        Some(id) => Some((id, row.try_get("status")?, row.try_get("finished_at")?)),
-        None => None,
-    };
     Ok(TableActivity {
-        last_load,
+        last_published: load_mark(row, "published")?,
+        last_refused: load_mark(row, "refused")?,
         pending_rejects: row.try_get("pending")?,
         duplicates: row.try_get("duplicates")?,
     })
@@ -67,7 +89,6 @@ impl Store {
         &self,
         session_sha256: &[u8; 32],
         token_sha256: &[u8; 32],
-        csrf: &str,
         ttl_secs: i64,
     ) -> StoreResult<()> {
         let mut conn = self.acquire().await?;
@@ -77,12 +98,11 @@ impl Store {
             .await?;
         // language=PostgreSQL
         sqlx::query(
-            "insert into idem.console_sessions (session_sha256, token_sha256, csrf, expires_at)
-             values ($1, $2, $3, now() + $4 * interval '1 second')",
+            "insert into idem.console_sessions (session_sha256, token_sha256, expires_at)
+             values ($1, $2, now() + $3 * interval '1 second')",
         )
         .bind(&session_sha256[..])
         .bind(&token_sha256[..])
-        .bind(csrf)
         .bind(ttl_secs)
         .execute(&mut *conn)
         .await?;
@@ -94,7 +114,7 @@ impl Store {
     pub async fn session(&self, session_sha256: &[u8; 32]) -> StoreResult<Option<SessionRow>> {
         // language=PostgreSQL
         let row = sqlx::query(
-            "select token_sha256, csrf from idem.console_sessions
+            "select token_sha256 from idem.console_sessions
               where session_sha256 = $1 and expires_at > now()",
         )
         .bind(&session_sha256[..])
@@ -108,7 +128,6 @@ impl Store {
             token_sha256: token
                 .try_into()
                 .map_err(|_| StoreError::Corrupt("a session's token digest is not 32 bytes"))?,
-            csrf: row.try_get("csrf")?,
         }))
     }
 
@@ -122,21 +141,33 @@ impl Store {
         Ok(())
     }
 
-    /// Each table's last load and its capped counts of pending rejects and
-    /// logged duplicates, each read by an index: one statement for a page
-    /// of tables, in the order of `tables`.
+    /// Each table's last published and last refused load and its capped
+    /// counts of pending rejects and logged duplicates, each read by an
+    /// index: one statement for a page of tables, in the order of
+    /// `tables`. The last published load is found by walking the table's
+    /// loads from the newest past the refused ones (few, as a rule); the
+    /// last refused by an index of refused loads alone, since a table may
+    /// have been published a million times since.
     pub async fn table_activity(&self, tables: &[&TableName]) -> StoreResult<Vec<TableActivity>> {
         let names: Vec<&str> = tables.iter().map(|t| t.as_str()).collect();
         // language=PostgreSQL
         let rows = sqlx::query(
-            "select l.load_id, l.status, l.finished_at,
+            "select p.load_id as published_id, p.status as published_status,
+                    p.finished_at as published_at,
+                    r.load_id as refused_id, r.status as refused_status,
+                    r.finished_at as refused_at,
                     (select count(*) from (select 1 from idem.rejects r
                       where r.table_name = t.name and r.status = 'pending' limit $2) c) as pending,
                     (select count(*) from (select 1 from idem.duplicates d
                       where d.table_name = t.name limit $2) c) as duplicates
                from unnest($1::text[]) with ordinality as t(name, place)
                left join lateral (select load_id, status, finished_at from idem.loads
-                                   where table_name = t.name order by load_id desc limit 1) l on true
+                                   where table_name = t.name and status in ('published', 'unchanged')
+                                   order by load_id desc limit 1) p on true
+               left join lateral (select load_id, status, finished_at from idem.loads
+                                   where table_name = t.name
+                                     and status in ('rejected', 'failed', 'audit_failed')
+                                   order by load_id desc limit 1) r on true
               order by t.place",
         )
         .bind(&names)

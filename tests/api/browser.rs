@@ -128,11 +128,30 @@ impl Browser {
 
     /// Saves the window as `NAME.png` among the run's screenshots.
     pub async fn screenshot(&self, name: &str) {
-        let png = self.client.screenshot().await.unwrap();
-        let dir = screenshots_dir();
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+        save_screenshot(name, &self.client.screenshot().await.unwrap());
     }
+
+    /// Saves the element `selector` alone as `NAME.png` among the run's
+    /// screenshots. It is scrolled to the window's top first: Chromium
+    /// crops an element's screenshot to what the window shows of it.
+    pub async fn screenshot_of(&self, selector: &str, name: &str) {
+        let element = self.css(selector).await;
+        let argument = serde_json::to_value(&element).unwrap();
+        self.client
+            .execute(
+                "arguments[0].scrollIntoView({block: 'start'})",
+                vec![argument],
+            )
+            .await
+            .unwrap();
+        save_screenshot(name, &element.screenshot().await.unwrap());
+    }
+}
+
+fn save_screenshot(name: &str, png: &[u8]) {
+    let dir = screenshots_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
 }
 
 pub fn screenshots_dir() -> PathBuf {

@@ -309,3 +309,48 @@ async fn idem_serve_refuses_zero_worker_threads_before_it_starts() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("--worker-threads"), "{stderr}");
 }
+
+#[tokio::test]
+async fn idem_tables_shows_whole_for_a_table_without_partitions_and_counts_the_others() {
+    let app = spawn_app().await;
+    app.declare_orders().await;
+    let r = app
+        .declare(
+            "notes",
+            r#"{"columns": {"note": "text"}, "partition_by": null}"#,
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let out = idem(&["tables", "--url", &app.base, "--token", ADMIN_TOKEN], b"").await;
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{printed}");
+    let line = |table: &str| {
+        let found = printed.lines().find(|l| l.contains(&format!(" {table} ")));
+        found
+            .unwrap_or_else(|| panic!("no {table} in {printed}"))
+            .to_string()
+    };
+    // Table, partitions, rows, grain: the first words of a row.
+    let words = |line: String| -> Vec<String> {
+        let words = line.split_whitespace().filter(|w| *w != "│");
+        words.take(4).map(str::to_string).collect()
+    };
+    assert_eq!(
+        words(line("notes")),
+        ["notes", "whole", "0", "whole"],
+        "{printed}"
+    );
+    assert_eq!(
+        words(line("orders")),
+        ["orders", "0", "0", "day"],
+        "{printed}"
+    );
+    // As JSON, the count the server sent.
+    let (_, tables, _) = idem_json(&app.base, &["tables", "--json"]).await;
+    let notes = tables
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "notes");
+    assert_eq!(notes.unwrap()["partitions"], 0);
+}

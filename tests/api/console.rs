@@ -24,6 +24,65 @@ async fn put_day(app: &TestApp, table: &str, ds: &str, rows: usize) {
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
 }
 
+/// A daily table of events, keyed by `id`, whose bad rows refuse the load.
+const REFUSING_EVENTS: &str = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
+  "primary_key": ["id"]}"#;
+
+/// A load of `table` refused for a bad row: the ledger has it, the
+/// partition stays as it was.
+async fn refused_load(app: &TestApp, table: &str, ds: &str) {
+    let body = format!("{{\"id\": 1, \"ds\": \"{ds}\", \"qty\": \"many\"}}\n");
+    let path = format!("/partitions/{table}/{ds}");
+    let r = app.put(&path, "application/x-ndjson", body).await;
+    assert_eq!(r.status(), 422, "{}", r.text().await.unwrap());
+}
+
+/// A table without partitions, with a few rows.
+async fn plain_table(app: &TestApp, table: &str) {
+    let declaration = r#"{"columns": {"id": "bigint", "name": "text"},
+      "partition_by": null, "primary_key": ["id"]}"#;
+    assert_eq!(app.declare(table, declaration).await.status(), 201);
+    let rows = "{\"id\": 1, \"name\": \"Ada\"}\n{\"id\": 2, \"name\": \"Grace\"}\n";
+    let r = app
+        .client
+        .post(app.url(&format!("/rows?table={table}")))
+        .header("content-type", "application/x-ndjson")
+        .header("idempotency-key", format!("{table}-rows"))
+        .body(rows)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+}
+
+/// The text of each element `selector` finds, in order.
+async fn texts(browser: &Browser, selector: &str) -> Vec<String> {
+    let mut texts = Vec::new();
+    for element in browser.all(selector).await {
+        texts.push(element.text().await.unwrap());
+    }
+    texts
+}
+
+/// Asserts that the calendar's columns, a week each, are all as wide,
+/// those whose heading names a month too, and the cells in them.
+async fn weeks_are_equally_wide(browser: &Browser) {
+    let mut widths = Vec::new();
+    for selector in [
+        "table.calendar tbody tr:first-child > td",
+        "table.calendar thead th",
+    ] {
+        for element in browser.all(selector).await {
+            widths.push(element.rectangle().await.unwrap().2);
+        }
+    }
+    // 2026, from Thursday 1 January to Thursday 31 December.
+    assert_eq!(widths.len(), 2 * 53);
+    let narrowest = widths.iter().copied().fold(f64::INFINITY, f64::min);
+    let widest = widths.iter().copied().fold(0.0, f64::max);
+    assert!(widest - narrowest < 0.5, "{widths:?}");
+}
+
 /// What `GET /tables` answers `client`.
 async fn tables_status(app: &TestApp, client: &reqwest::Client) -> u16 {
     let r = client.get(app.url("/tables")).send().await.unwrap();
@@ -81,7 +140,7 @@ async fn a_read_token_signs_in_and_sees_only_its_tables() {
 #[tokio::test]
 async fn a_tables_calendar_shows_a_missing_day_and_a_shrunken_day() {
     let app = spawn_app().await;
-    assert_eq!(app.declare("events", EVENTS).await.status(), 201);
+    assert_eq!(app.declare("events", REFUSING_EVENTS).await.status(), 201);
     for day in 1..=20 {
         let ds = format!("2026-10-{day:02}");
         match day {
@@ -90,8 +149,16 @@ async fn a_tables_calendar_shows_a_missing_day_and_a_shrunken_day() {
             _ => put_day(&app, "events", &ds, 20).await,
         }
     }
+    refused_load(&app, "events", "2026-10-20").await;
+    plain_table(&app, "customers").await;
     let browser = Browser::start().await;
     browser.sign_in(&app.base, ADMIN_TOKEN).await;
+    let customers = browser
+        .text("tr[data-table='customers'] td:nth-child(3)")
+        .await;
+    assert_eq!(customers, "whole");
+    let events = browser.text("tr[data-table='events'] td.refused").await;
+    assert!(events.ends_with("rejected"), "{events}");
     browser.screenshot("tables").await;
     browser.click("tr[data-table='events'] a").await;
     assert_eq!(browser.title().await, "events · idem");
@@ -125,7 +192,22 @@ async fn a_tables_calendar_shows_a_missing_day_and_a_shrunken_day() {
         2,
         "a gap at the missing day"
     );
+    assert_eq!(
+        texts(&browser, "figure.chart text.y-tick").await,
+        ["0", "5", "10", "15", "20"]
+    );
+    assert_eq!(
+        texts(&browser, "figure.chart text.x-label").await,
+        ["2026-10-01", "2026-10-20"]
+    );
+    assert_eq!(
+        browser.all("figure.chart circle").await.len(),
+        19,
+        "a dot a day"
+    );
+    weeks_are_equally_wide(&browser).await;
     browser.screenshot("table").await;
+    browser.screenshot_of("figure.chart", "table-chart").await;
     // A day's cell leads to the loads that wrote it.
     browser.click("td[data-ds='2026-10-15'] a").await;
     assert_eq!(browser.title().await, "Loads · idem");

@@ -10,12 +10,12 @@ use idem::http::console::grouped;
 
 /// A signed-in console client: its cookie on every request, no redirects
 /// followed (so that each answer is seen as it is).
-struct Console {
-    client: reqwest::Client,
+pub(crate) struct Console {
+    pub(crate) client: reqwest::Client,
     cookie: String,
 }
 
-async fn sign_in(app: &TestApp, token: &str) -> Console {
+pub(crate) async fn sign_in(app: &TestApp, token: &str) -> Console {
     let plain = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -41,13 +41,13 @@ async fn sign_in(app: &TestApp, token: &str) -> Console {
 }
 
 impl Console {
-    async fn page(&self, app: &TestApp, path: &str) -> (u16, String) {
+    pub(crate) async fn page(&self, app: &TestApp, path: &str) -> (u16, String) {
         let r = self.client.get(app.url(path)).send().await.unwrap();
         (r.status().as_u16(), r.text().await.unwrap())
     }
 
     /// The CSRF secret the session's forms carry.
-    async fn csrf(&self, app: &TestApp) -> String {
+    pub(crate) async fn csrf(&self, app: &TestApp) -> String {
         let (_, html) = self.page(app, "/console/tables").await;
         let field = html.split(r#"name="csrf" value=""#).nth(1).unwrap();
         field.split('"').next().unwrap().to_string()
@@ -435,4 +435,69 @@ async fn a_table_of_thousands_of_partitions_shows_a_year_at_a_time() {
     assert_eq!(attribute_values(&leap, "data-rows").len(), 366);
     assert!(leap.contains("at=1999-12-31"), "a link to the year before");
     assert!(leap.contains("at=2001-01-01"), "a link to the year after");
+}
+
+/// The markup of the list's row of `table`.
+fn table_row<'a>(html: &'a str, table: &str) -> &'a str {
+    let start = html
+        .find(&format!(r#"data-table="{table}""#))
+        .unwrap_or_else(|| panic!("no row of {table}: {html}"));
+    let row = &html[start..];
+    &row[..row.find("</tr>").unwrap()]
+}
+
+#[tokio::test]
+async fn a_load_refused_after_a_publish_is_shown_apart_from_it_and_a_plain_table_has_whole_partitions(
+) {
+    let app = spawn_app().await;
+    let refusing = r#"{"columns": {"id": "bigint", "ds": "date", "qty": "integer"},
+      "primary_key": ["id"]}"#;
+    assert_eq!(app.declare("events", refusing).await.status(), 201);
+    let row = |qty| json!({"id": 1, "ds": "2026-10-12", "qty": qty});
+    let r = app
+        .put_ndjson("/partitions/events/2026-10-12", &[row(json!(1))])
+        .await;
+    assert_eq!(r.status(), 200);
+    // A bad row: the load is refused, the partition stays as it was.
+    let r = app
+        .put_ndjson("/partitions/events/2026-10-12", &[row(json!("x"))])
+        .await;
+    assert_eq!(r.status(), 422, "{}", r.text().await.unwrap());
+    let plain = r#"{"columns": {"note": "text"}, "partition_by": null}"#;
+    assert_eq!(app.declare("notes", plain).await.status(), 201);
+    let console = sign_in(&app, ADMIN_TOKEN).await;
+
+    let (_, html) = console.page(&app, "/console/tables").await;
+    let events = table_row(&html, "events");
+    let published = events.split(r#"class="published""#).nth(1).unwrap();
+    assert!(
+        published.starts_with(">") && published.contains("published</span>"),
+        "{events}"
+    );
+    let refused = events.split(r#"class="refused""#).nth(1).unwrap();
+    assert!(refused.contains("rejected</span>"), "{events}");
+    let notes = table_row(&html, "notes");
+    assert!(notes.contains(r#"<td class="num">whole</td>"#), "{notes}");
+    assert!(!notes.contains("0 partitions"), "{notes}");
+
+    let (_, html) = console.page(&app, "/console/tables/events").await;
+    assert!(html.contains("<dt>Last published</dt>"), "{html}");
+    assert!(html.contains("<dt>Last refused</dt>"), "{html}");
+    assert!(html.contains("Refused loads change nothing"), "{html}");
+    let (_, html) = console.page(&app, "/console/tables/notes").await;
+    assert!(html.contains("<dt>Partitions</dt><dd>whole</dd>"), "{html}");
+}
+
+#[tokio::test]
+async fn the_sign_in_page_says_where_a_local_run_keeps_its_admin_token() {
+    let app = spawn_app().await;
+    let r = app.client.get(app.url("/console")).send().await.unwrap();
+    let html = r.text().await.unwrap();
+    assert!(html.contains("<code>.idem/admin-token</code>"), "{html}");
+    assert!(html.contains("<code>scripts/serve</code>"), "{html}");
+    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/serve"));
+    assert!(
+        script.unwrap().contains("> .idem/admin-token"),
+        "scripts/serve writes it there"
+    );
 }

@@ -19,6 +19,7 @@ mod columnar_out;
 mod concurrency;
 mod console;
 mod console_pages;
+mod console_signin;
 mod container;
 mod drop_table;
 mod duplicates;

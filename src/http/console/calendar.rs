@@ -1,5 +1,5 @@
-//! A table's partitions as a calendar and a chart (pure code: partitions
-//! in, markup out).
+//! A table's partitions as a calendar (pure code: partitions in, markup
+//! out; `chart` draws the same cells).
 //!
 //! The window is a year of days (a column a week, a row a weekday), a week
 //! of hours (a row a day, a column an hour), or ten years of months (a row
@@ -173,8 +173,9 @@ pub fn calendar(window: &Window, cells: &[Cell], table: &str) -> Markup {
         }
     }
     html! {
-        table.calendar aria-label={ "Partitions of " (table) } {
-            thead { tr { td {} @for name in &column_names { th scope="col" { (name) } } } }
+        table class={ "calendar " (window.grain.as_str()) } aria-label={ "Partitions of " (table) } {
+            // A name in a span that overflows its column rather than widen it.
+            thead { tr { td {} @for name in &column_names { th scope="col" { span { (name) } } } } }
             tbody {
                 @for (name, row) in row_names.iter().zip(&grid) {
                     tr {
@@ -270,11 +271,16 @@ fn layout(window: &Window) -> (Vec<String>, Vec<String>, Place) {
             let weekdays = (0..7)
                 .map(|d| (monday + Duration::days(d)).format("%a").to_string())
                 .collect();
-            // A week's column is named by the month whose first day it holds.
-            let weeks = (0..54)
+            // As many weeks as the window's days reach into (53 or 54);
+            // a week's column is named by the month whose first day it
+            // holds, when that day is in the window (not the next year's
+            // January).
+            let weeks = ((window.end - monday).num_days() + 6) / 7;
+            let weeks = (0..weeks)
                 .map(|w| {
                     let sunday = monday + Duration::days(7 * w + 6);
-                    match sunday.day() <= 7 && sunday - Duration::days(6) < window.end {
+                    let first = sunday - Duration::days(i64::from(sunday.day0()));
+                    match sunday.day() <= 7 && first < window.end {
                         true => sunday.format("%b").to_string(),
                         false => String::new(),
                     }
@@ -286,60 +292,6 @@ fn layout(window: &Window) -> (Vec<String>, Vec<String>, Place) {
                 weeks,
                 Box::new(move |i| ((i + offset) % 7, (i + offset) / 7)),
             )
-        }
-    }
-}
-
-/// Rows a partition over the window, as an SVG line (a gap where a
-/// partition is missing); its scale is the window's largest count. The
-/// coordinates are integers: 10 units a period across, 1,000 units up.
-pub fn chart(cells: &[Cell]) -> Markup {
-    // From the window's first partition to its last.
-    let first_held = cells.iter().position(|c| c.rows.is_some()).unwrap_or(0);
-    let last_held = cells
-        .iter()
-        .rposition(|c| c.rows.is_some())
-        .map_or(0, |i| i + 1);
-    let cells = cells.get(first_held..last_held).unwrap_or_default();
-    const STEP: u128 = 10;
-    const HEIGHT: u128 = 1000;
-    let most = u128::from(cells.iter().filter_map(|c| c.rows).max().unwrap_or(0)).max(1);
-    let mut lines: Vec<String> = Vec::new();
-    let mut current = String::new();
-    let mut x = STEP / 2;
-    for cell in cells {
-        match cell.rows {
-            Some(rows) => {
-                let y = HEIGHT - HEIGHT * u128::from(rows) / most;
-                current.push_str(&format!("{x},{y} "));
-            }
-            None if !current.is_empty() => lines.push(std::mem::take(&mut current)),
-            None => {}
-        }
-        x += STEP;
-    }
-    if !current.is_empty() {
-        lines.push(current);
-    }
-    let width = x - STEP / 2;
-    let first = cells.first().map(|c| c.label.as_str()).unwrap_or("");
-    let last = cells.last().map(|c| c.label.as_str()).unwrap_or("");
-    let described = format!(
-        "Rows a partition from {first} to {last}; the largest is {}",
-        grouped(cells.iter().filter_map(|c| c.rows).max().unwrap_or(0))
-    );
-    html! {
-        figure.chart {
-            svg viewBox={ "0 0 " (width) " " (HEIGHT) } role="img" aria-label=(described)
-                preserveAspectRatio="none" {
-                line x1="0" y1=(HEIGHT) x2=(width) y2=(HEIGHT) stroke="#6b7280" stroke-width="2"
-                    vector-effect="non-scaling-stroke" {}
-                @for points in &lines {
-                    polyline points=(points) fill="none" stroke="#1d4ed8" stroke-width="2"
-                        vector-effect="non-scaling-stroke" {}
-                }
-            }
-            figcaption { (described) }
         }
     }
 }
@@ -406,6 +358,18 @@ mod tests {
         assert_eq!(cell("2026-01-14").shade, 4);
         // After the last partition nothing is expected.
         assert!(!cell("2026-01-25").missing);
+    }
+
+    #[test]
+    fn a_year_has_a_column_a_week_it_reaches_each_month_named_once() {
+        for (year, weeks) in [("2026", 53), ("2012", 54)] {
+            let window = Window::holding(day(&format!("{year}-06-01")), Grain::Day);
+            let (_, columns, _) = layout(&window);
+            assert_eq!(columns.len(), weeks, "{year}");
+            let named: Vec<&String> = columns.iter().filter(|c| !c.is_empty()).collect();
+            assert_eq!(named.len(), 12, "{year}: {columns:?}");
+            assert_eq!((named[0].as_str(), named[11].as_str()), ("Jan", "Dec"));
+        }
     }
 
     #[test]

@@ -1,19 +1,23 @@
 //! The web console at `/console`: server-rendered pages over what the API
 //! already reads and does, for a person signed in with a token. One file a
-//! page; `session` owns the cookie, the CSRF secret and the caller;
-//! `layout` the page shell and its headers; `calendar` the partition
-//! calendar and chart (pure code).
+//! page; `session` owns the cookie, the CSRF secret and the caller
+//! (`signin_limit` the limit on failed sign-ins); `same_origin` refuses
+//! changes sent by other sites' pages; `layout` the page shell and its
+//! headers; `calendar` and `chart` a table's partitions (pure code).
 //!
 //! The console adds no power: each page asks the same `Caller` the API
 //! would build from the session's token, and each act goes through the
 //! same functions as its API call.
 
 mod calendar;
+mod chart;
 mod duplicates;
 mod layout;
 mod loads;
 mod rejects;
+mod same_origin;
 mod session;
+mod signin_limit;
 mod tables;
 mod tokens;
 
@@ -55,6 +59,7 @@ pub fn router() -> Router<AppState> {
         .route("/console/duplicates", get(duplicates::list))
         .route("/console/tokens", get(tokens::list).post(tokens::create))
         .route("/console/tokens/revoke", post(tokens::revoke))
+        .layer(middleware::from_fn(same_origin::refuse_other_sites))
         .layer(middleware::from_fn(layout::secure_headers))
 }
 

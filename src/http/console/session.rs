@@ -4,7 +4,9 @@
 //! The store keeps only digests: the session's, and the token's, from
 //! which each request builds the same `Caller` a bearer token would give,
 //! so a revoked token's session sees nothing more. Every form carries the
-//! session's CSRF secret; a POST without it is refused.
+//! session's CSRF secret; a POST without it is refused. That secret is
+//! derived from the session's (`CSRF_PURPOSE`), so the store keeps nothing
+//! of it: a copy of the table gives no way to forge a form.
 
 use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -14,8 +16,10 @@ use cookie::{Cookie, SameSite};
 use maud::{html, Markup};
 
 use super::layout::{csrf_field, page, Viewer};
+use super::same_origin::over_tls;
+use super::signin_limit::{Attempt, ClientAddress, Limited};
 use super::{PageError, PageResult, ROOT};
-use crate::access::{digests_equal, new_secret, secret_digest, Scope};
+use crate::access::{derived_secret, digests_equal, new_secret, secret_digest, Scope};
 use crate::http::auth::caller_of_digest;
 use crate::http::error::ApiError;
 use crate::http::{AppState, Caller};
@@ -24,6 +28,8 @@ use crate::pipeline::body::BodyError;
 
 const COOKIE: &str = "idem_console";
 const CSRF_HEADER: &str = "x-csrf-token";
+/// What the session's secret is hashed with to make its CSRF secret.
+const CSRF_PURPOSE: &str = "idem console CSRF";
 /// The longest token the sign-in form takes (a bootstrap token is at most
 /// 256 characters).
 const MAX_TOKEN_LEN: usize = 512;
@@ -153,7 +159,7 @@ impl FromRequestParts<AppState> for Signed {
         };
         Ok(Signed {
             caller,
-            csrf: row.csrf,
+            csrf: derived_secret(&secret, CSRF_PURPOSE),
             session_sha256,
         })
     }
@@ -169,20 +175,6 @@ fn session_cookie(headers: &HeaderMap) -> Option<String> {
         .filter_map(Result::ok)
         .find(|cookie| cookie.name() == COOKIE)
         .map(|cookie| cookie.value().to_string())
-}
-
-/// Whether the request reached a proxy over TLS (which then tells idem):
-/// the cookie is then `Secure`.
-fn over_tls(headers: &HeaderMap) -> bool {
-    let forwarded_proto = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"));
-    let forwarded = headers
-        .get(header::FORWARDED)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|value| value.to_ascii_lowercase().contains("proto=https"));
-    forwarded_proto || forwarded
 }
 
 fn session_cookie_header(value: String, max_age_secs: i64, secure: bool) -> HeaderValue {
@@ -212,6 +204,10 @@ pub async fn start_page(state: State<AppState>, mut parts: Parts) -> Response {
 fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
     let body = html! {
         p { "Paste an idem token to see what it may see. The token stays on the server; your browser keeps only a session cookie." }
+        p.hint {
+            "Started with " code { "scripts/serve" } " on your own machine? It keeps the admin token in "
+            code { ".idem/admin-token" } " in the project's folder (and printed it when it started)."
+        }
         @if let Some(problem) = problem {
             p.problem role="alert" { (problem) }
         }
@@ -226,37 +222,83 @@ fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
     response
 }
 
-/// `POST /console/session`: a token that idem accepts starts a session.
+/// `POST /console/session`: a token that idem accepts starts a session,
+/// unless the sign-ins that failed from this address (or from all) are
+/// too many (429, see `signin_limit`).
 pub async fn sign_in(
     State(state): State<AppState>,
+    address: ClientAddress,
     headers: HeaderMap,
     form: FormBody,
 ) -> PageResult {
-    let token = form.get("token").unwrap_or_default().trim();
+    let attempt = match Attempt::start(&state, address).await? {
+        Ok(attempt) => attempt,
+        Err(limited) => return Ok(limited_page(&limited)),
+    };
+    let token_sha256 = match accepted_token(&state, form.get("token")).await {
+        Ok(digest) => digest,
+        Err(PageError::Api(ApiError::Unauthorized { detail, .. })) => {
+            attempt.failed(&state);
+            return Ok(sign_in_page(StatusCode::UNAUTHORIZED, Some(detail)));
+        }
+        Err(e) => {
+            attempt.give_back(&state).await?;
+            return Err(e);
+        }
+    };
+    attempt.give_back(&state).await?;
+    start_session(&state, &token_sha256, &headers).await
+}
+
+/// The digest of the token sent, once idem accepts it (`Unauthorized`
+/// when it does not).
+async fn accepted_token(state: &AppState, sent: Option<&str>) -> PageResult<[u8; 32]> {
+    let token = sent.unwrap_or_default().trim();
     if token.is_empty() || token.len() > MAX_TOKEN_LEN {
-        return Ok(sign_in_page(
-            StatusCode::UNAUTHORIZED,
-            Some("that is not an idem token"),
-        ));
+        return Err(ApiError::Unauthorized {
+            detail: "that is not an idem token",
+            token_sent: true,
+        }
+        .into());
     }
     let token_sha256 = secret_digest(token);
-    if let Err(e) = caller_of_digest(&state, &token_sha256).await {
-        return match e {
-            ApiError::Unauthorized { detail, .. } => {
-                Ok(sign_in_page(StatusCode::UNAUTHORIZED, Some(detail)))
-            }
-            other => Err(other.into()),
-        };
-    }
-    let random = |what| new_secret().map_err(|e| anyhow::anyhow!("no randomness for {what}: {e}"));
-    let (secret, csrf) = (random("a session")?, random("a CSRF token")?);
+    caller_of_digest(state, &token_sha256).await?;
+    Ok(token_sha256)
+}
+
+/// The sign-in page refusing an attempt past the limit, with how long to
+/// wait (also in `Retry-After`).
+fn limited_page(limited: &Limited) -> Response {
+    let whose = if limited.overall {
+        "from all addresses together"
+    } else {
+        "from your address"
+    };
+    let wait = limited.retry_after.as_secs();
+    let problem = format!(
+        "Too many sign-ins with a wrong token {whose}: no token is tried for {wait} s. Try again after that."
+    );
+    let mut response = sign_in_page(StatusCode::TOO_MANY_REQUESTS, Some(&problem));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(wait));
+    response
+}
+
+/// A new session for the token: its cookie, and the way to the tables.
+async fn start_session(
+    state: &AppState,
+    token_sha256: &[u8; 32],
+    headers: &HeaderMap,
+) -> PageResult {
+    let secret = new_secret().map_err(|e| anyhow::anyhow!("no randomness for a session: {e}"))?;
     let ttl = i64::try_from(state.settings.console_session_secs)
         .map_err(|_| anyhow::anyhow!("the console session lifetime is out of range"))?;
     state
         .store
-        .create_session(&secret_digest(&secret), &token_sha256, &csrf, ttl)
+        .create_session(&secret_digest(&secret), token_sha256, ttl)
         .await?;
-    let cookie = session_cookie_header(secret, ttl, over_tls(&headers));
+    let cookie = session_cookie_header(secret, ttl, over_tls(headers));
     Ok((
         StatusCode::SEE_OTHER,
         [

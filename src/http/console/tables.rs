@@ -11,6 +11,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::calendar::{self, Window, DEFAULT_THRESHOLD_PCT};
+use super::chart;
 use super::layout::page;
 use super::session::Signed;
 use super::{grouped, query_string, shown_count, PageResult};
@@ -20,7 +21,7 @@ use crate::http::{parse_label, AppState};
 use crate::names::TableName;
 use crate::period::{Grain, Period};
 use crate::store::catalog::TableInfo;
-use crate::store::console::{TableActivity, COUNT_CAP};
+use crate::store::console::{LoadMark, TableActivity, COUNT_CAP};
 
 /// Tables a page.
 const PAGE: i64 = 50;
@@ -54,7 +55,8 @@ pub async fn list(
                 thead { tr {
                     th scope="col" { "Table" } th scope="col" { "Grain" }
                     th scope="col" .num { "Partitions" } th scope="col" .num { "Rows" }
-                    th scope="col" { "Last load" } th scope="col" .num { "Pending rejects" }
+                    th scope="col" { "Last published" } th scope="col" { "Last refused" }
+                    th scope="col" .num { "Pending rejects" }
                     th scope="col" .num { "Duplicates logged" }
                 } }
                 tbody {
@@ -80,9 +82,10 @@ fn table_row(info: &TableInfo, activity: &TableActivity) -> Markup {
         tr data-table=(name) {
             td { a href={ "/console/tables/" (name) } { (name) } }
             td { (info.def.grain.as_str()) }
-            td.num { (grouped(info.partitions)) }
+            td.num { (partitions_shown(info)) }
             td.num { (grouped(info.rows)) }
-            td { (last_load(activity)) }
+            td.published { (load_mark(activity.last_published.as_ref())) }
+            td.refused { (load_mark(activity.last_refused.as_ref())) }
             td.num {
                 @if activity.pending_rejects > 0 {
                     a href={ "/console/rejects?" (query_string(&[("table", name)])) } {
@@ -101,10 +104,20 @@ fn table_row(info: &TableInfo, activity: &TableActivity) -> Markup {
     }
 }
 
-fn last_load(activity: &TableActivity) -> Markup {
+/// A table's partitions as a count, or `whole` for a table without any
+/// (a count of 0 would read as a partitioned table still empty).
+fn partitions_shown(info: &TableInfo) -> String {
+    match info.def.grain {
+        Grain::Whole => "whole".into(),
+        _ => grouped(info.partitions),
+    }
+}
+
+/// A load as a link to it in the ledger, with its end and status.
+fn load_mark(mark: Option<&LoadMark>) -> Markup {
     html! {
-        @match &activity.last_load {
-            Some((id, status, at)) => {
+        @match mark {
+            Some(LoadMark { id, status, at }) => {
                 a href={ "/console/loads?" (query_string(&[("load_id", &id.to_string())])) } {
                     time datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M:%S UTC")) }
                 }
@@ -113,6 +126,17 @@ fn last_load(activity: &TableActivity) -> Markup {
             None => "none",
         }
     }
+}
+
+/// Why a refusal newer than the last publish is no harm to the table.
+fn refusal_note(activity: &TableActivity) -> Option<&'static str> {
+    let refused = activity.last_refused.as_ref()?;
+    let newer = activity
+        .last_published
+        .as_ref()
+        .is_none_or(|published| refused.id > published.id);
+    newer
+        .then_some("Refused loads change nothing: the table is as its last published load left it.")
 }
 
 #[derive(Deserialize)]
@@ -165,8 +189,13 @@ fn summary(info: &TableInfo, activity: &TableActivity) -> Markup {
     html! {
         dl.summary {
             dt { "Rows" } dd { (grouped(info.rows)) }
-            dt { "Partitions" } dd { (grouped(info.partitions)) }
-            dt { "Last load" } dd { (last_load(activity)) }
+            dt { "Partitions" } dd { (partitions_shown(info)) }
+            dt { "Last published" } dd.published { (load_mark(activity.last_published.as_ref())) }
+            dt { "Last refused" }
+            dd.refused {
+                (load_mark(activity.last_refused.as_ref()))
+                @if let Some(note) = refusal_note(activity) { br; span.note { (note) } }
+            }
             dt { "Pending rejects" }
             dd { a href={ "/console/rejects?" (query_string(&[("table", name)])) } {
                 (shown_count(activity.pending_rejects, COUNT_CAP)) } }
@@ -207,7 +236,7 @@ async fn partitions_view(
         }
         (calendar::window_links(&window, table.as_str()))
         (calendar::calendar(&window, &cells, table.as_str()))
-        (calendar::chart(&cells))
+        (chart::chart(&cells))
     })
 }
 
