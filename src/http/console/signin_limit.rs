@@ -8,12 +8,13 @@
 //! process serving the database.
 
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
+use crate::http::client_addr::ClientAddr;
 use crate::http::AppState;
 use crate::store::console_signin::{SigninLimits, SigninTurn};
 use crate::store::StoreResult;
@@ -30,11 +31,10 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
     }
 }
 
-/// The client's address: the connection's peer (the one place to change
-/// for a client forwarded by a trusted proxy).
+/// The client's address: the connection's peer, or the client a trusted
+/// proxy forwarded (see `http::client_addr`).
 fn client_address(parts: &Parts) -> Option<IpAddr> {
-    let ConnectInfo(peer) = parts.extensions.get::<ConnectInfo<SocketAddr>>()?;
-    Some(peer.ip())
+    parts.extensions.get::<ClientAddr>().map(|client| client.ip)
 }
 
 /// The name an address is counted under: an IPv4 address as it is, an
