@@ -1,11 +1,10 @@
 //! The application: shared state, `app(state) -> Router`, and serving with
 //! graceful shutdown.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io::IsTerminal;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -25,7 +24,7 @@ use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::config::{LogFormat, ServeArgs, TrustedProxies};
-use crate::http::client_addr::ClientAddr;
+use crate::http::client_addr::{ClientAddr, Held, PerClient};
 use crate::http::token_cache::follow_revocations;
 pub use crate::http::AppState;
 use crate::http::{client_addr, edge, observe};
@@ -78,7 +77,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let background = start_background(&state);
     let header_timeout = Duration::from_secs(state.settings.header_timeout_secs);
-    let clients = ClientConnections::new(state.settings.max_connections_per_client);
+    let clients = PerClient::new(state.settings.max_connections_per_client);
     let proxies = Arc::new(state.settings.trusted_proxies.clone());
     let router = app(state);
     let connections = GracefulShutdown::new();
@@ -136,7 +135,7 @@ async fn next_connection(
 struct Connection {
     peer: SocketAddr,
     proxies: Arc<TrustedProxies>,
-    _held: Option<HeldConnection>,
+    _held: Option<Held>,
 }
 
 /// Serves one admitted connection on its own task, watched by
@@ -264,53 +263,6 @@ fn start_background(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
         tasks.push(tokio::spawn(follow));
     }
     tasks
-}
-
-/// Open connections per client address, within this process.
-#[derive(Clone)]
-struct ClientConnections {
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    max: usize,
-}
-
-/// One admitted connection; it counts until dropped.
-struct HeldConnection {
-    clients: ClientConnections,
-    ip: IpAddr,
-}
-
-impl ClientConnections {
-    fn new(max: usize) -> Self {
-        ClientConnections {
-            open: Arc::default(),
-            max: max.max(1),
-        }
-    }
-
-    fn admit(&self, ip: IpAddr) -> Option<HeldConnection> {
-        let mut open = self.open.lock().expect("connection counts");
-        let count = open.entry(ip).or_default();
-        if *count >= self.max {
-            return None;
-        }
-        *count += 1;
-        Some(HeldConnection {
-            clients: self.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for HeldConnection {
-    fn drop(&mut self) {
-        let mut open = self.clients.open.lock().expect("connection counts");
-        if let Some(count) = open.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.ip);
-            }
-        }
-    }
 }
 
 /// The whole answer to a connection past its client's limit: a 429 problem,

@@ -119,44 +119,47 @@ fn parse_hop(hop: &str) -> Option<IpAddr> {
         .map(|ip| ip.to_canonical())
 }
 
-/// Requests in flight per forwarded client, within this process.
+/// What each client holds at once, within this process, up to a share
+/// each: a direct client's connections (counted by `app::serve` when they
+/// are accepted), a forwarded client's requests in flight.
 #[derive(Clone)]
-pub struct ClientRequests {
+pub struct PerClient {
     open: Arc<Mutex<HashMap<IpAddr, usize>>>,
     max: usize,
 }
 
-/// One request's place; it counts until dropped.
-struct HeldRequest {
-    clients: ClientRequests,
+/// One connection's or request's place; it counts until dropped.
+pub struct Held {
+    clients: PerClient,
     ip: IpAddr,
 }
 
-impl ClientRequests {
+impl PerClient {
     pub fn new(max: usize) -> Self {
-        ClientRequests {
+        PerClient {
             open: Arc::default(),
             max: max.max(1),
         }
     }
 
-    fn admit(&self, ip: IpAddr) -> Option<HeldRequest> {
-        let mut open = self.open.lock().expect("request counts");
+    /// A place for `ip`, or `None` when it holds its share already.
+    pub fn admit(&self, ip: IpAddr) -> Option<Held> {
+        let mut open = self.open.lock().expect("counts per client");
         let count = open.entry(ip).or_default();
         if *count >= self.max {
             return None;
         }
         *count += 1;
-        Some(HeldRequest {
+        Some(Held {
             clients: self.clone(),
             ip,
         })
     }
 }
 
-impl Drop for HeldRequest {
+impl Drop for Held {
     fn drop(&mut self) {
-        let mut open = self.clients.open.lock().expect("request counts");
+        let mut open = self.clients.open.lock().expect("counts per client");
         if let Some(count) = open.get_mut(&self.ip) {
             *count -= 1;
             if *count == 0 {
@@ -188,7 +191,7 @@ pub async fn limit_forwarded(
 /// An answer's body that holds its request's place until it is dropped.
 struct Holding {
     inner: Body,
-    _held: HeldRequest,
+    _held: Held,
 }
 
 impl HttpBody for Holding {
@@ -295,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_forwarded_client_holds_at_most_its_share_of_requests() {
-        let requests = ClientRequests::new(2);
+        let requests = PerClient::new(2);
         let ip: IpAddr = "203.0.113.7".parse().unwrap();
         let first = requests.admit(ip).unwrap();
         let _second = requests.admit(ip).unwrap();

@@ -86,7 +86,7 @@ pub struct Shared {
     /// Table definitions read (a hint for decoding before any read).
     definitions: Arc<crate::pipeline::batch::Definitions>,
     /// Requests in flight per client behind a trusted proxy.
-    client_requests: client_addr::ClientRequests,
+    client_requests: client_addr::PerClient,
 }
 
 impl AppState {
@@ -101,7 +101,7 @@ impl AppState {
                 .admin_token
                 .as_ref()
                 .map(|token| crate::access::secret_digest(token.expose())),
-            client_requests: client_addr::ClientRequests::new(settings.max_connections_per_client),
+            client_requests: client_addr::PerClient::new(settings.max_connections_per_client),
             settings: Arc::new(settings),
             tokens: Arc::default(),
             batches: Arc::default(),

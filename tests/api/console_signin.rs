@@ -321,3 +321,42 @@ async fn the_store_keeps_nothing_of_a_sessions_csrf_secret_and_each_session_has_
     .unwrap();
     assert_eq!(kept, 0);
 }
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_limit_counts_each_forwarded_client_apart() {
+    let app = spawn_app_with(Settings {
+        trusted_proxies: idem::config::TrustedProxies::parse("127.0.0.1").unwrap(),
+        ..limits(2, 100, 60)
+    })
+    .await;
+    let proxy = client_from("127.0.0.1");
+    let forwarded = |client: &str, token: &str| {
+        proxy
+            .post(app.url("/console/session"))
+            .header("x-forwarded-for", client)
+            .form(&[("token", token.to_string())])
+            .send()
+    };
+    for _ in 0..2 {
+        assert_eq!(forwarded("203.0.113.7", WRONG).await.unwrap().status(), 401);
+    }
+    let locked = forwarded("203.0.113.7", ADMIN_TOKEN).await.unwrap();
+    assert_eq!(locked.status(), 429, "the guessing client is locked out");
+    let other = forwarded("198.51.100.9", ADMIN_TOKEN).await.unwrap();
+    assert_eq!(
+        other.status(),
+        303,
+        "another client behind the proxy signs in"
+    );
+    let rows: Vec<String> = sqlx::query_scalar(
+        "select client from idem.console_signin_failures where failures > 0 order by client",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        ["*", "203.0.113.7"],
+        "counted by the forwarded address"
+    );
+}

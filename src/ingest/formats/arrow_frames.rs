@@ -21,7 +21,7 @@ use arrow_ipc::reader::{read_dictionary, read_record_batch};
 use arrow_ipc::{MessageHeader, RecordBatch as BatchHeader};
 use arrow_schema::SchemaRef;
 
-use super::columnar::{arrow_error, broken};
+use super::columnar_errors::{arrow_error, broken};
 use super::record::{Chunk, ReadError};
 
 const NOT_A_STREAM: &str = "the body is not an Arrow IPC stream";

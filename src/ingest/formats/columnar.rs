@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 
 use chrono::Datelike;
@@ -22,12 +22,12 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::{ArrowError, DataType, Schema, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::errors::ParquetError;
 
 use super::arrow_frames::ArrowStream;
 use super::arrow_text::{
     field_column_type, holds_json_text, is_nested, unsupported, write_json, write_text,
 };
+use super::columnar_errors::{arrow_error, broken, parquet_error};
 use super::record::{Chunk, RawField, RawRecord, ReadError, ReadLimits, RecordSink};
 use crate::ingest::{in_row_group, RowError};
 use crate::schema::arrow_fields::TIMESTAMP_INFINITY;
@@ -433,40 +433,4 @@ fn write_json_text(column: &dyn Array, row: usize, out: &mut String) -> bool {
         out.push_str(&text);
     }
     is_json
-}
-
-/// An I/O failure of the body stays one (a body over its limit, a client
-/// gone); anything else is a broken body, at row `line`.
-pub(super) fn arrow_error(e: ArrowError, line: u64, what: &str) -> ReadError {
-    match e {
-        // The body ended inside a message: it was sent short.
-        ArrowError::IoError(_, e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            broken(line, what, &e.to_string())
-        }
-        ArrowError::IoError(_, e) => ReadError::Io(e),
-        ArrowError::ExternalError(e) => match e.downcast::<io::Error>() {
-            Ok(e) => ReadError::Io(*e),
-            Err(e) => broken(line, what, &e.to_string()),
-        },
-        other => broken(line, what, &other.to_string()),
-    }
-}
-
-fn parquet_error(e: ParquetError, line: u64, what: &str) -> ReadError {
-    match e {
-        ParquetError::External(e) => match e.downcast::<io::Error>() {
-            Ok(e) => ReadError::Io(*e),
-            Err(e) => broken(line, what, &e.to_string()),
-        },
-        other => broken(line, what, &other.to_string()),
-    }
-}
-
-pub(super) fn broken(line: u64, what: &str, detail: &str) -> ReadError {
-    ReadError::Malformed(RowError {
-        line,
-        record: line.saturating_sub(1),
-        column: None,
-        message: format!("{what}: {detail}"),
-    })
 }

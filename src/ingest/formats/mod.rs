@@ -7,6 +7,7 @@
 mod arrow_frames;
 mod arrow_text;
 mod columnar;
+mod columnar_errors;
 mod csv;
 mod csv_reader;
 mod json_array;
