@@ -6,6 +6,7 @@ use super::body::BodyError;
 use crate::channel::ChannelError;
 use crate::ingest::BadRow;
 use crate::names::TableName;
+use crate::period::{Grain, Period};
 use crate::problem::ProblemCode;
 use crate::schema::AuditReport;
 use crate::schema::SchemaError;
@@ -61,7 +62,7 @@ pub enum WriteError {
     Inferred(#[from] SchemaError),
     /// The partitions a load names are not the table's.
     #[error(transparent)]
-    Target(#[from] super::load::TargetError),
+    Target(#[from] TargetError),
     #[error("the Idempotency-Key was used for a different request (method, path, content type or body differ)")]
     KeyReused,
     /// The spool's disk (`IDEM_SPOOL_DIR`) has no room for what the write
@@ -173,3 +174,30 @@ impl From<tokio::task::JoinError> for WriteError {
 }
 
 pub type WriteResult<T> = Result<T, WriteError>;
+
+/// The most partitions one load may target (`pipeline::load` keeps to it;
+/// its error tells it).
+pub const MAX_TARGET_PARTITIONS: usize = 1000;
+
+/// What is wrong with the partitions a load names (a range PUT's
+/// `?from=&to=`, a `POST /loads` target): the request's, never the table
+/// declaration's.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("table {0:?} has no partitions; PUT /tables/{0}/rows replaces it whole, and a load of it targets {{\"table\": true}}")]
+    NotPartitioned(TableName),
+    #[error("{label:?} is not a partition of table {table:?}: its grain is {} ({})", grain.as_str(), grain.form())]
+    NotAPeriod {
+        label: String,
+        table: TableName,
+        grain: Grain,
+    },
+    #[error("the range starts at {from}, after its end {to}: ?from= names its first partition, ?to= its last")]
+    Backward { from: Period, to: Period },
+    #[error("a load targets at most {MAX_TARGET_PARTITIONS} partitions; this one {0}")]
+    TooMany(usize),
+    #[error("target.partitions is empty")]
+    Empty,
+    #[error("target is one of {{\"partitions\": [ds, …]}}, {{\"range\": {{\"from\": ds, \"to\": ds}}}}, {{\"table\": true}}")]
+    Malformed,
+}

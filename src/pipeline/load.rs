@@ -7,19 +7,17 @@ use std::collections::BTreeSet;
 use chrono::Utc;
 use uuid::Uuid;
 
+use super::error::{TargetError, MAX_TARGET_PARTITIONS};
 use super::{Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
-use crate::period::{Grain, Period};
+use crate::period::Period;
 use crate::problem::ProblemCode;
 use crate::schema::Audits;
 use crate::schema::TableDef;
 use crate::store::catalog;
 use crate::store::staged_loads::{self, LoadPart, NewLoad, StagedLoad, StagedStatus};
-
-/// The most partitions one load may target.
-pub const MAX_TARGET_PARTITIONS: usize = 1000;
 
 /// What a load replaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,29 +114,6 @@ fn check_size(partitions: usize) -> Result<(), TargetError> {
         return Err(TargetError::TooMany(partitions));
     }
     Ok(())
-}
-
-/// What is wrong with the partitions a load names (a range PUT's
-/// `?from=&to=`, a `POST /loads` target): the request's, never the table
-/// declaration's.
-#[derive(Debug, thiserror::Error)]
-pub enum TargetError {
-    #[error("table {0:?} has no partitions; PUT /tables/{0}/rows replaces it whole, and a load of it targets {{\"table\": true}}")]
-    NotPartitioned(TableName),
-    #[error("{label:?} is not a partition of table {table:?}: its grain is {} ({})", grain.as_str(), grain.form())]
-    NotAPeriod {
-        label: String,
-        table: TableName,
-        grain: Grain,
-    },
-    #[error("the range starts at {from}, after its end {to}: ?from= names its first partition, ?to= its last")]
-    Backward { from: Period, to: Period },
-    #[error("a load targets at most {MAX_TARGET_PARTITIONS} partitions; this one {0}")]
-    TooMany(usize),
-    #[error("target.partitions is empty")]
-    Empty,
-    #[error("target is one of {{\"partitions\": [ds, …]}}, {{\"range\": {{\"from\": ds, \"to\": ds}}}}, {{\"table\": true}}")]
-    Malformed,
 }
 
 impl TargetError {
