@@ -24,6 +24,7 @@ use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::config::{LogFormat, ServeArgs, TrustedProxies};
+use crate::http::auth::OwnChecks;
 use crate::http::client_addr::{ClientAddr, Held, PerClient};
 use crate::http::token_cache::follow_revocations;
 pub use crate::http::AppState;
@@ -38,11 +39,17 @@ use crate::store::Store;
 /// final newline, CORS, and the request's id, log line and metrics. (Each
 /// `layer` wraps every route, so all of them see the matched route.)
 pub fn app(state: AppState) -> Router {
+    // The console's pages check their own session, not a bearer token.
+    let own_checks = OwnChecks(if state.settings.console {
+        vec![crate::http::console::ROOT]
+    } else {
+        Vec::new()
+    });
     let routes = crate::http::router(state.settings.console)
         // Every route, the fallback included: no request reaches a handler
         // (or learns which paths exist) without a token, but the open ones.
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            (state.clone(), own_checks),
             crate::http::auth::authenticate,
         ))
         .with_state(state.clone())

@@ -8,9 +8,8 @@ use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::client_addr::ClientAddr;
+use super::client_addr::{is_local, ClientAddr};
 use super::observe::RequestSpan;
-use super::ops::{is_local, METRICS_PATH};
 use super::AppState;
 use crate::access::{digests_equal, secret_digest, Actor, Grants, Scope};
 use crate::http::error::{ApiError, ApiResult};
@@ -19,6 +18,27 @@ use crate::store::tokens::TokenLookup;
 
 /// What anyone may call: probes and the spec.
 const OPEN_PATHS: [&str; 3] = ["/healthz", "/readyz", "/openapi.yaml"];
+
+/// The path roots whose routes check their own credentials (the console's
+/// pages: a session cookie, not a bearer token), let through untouched.
+/// Whoever wires the routes (`app`) passes them in, so that this layer
+/// knows no page of the console's (which itself asks it for callers).
+#[derive(Clone, Debug, Default)]
+pub struct OwnChecks(pub Vec<&'static str>);
+
+impl OwnChecks {
+    /// Whether `path` is one of the roots or below one.
+    fn cover(&self, path: &str) -> bool {
+        self.0.iter().any(|root| {
+            path.strip_prefix(root)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+    }
+}
+
+/// The metrics' path (`ops` serves it), which a local scraper may reach
+/// without a token (`IDEM_METRICS_OPEN_TO_LOCAL`).
+pub const METRICS_PATH: &str = "/metrics";
 
 /// Who is calling, and what they may do.
 #[derive(Clone, Debug)]
@@ -100,12 +120,12 @@ impl Caller {
 
 /// Authenticates the request, or answers 401 without running the handler.
 pub async fn authenticate(
-    State(state): State<AppState>,
+    State((state, own_checks)): State<(AppState, OwnChecks)>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    if OPEN_PATHS.contains(&path) || (state.settings.console && super::console::owns(path)) {
+    if OPEN_PATHS.contains(&path) || own_checks.cover(path) {
         // The console's pages check their own session (a cookie, not a
         // bearer token): see `console::session`.
         return next.run(request).await;
@@ -214,5 +234,20 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
                 detail: "this endpoint needs an Authorization: Bearer <token> header",
                 token_sent: false,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_checks_cover_only_the_paths_under_their_roots() {
+        let console = OwnChecks(vec!["/console"]);
+        assert!(console.cover("/console"));
+        assert!(console.cover("/console/tables"));
+        assert!(!console.cover("/consoles"));
+        assert!(!console.cover("/tables"));
+        assert!(!OwnChecks::default().cover("/console"));
     }
 }

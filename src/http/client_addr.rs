@@ -214,6 +214,15 @@ impl HttpBody for Holding {
     }
 }
 
+/// Loopback, private (RFC 1918), IPv6 unique local (fc00::/7) or
+/// link-local: addresses no client on the internet can have.
+pub fn is_local(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.is_unique_local() || v6.is_unicast_link_local(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +315,25 @@ mod tests {
         assert!(requests.admit("203.0.113.8".parse().unwrap()).is_some());
         drop(first);
         assert!(requests.admit(ip).is_some());
+    }
+
+    #[test]
+    fn local_addresses_are_loopback_private_and_link_local_ones() {
+        for local in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(is_local(local.parse().unwrap()), "{local}");
+        }
+        for public in ["8.8.8.8", "172.32.0.1", "2001:db8::1", "::ffff:8.8.8.8"] {
+            assert!(!is_local(public.parse().unwrap()), "{public}");
+        }
     }
 }

@@ -7,9 +7,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use std::net::IpAddr;
 use std::time::Duration;
 
+use super::auth::METRICS_PATH;
 use super::{AppState, Caller};
 use crate::http::error::ApiResult;
 use crate::metrics::Metrics;
@@ -44,8 +44,6 @@ async fn readyz(State(state): State<AppState>) -> ApiResult<Json<serde_json::Val
     Ok(Json(json!({"status": "ready", "database": "ok"})))
 }
 
-pub const METRICS_PATH: &str = "/metrics";
-
 async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI)
 }
@@ -59,38 +57,4 @@ async fn metrics(State(state): State<AppState>, caller: Caller) -> ApiResult<Res
     }
     let text = state.metrics.render(state.pool_gauges());
     Ok(([(header::CONTENT_TYPE, Metrics::content_type())], text).into_response())
-}
-
-/// Loopback, private (RFC 1918), IPv6 unique local (fc00::/7) or
-/// link-local: addresses no client on the internet can have.
-pub fn is_local(ip: IpAddr) -> bool {
-    match ip.to_canonical() {
-        IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
-        IpAddr::V6(v6) => v6.is_loopback() || v6.is_unique_local() || v6.is_unicast_link_local(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn local_addresses_are_loopback_private_and_link_local_ones() {
-        for local in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.0.1",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:10.0.0.1",
-        ] {
-            assert!(is_local(local.parse().unwrap()), "{local}");
-        }
-        for public in ["8.8.8.8", "172.32.0.1", "2001:db8::1", "::ffff:8.8.8.8"] {
-            assert!(!is_local(public.parse().unwrap()), "{public}");
-        }
-    }
 }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use chrono::{Datelike, Duration, Months, NaiveDate, NaiveDateTime, NaiveTime};
 use maud::{html, Markup};
 
-use super::{grouped, query_string};
+use super::text::{grouped, query_string};
 use crate::period::{Grain, Period};
 
 /// How far a count may move against its comparable before it is outlined,

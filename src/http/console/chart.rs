@@ -10,7 +10,7 @@
 use maud::{html, Markup};
 
 use super::calendar::Cell;
-use super::grouped;
+use super::text::grouped;
 
 const WIDTH: u64 = 960;
 const HEIGHT: u64 = 220;

@@ -9,9 +9,10 @@ use axum::response::Response;
 use maud::{html, Markup};
 use serde::Deserialize;
 
+use super::error::PageResult;
 use super::layout::page;
 use super::session::Signed;
-use super::{query_string, PageResult};
+use super::text::query_string;
 use crate::http::error::ApiError;
 use crate::http::{parse_id, AppState};
 use crate::store::duplicates_log::{LogCursor, LoggedVersion};

@@ -10,6 +10,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
 
+/// The path every console page is under.
+pub const ROOT: &str = "/console";
+
 /// Nothing runs but what idem serves itself: no script at all, styles only
 /// from the stylesheet, forms only to idem, no framing.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \

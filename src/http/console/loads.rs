@@ -6,9 +6,10 @@ use axum::response::Response;
 use maud::{html, Markup};
 use serde::Deserialize;
 
+use super::error::PageResult;
 use super::layout::page;
 use super::session::Signed;
-use super::{grouped, query_string, PageResult};
+use super::text::{grouped, query_string};
 use crate::access::Scope;
 use crate::http::loads::{check_load_status, check_token_filter, LOAD_STATUSES};
 use crate::http::{parse_id, parse_label, AppState};

@@ -9,9 +9,10 @@ use axum::response::Response;
 use maud::{html, Markup};
 use serde::Deserialize;
 
+use super::error::PageResult;
 use super::layout::page;
 use super::session::{FormBody, Signed};
-use super::{grouped, query_string, shown_count, PageResult};
+use super::text::{grouped, query_string, shown_count};
 use crate::access::Scope;
 use crate::http::observe::RequestSpan;
 use crate::http::rejects::{check_error_column, parse_status, replay as replay_rejects};

@@ -22,7 +22,7 @@ use axum::http::{header, HeaderMap, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::PageError;
+use super::error::PageError;
 use crate::http::error::ApiError;
 
 /// Refuses (403) a change sent by a page that is not the console's own.

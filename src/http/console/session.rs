@@ -15,10 +15,11 @@ use axum::response::{IntoResponse, Response};
 use cookie::{Cookie, SameSite};
 use maud::{html, Markup};
 
+use super::error::{PageError, PageResult};
+use super::layout::ROOT;
 use super::layout::{csrf_field, page, Viewer};
 use super::same_origin::over_tls;
 use super::signin_limit::{Attempt, ClientAddress, Limited};
-use super::{PageError, PageResult, ROOT};
 use crate::access::{derived_secret, digests_equal, new_secret, secret_digest, Scope};
 use crate::http::auth::caller_of_digest;
 use crate::http::error::ApiError;

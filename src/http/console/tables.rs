@@ -12,9 +12,10 @@ use serde::Deserialize;
 
 use super::calendar::{self, Window, DEFAULT_THRESHOLD_PCT};
 use super::chart;
+use super::error::PageResult;
 use super::layout::page;
 use super::session::Signed;
-use super::{grouped, query_string, shown_count, PageResult};
+use super::text::{grouped, query_string, shown_count};
 use crate::access::Scope;
 use crate::http::error::ApiError;
 use crate::http::{parse_label, AppState};

@@ -9,9 +9,10 @@ use chrono::{DateTime, NaiveDate, Utc};
 use maud::{html, Markup};
 use serde::Deserialize;
 
+use super::error::PageResult;
 use super::layout::page;
 use super::session::{FormBody, Signed};
-use super::{query_string, PageResult};
+use super::text::query_string;
 use crate::access::{Scope, TablePattern};
 use crate::http::error::ApiError;
 use crate::http::tokens::{issue, revoke as revoke_token, Created, TokenRequest};
