@@ -1,12 +1,17 @@
 //! idem: an HTTP server that lands data in Postgres idempotently.
 //!
-//! The layers, each importing only the ones below it (checked by
-//! `tests/api/layout.rs`):
+//! The layers, from the top down; each module imports only its own layer
+//! and the ones below it, and no import circle closes anywhere (both
+//! checked by `tests/api/layout.rs`, which reads this order as `LAYERS`):
 //!
 //! ```text
+//! main, cli, client   the binary: the command line, the client's commands
 //! app        settings -> Store, Pipeline, AppState -> Router; serve
 //! http       one module per resource: headers in, problem+json out
 //! pipeline   the way of a write: body -> decode -> stage -> publish | merge
+//! config, metrics, log_writer
+//!            the settings (they name ingest's limits), the counters http
+//!            and pipeline count into, the log's writer thread
 //! store      every SQL statement: idem's own tables, and write/ for a write's steps
 //! ingest     pure: body formats -> checked values -> COPY tuples and hashes
 //! schema     table definitions, policies and safe changes
