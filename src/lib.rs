@@ -9,6 +9,7 @@
 //! pipeline   the way of a write: body -> decode -> stage -> publish | merge
 //! store      every SQL statement: idem's own tables, and write/ for a write's steps
 //! ingest     pure: body formats -> checked values -> COPY tuples and hashes
+//! render     pure: stored rows (binary COPY tuples) -> JSON, Parquet, Arrow
 //! schema     table definitions, policies and safe changes
 //! names, period, access, problem, idempotency, channel, versions, binary_copy
 //!            validated names, grains, grants, error codes, the
@@ -47,6 +48,8 @@ pub mod period;
 pub mod pipeline;
 /// ProblemCode: every stable error code.
 pub mod problem;
+/// Stored rows to bytes: a GET's JSON, Parquet and Arrow (ingest's mirror).
+pub mod render;
 /// Table definitions, policies and safe schema changes.
 pub mod schema;
 /// Every SQL statement: idem's tables and the write path's steps.
