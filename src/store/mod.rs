@@ -14,7 +14,6 @@
 pub mod audits;
 pub mod catalog;
 pub mod channels;
-pub mod completed_keys;
 pub mod console;
 pub mod console_signin;
 pub mod drop_table;
@@ -48,8 +47,10 @@ pub struct Store {
     pool: PgPool,
     /// Calls of `acquire` waiting for a connection now (sqlx does not say).
     waiting: Arc<AtomicU64>,
-    /// Completed keys remembered (see `completed_keys`).
-    completed: Arc<completed_keys::CompletedKeys>,
+    /// Completed keys remembered (see `idempotency::completed`): held here
+    /// so that `store::idempotency` reads through them and `drop_table`
+    /// forgets them.
+    completed: Arc<crate::idempotency::completed::CompletedKeys>,
     /// Set while the database is known to be away (see `acquire`).
     away: Arc<AtomicBool>,
 }
