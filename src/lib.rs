@@ -13,7 +13,9 @@
 //!            the settings (they name ingest's limits), the counters http
 //!            and pipeline count into, the log's writer thread
 //! store      every SQL statement: idem's own tables, and write/ for a write's steps
-//! ingest     pure: body formats -> checked values -> COPY tuples and hashes
+//! ingest, render
+//!            pure: body formats -> checked values -> COPY tuples and hashes;
+//!            render, its mirror: stored rows (COPY tuples) -> JSON, Parquet, Arrow
 //! schema     table definitions, policies and safe changes
 //! names, period, access, problem, idempotency, channel, versions, binary_copy
 //!            validated names, grains, grants, error codes, the
@@ -52,6 +54,8 @@ pub mod period;
 pub mod pipeline;
 /// ProblemCode: every stable error code.
 pub mod problem;
+/// Stored rows to bytes: a GET's JSON, Parquet and Arrow (ingest's mirror).
+pub mod render;
 /// Table definitions, policies and safe schema changes.
 pub mod schema;
 /// Every SQL statement: idem's tables and the write path's steps.

@@ -14,6 +14,7 @@ pub mod infer;
 mod json;
 mod key_order;
 mod numeric;
+pub mod reject_spool;
 pub(crate) mod temporal;
 mod text;
 mod tuple_size;

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::body::CHUNK_BYTES;
 use crate::binary_copy;
 use crate::ingest::formats::{ReadError, ReadLimits};
+use crate::ingest::reject_spool::{Reject, RejectSource, RejectSpool};
 use crate::ingest::DELETED_FIELD;
 use crate::ingest::{
     not_a_column, read_records, BadRow, BodyFormat, ContentDelta, ContentHash, EncodeOptions,
@@ -22,7 +23,6 @@ use crate::ingest::{
 };
 use crate::period::Period;
 use crate::schema::{ColumnType, SchemaPolicy, SchemaWants, TableDef};
-use crate::store::rejects::{Reject, RejectSource, RejectSpool};
 
 /// What the decoder saw of the whole body.
 pub struct Decoded {

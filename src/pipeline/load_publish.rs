@@ -11,6 +11,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
@@ -18,7 +19,6 @@ use crate::schema::{AuditReport, Audits};
 use crate::schema::{DuplicatePolicy, TableDef};
 use crate::store::audits::{run_audits, StagedPartition};
 use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::rejects::RejectSpool;
 use crate::store::sql::staging_table;
 use crate::store::staged_loads;
 use crate::store::write::assemble::{assemble, Assembled, Source};

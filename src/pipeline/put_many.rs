@@ -9,11 +9,11 @@ use super::load_part::StagedBody;
 use super::load_publish::{Finish, Finishing, LoadReceipt, PartSource};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
+use crate::ingest::reject_spool::RejectSpool;
 use crate::names::TableName;
 use crate::schema::Audits;
 use crate::schema::BadRowPolicy;
 use crate::store::catalog;
-use crate::store::rejects::RejectSpool;
 use crate::store::write::stage::{self, StageFate};
 use crate::versions::Expected;
 

@@ -14,6 +14,7 @@ use crate::access::Actor;
 use crate::channel::{ChannelCommitted, ChannelOffset};
 use crate::idempotency::IdempotencyKey;
 use crate::ingest::encode::row_hash_of_text;
+use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentDelta;
 use crate::ingest::EncodeOptions;
 use crate::metrics::RowCounts;
@@ -21,7 +22,7 @@ use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, MergeMode, TableDef};
 use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::rejects::{self, RejectSpool};
+use crate::store::rejects;
 use crate::store::write::incoming::{
     copy_incoming, fits_arrays, small_body, Incoming, IncomingRows,
 };

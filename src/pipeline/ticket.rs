@@ -7,11 +7,11 @@ use uuid::Uuid;
 
 use super::WriteError;
 use crate::access::Actor;
+use crate::ingest::reject_spool::RejectSource;
 use crate::ingest::BodyFormat;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::store::ledger::{LoadEntry, LoadStatus};
-use crate::store::rejects::RejectSource;
 use crate::store::Store;
 
 /// A load as the ledger will know it: its id and start, what it writes to.

@@ -14,7 +14,6 @@
 pub mod audits;
 pub mod catalog;
 pub mod channels;
-pub mod completed_keys;
 pub mod console;
 pub mod console_signin;
 pub mod drop_table;
@@ -26,9 +25,7 @@ pub mod ledger;
 pub mod locks;
 pub mod partitions;
 pub mod read;
-mod read_arrow;
 pub mod rejects;
-mod row_json;
 pub mod sql;
 pub mod staged_loads;
 pub mod tokens;
@@ -50,8 +47,10 @@ pub struct Store {
     pool: PgPool,
     /// Calls of `acquire` waiting for a connection now (sqlx does not say).
     waiting: Arc<AtomicU64>,
-    /// Completed keys remembered (see `completed_keys`).
-    completed: Arc<completed_keys::CompletedKeys>,
+    /// Completed keys remembered (see `idempotency::completed`): held here
+    /// so that `store::idempotency` reads through them and `drop_table`
+    /// forgets them.
+    completed: Arc<crate::idempotency::completed::CompletedKeys>,
     /// Set while the database is known to be away (see `acquire`).
     away: Arc<AtomicBool>,
 }

@@ -1,48 +1,21 @@
 //! Streaming rows out of an open snapshot: a partition's or a whole table's
 //! (Postgres's CSV as it comes, JSON written from binary COPY by
-//! `row_json`, or Parquet and Arrow by `read_arrow`), or a query's (each row
-//! made JSON by Postgres: history).
+//! `render::json`, or Parquet and Arrow by `render::columnar`), or a query's
+//! (each row made JSON by Postgres: history). The SQL and the streaming are
+//! here; the rendering of the values is `render`'s.
 
 use bytes::Bytes;
 use futures::StreamExt;
 use sqlx::{PgConnection, Row};
 use tokio::sync::mpsc;
 
-use super::read_arrow::{self, ArrowColumns, FileWriter, NumericShape};
-use super::row_json::{self, JsonColumns};
 use super::sql::{quote_literal, Ident};
 use super::{StoreError, StoreResult};
 use crate::binary_copy::{Malformed, TupleStream};
+use crate::render::columnar::{self, ArrowColumns, FileWriter, NumericShape};
+use crate::render::json::{self, JsonColumns, JsonFraming};
+pub use crate::render::RowFormat;
 use crate::schema::{Column, ColumnType, TableDef};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RowFormat {
-    Ndjson,
-    /// One JSON array of the rows.
-    Json,
-    Csv,
-    /// A Parquet file (zstd), written by `read_arrow`.
-    Parquet,
-    /// An Arrow IPC stream, written by `read_arrow`.
-    ArrowStream,
-}
-
-impl RowFormat {
-    /// The `Content-Type` of rows read in this format.
-    pub fn media_type(self) -> &'static str {
-        match self {
-            RowFormat::Csv => "text/csv; charset=utf-8",
-            RowFormat::Ndjson => "application/x-ndjson",
-            RowFormat::Json => "application/json",
-            RowFormat::Parquet => "application/vnd.apache.parquet",
-            RowFormat::ArrowStream => "application/vnd.apache.arrow.stream",
-        }
-    }
-
-    fn is_columnar(self) -> bool {
-        matches!(self, RowFormat::Parquet | RowFormat::ArrowStream)
-    }
-}
 
 type Chunks = mpsc::Sender<std::io::Result<Bytes>>;
 
@@ -96,47 +69,6 @@ impl<'a> ChunkSink<'a> {
     }
 }
 
-/// How rows go between JSON objects: one a line (NDJSON), or the elements
-/// of one JSON array, `[` … `,\n` … `]\n`.
-struct JsonFraming {
-    array: bool,
-    first: bool,
-}
-
-impl JsonFraming {
-    fn new(format: RowFormat) -> Self {
-        JsonFraming {
-            array: format == RowFormat::Json,
-            first: true,
-        }
-    }
-
-    fn before_row(&mut self, out: &mut Vec<u8>) {
-        if self.array {
-            out.extend_from_slice(if std::mem::take(&mut self.first) {
-                b"["
-            } else {
-                b",\n"
-            });
-        }
-    }
-
-    fn after_row(&self, out: &mut Vec<u8>) {
-        if !self.array {
-            out.push(b'\n');
-        }
-    }
-
-    fn end(&self, out: &mut Vec<u8>) {
-        if self.array {
-            if self.first {
-                out.push(b'[');
-            }
-            out.extend_from_slice(b"]\n");
-        }
-    }
-}
-
 /// The rows as Postgres's own CSV (`COPY … TO STDOUT`). Stops quietly when
 /// the client has gone away.
 async fn send_csv(conn: &mut PgConnection, select: &str, tx: &Chunks) -> StoreResult<()> {
@@ -154,7 +86,7 @@ async fn send_csv(conn: &mut PgConnection, select: &str, tx: &Chunks) -> StoreRe
 }
 
 /// The rows of `select` (a table's user columns) as JSON objects, each
-/// written by `row_json` from a binary COPY of the values.
+/// written by `render::json` from a binary COPY of the values.
 async fn send_copy_json(
     conn: &mut PgConnection,
     select: &str,
@@ -162,7 +94,7 @@ async fn send_copy_json(
     format: RowFormat,
     tx: &Chunks,
 ) -> StoreResult<()> {
-    let sql = binary_copy_sql(select, columns.types(), row_json::sent_as_text);
+    let sql = binary_copy_sql(select, columns.types(), json::sent_as_text);
     let mut parts = conn.copy_out_raw(&sql).await?;
     let mut tuples = TupleStream::new(columns.len());
     let mut sink = ChunkSink::new(tx);
@@ -231,7 +163,7 @@ async fn send_columnar(
     }
     .map_err(write_failed)?;
     let types = def.columns.iter().map(|c| c.ty);
-    let sql = binary_copy_sql(select, types, read_arrow::sent_as_text);
+    let sql = binary_copy_sql(select, types, columnar::sent_as_text);
     let mut parts = conn.copy_out_raw(&sql).await?;
     let mut tuples = TupleStream::new(def.columns.len());
     let mut sink = ChunkSink::new(tx);
@@ -263,7 +195,7 @@ fn malformed(_: Malformed) -> StoreError {
     StoreError::Corrupt("Postgres sent binary COPY idem cannot read")
 }
 
-fn write_failed(why: read_arrow::WriteFailed) -> StoreError {
+fn write_failed(why: columnar::WriteFailed) -> StoreError {
     tracing::error!(error = %why, "writing rows as Parquet or Arrow failed");
     StoreError::Corrupt("writing the rows as Parquet or Arrow failed")
 }
@@ -375,8 +307,8 @@ async fn send_query_json(
 
 /// How a read's rows become JSON.
 enum JsonRows {
-    /// A table's user columns, written by `row_json` (and, as Parquet or
-    /// Arrow, by `read_arrow` from `def`).
+    /// A table's user columns, written by `render::json` (and, as Parquet or
+    /// Arrow, by `render::columnar` from `def`).
     Columns { json: JsonColumns, def: TableDef },
     /// A query's rows, each made JSON by this expression over `_row`, with
     /// the query's parameters (text, cast by the query).

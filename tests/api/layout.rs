@@ -47,7 +47,7 @@ const LAYERS: &[&[&str]] = &[
     &["pipeline"],
     &["config", "metrics", "log_writer"],
     &["store"],
-    &["ingest"],
+    &["ingest", "render"],
     &["schema"],
     &[
         "names",

@@ -13,13 +13,14 @@ use sqlx::{Connection, PgConnection};
 
 use super::contents;
 use super::history::{self, Replacement};
+use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::locks::{lock_partition, lock_table_shared};
-use crate::store::rejects::{self, RejectSpool};
+use crate::store::rejects;
 use crate::store::sql::{
     parent_table, partition_name, partition_table, period_literal, staging_table, Ident,
     PARTS_SCHEMA,

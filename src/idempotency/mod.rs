@@ -3,7 +3,10 @@
 //! tells a repeat of that request from a reuse of its key, and the answer a
 //! completed key keeps. `http` builds these, `pipeline::keyed` runs the
 //! write and `store::idempotency` keeps the key's row; all three speak
-//! these types.
+//! these types. `completed` remembers completed keys in memory, so that
+//! `store::idempotency` reads a replayed key's row once.
+
+pub mod completed;
 
 use std::fmt;
 

@@ -44,7 +44,7 @@ const EPOCH_MICROS: i64 = 946_684_800_000_000;
 /// common scale, or, when they have none (or more digits than a decimal
 /// holds, or `NaN` or an infinity), their text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum NumericShape {
+pub(crate) enum NumericShape {
     Decimal { scale: i8 },
     Text,
 }
@@ -52,7 +52,7 @@ pub(super) enum NumericShape {
 impl NumericShape {
     /// From the column's smallest and largest scale and its largest
     /// absolute value's text (`None` when every value is NULL).
-    pub(super) fn of(
+    pub(crate) fn of(
         min_scale: Option<i32>,
         max_scale: Option<i32>,
         max_abs: Option<&str>,
@@ -111,7 +111,7 @@ fn arrow_field(name: &str, ty: ColumnType, nullable: bool, numeric: NumericShape
 
 /// Whether the COPY selects a column of type `ty` as text: a numeric, whose
 /// binary form idem does not take apart.
-pub(super) fn sent_as_text(ty: ColumnType) -> bool {
+pub(crate) fn sent_as_text(ty: ColumnType) -> bool {
     ty == ColumnType::Numeric
 }
 
@@ -254,7 +254,7 @@ fn unix_micros(micros: i64) -> Result<i64, Malformed> {
 }
 
 /// A read's columns as Arrow: their schema, and the batch being built.
-pub(super) struct ArrowColumns {
+pub(crate) struct ArrowColumns {
     schema: SchemaRef,
     builders: Vec<Builder>,
     rows: usize,
@@ -264,7 +264,7 @@ pub(super) struct ArrowColumns {
 
 impl ArrowColumns {
     /// `numeric` holds a shape for each numeric column of `def`, in order.
-    pub(super) fn new(def: &TableDef, numeric: &[NumericShape]) -> Self {
+    pub(crate) fn new(def: &TableDef, numeric: &[NumericShape]) -> Self {
         let mut shapes = numeric.iter().copied();
         let mut fields = Vec::with_capacity(def.columns.len());
         let mut builders = Vec::with_capacity(def.columns.len());
@@ -285,21 +285,21 @@ impl ArrowColumns {
         }
     }
 
-    pub(super) fn schema(&self) -> &SchemaRef {
+    pub(crate) fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 
-    pub(super) fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.rows
     }
 
     /// Whether the batch being built is full (`BATCH_ROWS`, `BATCH_BYTES`).
-    pub(super) fn batch_full(&self) -> bool {
+    pub(crate) fn batch_full(&self) -> bool {
         self.rows >= BATCH_ROWS || self.bytes >= BATCH_BYTES
     }
 
     /// Appends the tuple `fields` reads.
-    pub(super) fn append_row(&mut self, fields: &mut TupleReader<'_>) -> Result<(), Malformed> {
+    pub(crate) fn append_row(&mut self, fields: &mut TupleReader<'_>) -> Result<(), Malformed> {
         for builder in &mut self.builders {
             let value = fields.field()?;
             self.bytes += value.map_or(0, <[u8]>::len);
@@ -310,7 +310,7 @@ impl ArrowColumns {
     }
 
     /// The rows appended since the last batch, as one.
-    pub(super) fn take_batch(&mut self) -> Result<RecordBatch, Malformed> {
+    pub(crate) fn take_batch(&mut self) -> Result<RecordBatch, Malformed> {
         let arrays = self
             .builders
             .iter_mut()
@@ -322,16 +322,16 @@ impl ArrowColumns {
 }
 
 /// The file being written: its bytes are taken as they are ready.
-pub(super) enum FileWriter {
+pub(crate) enum FileWriter {
     Parquet(Box<ArrowWriter<Vec<u8>>>),
     Arrow(Box<arrow_ipc::writer::StreamWriter<Vec<u8>>>),
 }
 
 /// Why writing the file failed (an encoder's error; nothing the client did).
-pub(super) type WriteFailed = String;
+pub(crate) type WriteFailed = String;
 
 impl FileWriter {
-    pub(super) fn parquet(schema: &SchemaRef) -> Result<Self, WriteFailed> {
+    pub(crate) fn parquet(schema: &SchemaRef) -> Result<Self, WriteFailed> {
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -343,13 +343,13 @@ impl FileWriter {
             .map_err(|e| e.to_string())
     }
 
-    pub(super) fn arrow(schema: &SchemaRef) -> Result<Self, WriteFailed> {
+    pub(crate) fn arrow(schema: &SchemaRef) -> Result<Self, WriteFailed> {
         arrow_ipc::writer::StreamWriter::try_new(Vec::new(), schema)
             .map(|w| FileWriter::Arrow(Box::new(w)))
             .map_err(|e| e.to_string())
     }
 
-    pub(super) fn write(&mut self, batch: &RecordBatch) -> Result<(), WriteFailed> {
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<(), WriteFailed> {
         match self {
             FileWriter::Parquet(w) => w.write(batch).map_err(|e| e.to_string()),
             FileWriter::Arrow(w) => w.write(batch).map_err(|e| e.to_string()),
@@ -358,7 +358,7 @@ impl FileWriter {
 
     /// The bytes written so far and not yet sent: the caller sends and
     /// clears them, and the buffer's room serves the next ones.
-    pub(super) fn written(&mut self) -> &mut Vec<u8> {
+    pub(crate) fn written(&mut self) -> &mut Vec<u8> {
         match self {
             FileWriter::Parquet(w) => w.inner_mut(),
             FileWriter::Arrow(w) => w.get_mut(),
@@ -367,7 +367,7 @@ impl FileWriter {
 
     /// Ends the file (a Parquet footer, an Arrow end-of-stream marker); the
     /// bytes not yet taken.
-    pub(super) fn finish(self) -> Result<Vec<u8>, WriteFailed> {
+    pub(crate) fn finish(self) -> Result<Vec<u8>, WriteFailed> {
         match self {
             FileWriter::Parquet(w) => w.into_inner().map_err(|e| e.to_string()),
             FileWriter::Arrow(mut w) => {

@@ -19,7 +19,7 @@ use std::sync::Mutex;
 
 use chrono::Utc;
 
-use crate::idempotency::{IdempotencyKey, StoredKey};
+use super::{IdempotencyKey, StoredKey};
 
 /// Bytes of keys and answers remembered at most.
 const MAX_BYTES: usize = 16 * 1024 * 1024;

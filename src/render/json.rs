@@ -3,13 +3,14 @@
 //! session whose time zone is UTC, as idem's are), so that Postgres only
 //! sends the values and idem spends little per row writing them.
 
+use super::RowFormat;
 use crate::binary_copy::{Malformed, TupleReader};
 use crate::schema::{ColumnType, TableDef};
 
 /// How each column of a read is written: its key, its type, and whether a
 /// SQL NULL leaves the field out (a nullable jsonb column's, as `json_row`
 /// does) rather than writing `null`.
-pub(super) struct JsonColumns {
+pub(crate) struct JsonColumns {
     columns: Vec<JsonColumn>,
 }
 
@@ -21,7 +22,7 @@ struct JsonColumn {
 }
 
 impl JsonColumns {
-    pub(super) fn of(def: &TableDef) -> Self {
+    pub(crate) fn of(def: &TableDef) -> Self {
         let columns = def
             .columns
             .iter()
@@ -39,18 +40,18 @@ impl JsonColumns {
         JsonColumns { columns }
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.columns.len()
     }
 
     /// The columns' types, in order (the COPY selects each as `sent_as_text`
     /// says).
-    pub(super) fn types(&self) -> impl Iterator<Item = ColumnType> + '_ {
+    pub(crate) fn types(&self) -> impl Iterator<Item = ColumnType> + '_ {
         self.columns.iter().map(|c| c.ty)
     }
 
     /// Writes the tuple `fields` reads as one JSON object.
-    pub(super) fn write_row(
+    pub(crate) fn write_row(
         &self,
         fields: &mut TupleReader<'_>,
         out: &mut Vec<u8>,
@@ -79,7 +80,7 @@ impl JsonColumns {
 /// Whether the read selects a column of type `ty` as text (its binary form
 /// is then Postgres's text output): a double, whose shortest decimal form
 /// only Postgres's own `float8out` writes exactly.
-pub(super) fn sent_as_text(ty: ColumnType) -> bool {
+pub(crate) fn sent_as_text(ty: ColumnType) -> bool {
     ty == ColumnType::DoublePrecision
 }
 
@@ -375,6 +376,47 @@ fn write_uuid(out: &mut Vec<u8>, bytes: [u8; 16]) {
             .as_bytes(),
     );
     out.push(b'"');
+}
+
+/// How rows go between JSON objects: one a line (NDJSON), or the elements
+/// of one JSON array, `[` … `,\n` … `]\n`.
+pub(crate) struct JsonFraming {
+    array: bool,
+    first: bool,
+}
+
+impl JsonFraming {
+    pub(crate) fn new(format: RowFormat) -> Self {
+        JsonFraming {
+            array: format == RowFormat::Json,
+            first: true,
+        }
+    }
+
+    pub(crate) fn before_row(&mut self, out: &mut Vec<u8>) {
+        if self.array {
+            out.extend_from_slice(if std::mem::take(&mut self.first) {
+                b"["
+            } else {
+                b",\n"
+            });
+        }
+    }
+
+    pub(crate) fn after_row(&self, out: &mut Vec<u8>) {
+        if !self.array {
+            out.push(b'\n');
+        }
+    }
+
+    pub(crate) fn end(&self, out: &mut Vec<u8>) {
+        if self.array {
+            if self.first {
+                out.push(b'[');
+            }
+            out.extend_from_slice(b"]\n");
+        }
+    }
 }
 
 #[cfg(test)]
