@@ -257,10 +257,6 @@ impl TrustedProxies {
         Ok(TrustedProxies(networks))
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// Whether `ip` is one of the proxies (an IPv4 address mapped into
     /// IPv6, as a dual-stack socket reports it, counts as itself).
     pub fn trusts(&self, ip: std::net::IpAddr) -> bool {
@@ -535,10 +531,11 @@ mod tests {
         ] {
             assert_eq!(proxies.trusts(ip.parse().unwrap()), trusted, "{ip}");
         }
-        assert!(Only::parse_from(["idem"])
-            .settings
-            .trusted_proxies
-            .is_empty());
+        let none = Only::parse_from(["idem"]).settings.trusted_proxies;
+        assert!(
+            !none.trusts("127.0.0.1".parse().unwrap()),
+            "none by default"
+        );
     }
 
     #[test]

@@ -64,9 +64,11 @@ impl Store {
         if exists.is_none() {
             return Ok(None);
         }
+        let (idempotency_keys, open_loads) = remove(&mut tx, table, entry).await?;
         let dropped = Dropped {
+            idempotency_keys,
             channels,
-            ..remove(&mut tx, table, entry).await?
+            open_loads,
         };
         ledger::insert(&mut tx, entry).await?;
         tx.commit().await?;
@@ -78,12 +80,13 @@ impl Store {
 }
 
 /// Everything of `table` but its ledger entries, which are marked dropped,
-/// and its channels (see `drop_table`).
+/// and its channels (see `drop_table`); the Idempotency-Keys removed and the
+/// open loads abandoned.
 async fn remove(
     tx: &mut PgConnection,
     table: &TableName,
     entry: &LoadEntry<'_>,
-) -> StoreResult<Dropped> {
+) -> StoreResult<(u64, u64)> {
     // ACCESS EXCLUSIVE on the parent and its partitions: waits for readers
     // streaming a partition (bounded by the lock timeout).
     sqlx::query(&format!("drop table if exists {}", parent_table(table)))
@@ -120,9 +123,5 @@ async fn remove(
         .bind(table.as_str())
         .execute(&mut *tx)
         .await?;
-    Ok(Dropped {
-        idempotency_keys,
-        channels: 0,
-        open_loads,
-    })
+    Ok((idempotency_keys, open_loads))
 }

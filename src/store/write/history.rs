@@ -184,15 +184,15 @@ impl HistoryShape {
 /// version sent, late ones included, and tombstones as removals at their
 /// cursor (or now, without one); under the other modes the rows the table
 /// now holds as sent (the ones written, or found written already).
-/// Returns the loads of the versions it wrote (inserted or replaced), one
-/// entry a version: a late version changes the history and no current row,
-/// and its write's receipt must still count it.
+/// Returns how many versions each load wrote (inserted or replaced),
+/// counted in the statement: a late version changes the history and no
+/// current row, and its write's receipt must still count it.
 pub(super) async fn record_incoming(
     conn: &mut PgConnection,
     def: &TableDef,
     sql: &MergeSql,
     mode: MergeMode,
-) -> StoreResult<Vec<Uuid>> {
+) -> StoreResult<Vec<(Uuid, i64)>> {
     let Some(shape) = HistoryShape::of(def) else {
         return Ok(Vec::new());
     };
@@ -210,19 +210,24 @@ pub(super) async fn record_incoming(
     // each other's versions of a key in one order, and cannot deadlock.
     // language=PostgreSQL
     let insert = format!(
-        "insert into {} as h ({})
-         select distinct on ({key}, \"_valid_from\") *
-           from (select {values} from {} where {filter}) v
-          order by {key}, \"_valid_from\"
-         {}
-         returning h.\"_load_id\"",
+        "with written as (
+           insert into {} as h ({})
+           select distinct on ({key}, \"_valid_from\") *
+             from (select {values} from {} where {filter}) v
+            order by {key}, \"_valid_from\"
+           {}
+           returning h.\"_load_id\")
+         select \"_load_id\", count(*) from written group by 1",
         shape.table,
         shape.columns(),
         sql.from_incoming,
         shape.on_conflict_if_current(&sql.parent)
     );
     let written = sql.query(&insert).fetch_all(&mut *conn).await?;
-    written.iter().map(|row| Ok(row.try_get(0)?)).collect()
+    written
+        .iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect()
 }
 
 /// Whether incoming row `s` is stored as it was sent: a row of the same

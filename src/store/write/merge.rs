@@ -281,9 +281,9 @@ impl MergeWrite<'_> {
         if mode != MergeMode::Append && tallies.values().any(Tally::left_rows_alone) {
             self.count_stored(conn, &mut tallies).await?;
         }
-        for load_id in history::record_incoming(conn, def, sql, mode).await? {
+        for (load_id, versions) in history::record_incoming(conn, def, sql, mode).await? {
             if let Some(tally) = tallies.get_mut(&load_id) {
-                tally.merged.history_written += 1;
+                tally.merged.history_written = count_from(versions)?;
             }
         }
         Ok(tallies
