@@ -31,7 +31,7 @@ pub use crate::http::AppState;
 use crate::http::{client_addr, edge, observe};
 use crate::log_writer::{buffered_log, LogGuard};
 use crate::metrics::Metrics;
-use crate::store::write::contents::FOLD_AFTER;
+use crate::store::contents::FOLD_AFTER;
 use crate::store::Store;
 
 /// The routes and, from the inside out, what every request goes through:

@@ -18,11 +18,11 @@ use crate::period::Period;
 use crate::schema::{AuditReport, Audits};
 use crate::schema::{DuplicatePolicy, TableDef};
 use crate::store::audits::{run_audits, StagedPartition};
+use crate::store::contents;
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::sql::staging_table;
 use crate::store::staged_loads;
 use crate::store::write::assemble::{assemble, Assembled, Source};
-use crate::store::write::contents;
 use crate::store::write::duplicates::Resolve;
 use crate::store::write::publish_many::{
     plan, publish_many, sum_of, ManySwap, PartitionOutcome, PartitionStage,

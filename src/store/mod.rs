@@ -16,6 +16,7 @@ pub mod catalog;
 pub mod channels;
 pub mod console;
 pub mod console_signin;
+pub mod contents;
 pub mod drop_table;
 pub mod duplicates_log;
 pub mod error;

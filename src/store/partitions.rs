@@ -1,19 +1,17 @@
-//! The partitions registry, reading a partition or a whole table back (a
-//! table's content hash is the sum of its partitions'), and dropping a
-//! partition.
+//! The partitions registry, and reading a partition or a whole table back
+//! (a table's content hash is the sum of its partitions'). Dropping a
+//! partition is a write: `write::remove`.
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::locks::lock_partition;
+use super::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
 use super::read::{RowFormat, RowsRead};
-use super::sql::{column_list, parent_table, partition_key, partition_table, period_literal};
-use super::write::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
-use super::write::history::{record_replacement, Replacement};
+use super::sql::{column_list, parent_table, partition_key, period_literal};
 use super::StoreError;
 use super::{Store, StoreResult};
 use crate::ingest::ContentHash;
@@ -207,62 +205,6 @@ impl Store {
             content,
         })
     }
-
-    /// Drops partition `ds`; false when it did not exist.
-    #[tracing::instrument(skip(self, def), fields(table = %def.name))]
-    pub async fn delete_partition(&self, def: &TableDef, ds: Period) -> StoreResult<bool> {
-        let mut conn = self.acquire().await?;
-        let mut tx = conn.begin().await?;
-        lock_partition(&mut tx, &def.name, ds).await?;
-        // No load removes it: its keys' removals name the nil load.
-        if !remove_partition(&mut tx, def, ds, Uuid::nil()).await? {
-            return Ok(false);
-        }
-        // The day's pending rejects belonged to a version of it that is gone:
-        // a replay must not bring the day back.
-        super::rejects::supersede(&mut tx, &def.name, ds, Uuid::nil()).await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-}
-
-/// Removes partition `ds` of `def` (its registry row, its deltas, its
-/// table; its keys recorded as removed by `load_id` in the table's history,
-/// if it keeps one) under the caller's lock on it; false when it did not
-/// exist.
-pub(crate) async fn remove_partition(
-    tx: &mut PgConnection,
-    def: &TableDef,
-    ds: Period,
-    load_id: Uuid,
-) -> StoreResult<bool> {
-    let deleted = sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
-        .bind(def.name.as_str())
-        .bind(ds.label())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    if deleted == 0 {
-        return Ok(false);
-    }
-    contents::clear_deltas(tx, &def.name, ds).await?;
-    let partition = partition_table(&def.name, ds);
-    let removal = Replacement {
-        live: Some(&partition),
-        stage: None,
-        load_id,
-    };
-    record_replacement(&mut *tx, def, removal).await?;
-    sqlx::query(&format!(
-        "alter table {} detach partition {partition}",
-        parent_table(&def.name)
-    ))
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(&format!("drop table {partition}"))
-        .execute(&mut *tx)
-        .await?;
-    Ok(true)
 }
 
 /// A partition's registry entry and, in the same snapshot, its rows.

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::contents::{bind_deltas, deltas_sql, PartitionDelta};
 use crate::ingest::ContentDelta;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::store::contents::{bind_deltas, deltas_sql, PartitionDelta};
 use crate::store::idempotency::{all_completed, bind_completions, complete_sql, Completion};
 use crate::store::ledger::{bind_entries, insert_sql, LoadEntry};
 use crate::store::{StoreError, StoreResult};

@@ -11,13 +11,13 @@
 
 use sqlx::{Connection, PgConnection};
 
-use super::contents;
 use super::history::{self, Replacement};
 use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::TableDef;
+use crate::store::contents;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::locks::{lock_partition, lock_table_shared};
 use crate::store::rejects;

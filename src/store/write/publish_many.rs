@@ -10,15 +10,15 @@
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use super::contents;
 use super::publish::{register_swapped, swap_in, BodyFacts};
+use super::remove::remove_partition;
 use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
 use crate::period::Period;
 use crate::schema::TableDef;
+use crate::store::contents;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::locks::{lock_partition, lock_table, lock_table_shared};
-use crate::store::partitions::remove_partition;
 use crate::store::rejects;
 use crate::store::staged_loads::{self, StagedStatus, StatusChange};
 use crate::store::{catalog, StoreError, StoreResult};

@@ -1,8 +1,8 @@
 //! The tables that keep a table's versions (`"history": "scd2"`): made (and
 //! seeded from the stored rows) with their table or when history is turned
 //! on, evolved and dropped with it, and read back with each version's
-//! validity range. Their shape (`HistoryShape`) and the statements that
-//! record a write's versions live in `write::history`.
+//! validity range. Their shape is `shape::HistoryShape`; the statements
+//! that record a write's versions live in `write::history`.
 //!
 //! A history table (`idem_history.<table>`) holds the user columns (key and
 //! cursor NOT NULL; the others NULL in a removal), `_part` where the table's
@@ -12,15 +12,20 @@
 //! start, computed when read, so ranges are contiguous and never overlap
 //! whatever order writers commit in, and writers only ever insert.
 
+mod shape;
+
 use sqlx::{Connection, PgConnection};
 
-use super::read::{json_row_with, RowFormat, RowsRead};
-use super::sql::{column_change_ddl, history_table, label_sql, parent_table, widen_ddl, Ident};
-use super::write::history::HistoryShape;
-use super::{Store, StoreError, StoreResult};
+pub(crate) use shape::HistoryShape;
+
 use crate::names::{ColumnName, TableName};
 use crate::period::Period;
 use crate::schema::{ColumnType, SchemaChange, TableDef};
+use crate::store::read::{json_row_with, RowFormat, RowsRead};
+use crate::store::sql::{
+    column_change_ddl, history_table, label_sql, parent_table, widen_ddl, Ident,
+};
+use crate::store::{Store, StoreError, StoreResult};
 
 /// The fields a history read adds after the user columns.
 const READ_FIELDS: [&str; 5] = [
