@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use sqlx::{PgConnection, Row};
 
-use super::sql::{logged_row, Ident};
+use super::sql::{logged_row, Ident, ROW_ID};
 use super::{StoreError, StoreResult};
 use crate::names::ColumnName;
 use crate::period::Period;
@@ -155,7 +155,7 @@ impl Check {
         Check {
             condition,
             binds: Vec::new(),
-            order: "_s.\"_row_id\"".into(),
+            order: format!("_s.{ROW_ID}"),
         }
     }
 
@@ -212,7 +212,7 @@ async fn unique(
         )
     });
     check.order = format!(
-        "{}, _s.\"_row_id\"",
+        "{}, _s.{ROW_ID}",
         idents
             .iter()
             .map(|c| format!("_s.{c}"))

@@ -320,7 +320,7 @@ async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()
     // adopts it instead of building one under the swap's lock.
     sqlx::query(&format!(
         "create unique index {} on {parent} ({})",
-        Ident::system(&format!("{}__key", def.name)),
+        Ident::index(&def.name, "key"),
         key_index_columns(def)
     ))
     .execute(&mut *conn)

@@ -130,7 +130,7 @@ fn binary_copy_sql(
     let (list, aliases): (Vec<String>, Vec<Ident>) = types
         .enumerate()
         .map(|(i, ty)| {
-            let name = column_alias(i);
+            let name = Ident::read_column(i);
             match as_text(ty) {
                 true => (format!("_row.{name}::text"), name),
                 false => (format!("_row.{name}"), name),
@@ -139,11 +139,6 @@ fn binary_copy_sql(
         .unzip();
     let (list, aliases) = (list.join(", "), super::sql::join(&aliases));
     format!("copy (select {list} from ({select}) _row({aliases})) to stdout with (format binary)")
-}
-
-/// The name `_row` gives the column at `i` in a read's COPY: `_c0`, `_c1`, …
-fn column_alias(i: usize) -> Ident {
-    Ident::system(&format!("_c{i}"))
 }
 
 /// The rows of `select` (`def`'s user columns) as a Parquet file or an
@@ -217,11 +212,11 @@ async fn numeric_shapes(
     let aggregates: Vec<String> = numeric
         .iter()
         .map(|i| {
-            let c = format!("_row.{}", column_alias(*i));
+            let c = format!("_row.{}", Ident::read_column(*i));
             format!("min(scale({c})), max(scale({c})), max(abs({c}))::text")
         })
         .collect();
-    let aliases: Vec<Ident> = (0..def.columns.len()).map(column_alias).collect();
+    let aliases: Vec<Ident> = (0..def.columns.len()).map(Ident::read_column).collect();
     let sql = format!(
         "select {} from ({select}) _row({})",
         aggregates.join(", "),
@@ -245,14 +240,14 @@ async fn numeric_shapes(
 /// `concat_ws`: a function takes at most 100 arguments, a table has more
 /// columns. For a read that selects idem's fields `extra` (none of them
 /// jsonb) after the user columns.
-pub(super) fn json_row_with(def: &TableDef, extra: &[&str]) -> String {
+pub(super) fn json_row_with(def: &TableDef, extra: &[Ident]) -> String {
     let nullable_jsonb = |c: &Column| c.ty == ColumnType::Jsonb && c.nullable;
     if !def.columns.iter().any(nullable_jsonb) {
         return "row_to_json(_row)::text".into();
     }
-    let extra = extra.iter().map(|name| {
-        let key = quote_literal(&format!(",\"{name}\":"));
-        let value = format!("_row.{}", Ident::system(name));
+    let extra = extra.iter().map(|column| {
+        let key = quote_literal(&format!(",\"{}\":", column.unquoted()));
+        let value = format!("_row.{column}");
         format!("{key} || coalesce(to_json({value})::text, 'null')")
     });
     let fields: Vec<String> = def

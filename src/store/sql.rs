@@ -10,6 +10,7 @@
 //! read back as JSON) are built by `period_literal` and `quote_literal`.
 //! Every quoted name goes through `names::quote_ident`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::names::{quote_ident, ColumnName, TableName};
@@ -27,33 +28,94 @@ pub const HISTORY_SCHEMA: &str = "idem_history";
 /// A quoted SQL identifier, possibly schema-qualified: `idem_data."orders"`.
 /// `Display` writes it as SQL.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ident(String);
+pub struct Ident(Cow<'static, str>);
+
+/// One of idem's own columns, quoted here once: `"_row_hash"`.
+macro_rules! system_column {
+    ($name:literal) => {
+        Ident(Cow::Borrowed(concat!("\"", $name, "\"")))
+    };
+}
+
+// idem's own columns. Every statement names them through these; a user
+// column cannot take their names (`names::ColumnName` refuses a leading `_`).
+/// The start of a row's period, where a table's partitions are keyed by it
+/// (see `partition_key`).
+pub const PART: Ident = system_column!("_part");
+/// The load that wrote a row (or a version).
+pub const LOAD_ID: Ident = system_column!("_load_id");
+/// A row's deterministic id: a function of its identity.
+pub const ROW_ID: Ident = system_column!("_row_id");
+/// SHA-256 of a row's canonical encoding.
+pub const ROW_HASH: Ident = system_column!("_row_hash");
+/// Set only by a merge's update, to the row hash it replaced (see
+/// `merge::upsert_rows`); NULL otherwise.
+pub const PREV_HASH: Ident = system_column!("_prev_hash");
+/// A merge's incoming row is a tombstone; a version is a removal.
+pub const DELETED: Ident = system_column!("_deleted");
+/// A patch's incoming row: which of its fields the body carried (a bit each).
+pub const PRESENT: Ident = system_column!("_present");
+/// A version's start (its cursor), and its end as read back.
+pub const VALID_FROM: Ident = system_column!("_valid_from");
+pub const VALID_TO: Ident = system_column!("_valid_to");
+/// A version read back is its key's latest.
+pub const IS_CURRENT: Ident = system_column!("_is_current");
+/// When a version was recorded.
+pub const RECORDED_AT: Ident = system_column!("_recorded_at");
 
 impl Ident {
     /// A user table's name.
     pub fn table(name: &TableName) -> Ident {
-        Ident(name.quoted())
+        Ident(Cow::Owned(name.quoted()))
     }
 
     /// A user column's name.
     pub fn column(name: &ColumnName) -> Ident {
-        Ident(name.quoted())
+        Ident(Cow::Owned(name.quoted()))
     }
 
-    /// A name idem makes itself (a stage, a partition, a system column, a
-    /// session's table), quoted.
-    pub(crate) fn system(name: &str) -> Ident {
-        Ident(quote_ident(name))
+    /// A name idem makes itself, quoted; the named constructors below say
+    /// which.
+    fn system(name: &str) -> Ident {
+        Ident(Cow::Owned(quote_ident(name)))
+    }
+
+    /// A stage's or a session's table, unqualified (`staging_table` puts it
+    /// in its schema).
+    pub fn stage(name: &str) -> Ident {
+        Ident::system(name)
+    }
+
+    /// A partition's table, unqualified (`partition_table` puts it in its
+    /// schema).
+    pub fn partition(table: &TableName, period: Period) -> Ident {
+        Ident::system(&partition_name(table, period))
+    }
+
+    /// An index of `table`'s that idem makes: `orders__key`.
+    pub fn index(table: &TableName, suffix: &str) -> Ident {
+        Ident::system(&format!("{table}__{suffix}"))
+    }
+
+    /// The `i`th column a read selects under a name of its own (`_c0`).
+    pub fn read_column(i: usize) -> Ident {
+        Ident::system(&format!("_c{i}"))
     }
 
     /// `name` in one of idem's fixed schemas.
     fn qualified(schema: &'static str, name: Ident) -> Ident {
-        Ident(format!("{schema}.{}", name.0))
+        Ident(Cow::Owned(format!("{schema}.{}", name.0)))
     }
 
     /// The SQL text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The name inside the quotes: a JSON field's name for one of idem's
+    /// own columns (their names need no escaping).
+    pub fn unquoted(&self) -> &str {
+        self.0.trim_matches('"')
     }
 }
 
@@ -95,12 +157,12 @@ pub fn partition_name(table: &TableName, period: Period) -> String {
 }
 
 pub fn partition_table(table: &TableName, period: Period) -> Ident {
-    Ident::qualified(PARTS_SCHEMA, Ident::system(&partition_name(table, period)))
+    Ident::qualified(PARTS_SCHEMA, Ident::partition(table, period))
 }
 
 /// A stage's table (see `write::stage::staging_name`).
 pub fn staging_table(name: &str) -> Ident {
-    Ident::qualified(STAGING_SCHEMA, Ident::system(name))
+    Ident::qualified(STAGING_SCHEMA, Ident::stage(name))
 }
 
 /// The column a table's partitions are keyed on: its partition column, or
@@ -109,12 +171,9 @@ pub fn staging_table(name: &str) -> Ident {
 pub fn partition_key(def: &TableDef) -> Ident {
     match &def.partition_by {
         Some(column) if !def.keyed_by_part() => Ident::column(column),
-        _ => Ident::system(PART_COLUMN),
+        _ => PART,
     }
 }
-
-/// The system column that holds the start of a row's period.
-pub const PART_COLUMN: &str = "_part";
 
 /// The partition key's value for `period` as a SQL literal, for the
 /// statements that take no parameters (DDL, COPY); it prints only digits,
@@ -129,25 +188,17 @@ pub fn period_literal(def: &TableDef, period: Period) -> String {
     }
 }
 
-/// Set only by a merge's update, to the row hash it replaced (see
-/// `merge::upsert_rows`); NULL otherwise. See `column_ddl`.
-pub const PREV_HASH_COLUMN: &str = "\"_prev_hash\"";
-
 /// idem's own columns after the user columns, in the order COPY tuples
 /// carry them: `_part` (for tables keyed by it), `_load_id` (the load that
 /// wrote the row), `_row_id` (the row's deterministic id) and `_row_hash`
 /// (SHA-256 of the row's canonical encoding; a partition's content hash is
 /// built from these).
-pub fn system_columns(def: &TableDef) -> Vec<(&'static str, &'static str)> {
+pub fn system_columns(def: &TableDef) -> Vec<(Ident, &'static str)> {
     let mut cols = Vec::with_capacity(4);
     if def.keyed_by_part() {
-        cols.push((PART_COLUMN, def.partition_type().sql_name()));
+        cols.push((PART, def.partition_type().sql_name()));
     }
-    cols.extend([
-        ("_load_id", "uuid"),
-        ("_row_id", "bytea"),
-        ("_row_hash", "bytea"),
-    ]);
+    cols.extend([(LOAD_ID, "uuid"), (ROW_ID, "bytea"), (ROW_HASH, "bytea")]);
     cols
 }
 
@@ -163,8 +214,8 @@ pub fn column_ddl(def: &TableDef) -> String {
     });
     let system = system_columns(def)
         .into_iter()
-        .map(|(name, ty)| format!("{} {ty} not null", Ident::system(name)));
-    let replaced = std::iter::once(format!("{PREV_HASH_COLUMN} bytea"));
+        .map(|(column, ty)| format!("{column} {ty} not null"));
+    let replaced = std::iter::once(format!("{PREV_HASH} bytea"));
     user.chain(system)
         .chain(replaced)
         .collect::<Vec<_>>()
@@ -177,11 +228,7 @@ pub fn all_columns(def: &TableDef) -> Vec<Ident> {
     def.columns
         .iter()
         .map(|c| Ident::column(&c.name))
-        .chain(
-            system_columns(def)
-                .into_iter()
-                .map(|(name, _)| Ident::system(name)),
-        )
+        .chain(system_columns(def).into_iter().map(|(column, _)| column))
         .collect()
 }
 
@@ -199,7 +246,7 @@ pub fn key_index_column_list(def: &TableDef) -> Vec<Ident> {
     let mut cols = vec![partition_key(def)];
     let identity = def.identity();
     if identity.is_empty() {
-        cols.push(Ident::system("_row_id"));
+        cols.push(ROW_ID);
     } else {
         cols.extend(identity.into_iter().map(Ident::column));
     }
@@ -323,5 +370,25 @@ mod tests {
     fn system_names_are_quoted() {
         assert_eq!(Ident::system("a\"b").to_string(), "\"a\"\"b\"");
         assert_eq!(staging_table("s_1").to_string(), "idem_staging.\"s_1\"");
+    }
+
+    #[test]
+    fn system_columns_are_quoted_as_quote_ident_quotes_them() {
+        for column in [
+            PART,
+            LOAD_ID,
+            ROW_ID,
+            ROW_HASH,
+            PREV_HASH,
+            DELETED,
+            PRESENT,
+            VALID_FROM,
+            VALID_TO,
+            IS_CURRENT,
+            RECORDED_AT,
+        ] {
+            assert_eq!(column.as_str(), quote_ident(column.unquoted()));
+            assert!(column.unquoted().starts_with('_'), "{column}");
+        }
     }
 }

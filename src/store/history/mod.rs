@@ -23,18 +23,13 @@ use crate::period::Period;
 use crate::schema::{ColumnType, SchemaChange, TableDef};
 use crate::store::read::{json_row_with, RowFormat, RowsRead};
 use crate::store::sql::{
-    column_change_ddl, history_table, label_sql, parent_table, widen_ddl, Ident,
+    column_change_ddl, history_table, label_sql, parent_table, widen_ddl, Ident, DELETED,
+    IS_CURRENT, LOAD_ID, RECORDED_AT, ROW_HASH, VALID_FROM, VALID_TO,
 };
 use crate::store::{Store, StoreError, StoreResult};
 
 /// The fields a history read adds after the user columns.
-const READ_FIELDS: [&str; 5] = [
-    "_valid_from",
-    "_valid_to",
-    "_is_current",
-    "_deleted",
-    "_load_id",
-];
+const READ_FIELDS: [Ident; 5] = [VALID_FROM, VALID_TO, IS_CURRENT, DELETED, LOAD_ID];
 
 /// Makes `def`'s history table, empty (a new table's).
 pub(crate) async fn create(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
@@ -54,11 +49,11 @@ pub(crate) async fn create(conn: &mut PgConnection, def: &TableDef) -> StoreResu
         .iter()
         .map(|(c, ty)| format!("{c} {} not null", ty.sql_name()));
     let system = [
-        format!("\"_valid_from\" {} not null", shape.cursor_type.sql_name()),
-        "\"_deleted\" boolean not null".into(),
-        "\"_load_id\" uuid not null".into(),
-        "\"_row_hash\" bytea".into(),
-        "\"_recorded_at\" timestamptz not null default now()".into(),
+        format!("{VALID_FROM} {} not null", shape.cursor_type.sql_name()),
+        format!("{DELETED} boolean not null"),
+        format!("{LOAD_ID} uuid not null"),
+        format!("{ROW_HASH} bytea"),
+        format!("{RECORDED_AT} timestamptz not null default now()"),
     ];
     let columns: Vec<String> = user.chain(part).chain(system).collect();
     let table = &shape.table;
@@ -68,8 +63,8 @@ pub(crate) async fn create(conn: &mut PgConnection, def: &TableDef) -> StoreResu
     // The key and instant name a version; readers scan a key's versions in
     // order along it.
     sqlx::query(&format!(
-        "create unique index {} on {table} ({}, \"_valid_from\")",
-        Ident::system(&format!("{}__versions", def.name)),
+        "create unique index {} on {table} ({}, {VALID_FROM})",
+        Ident::index(&def.name, "versions"),
         shape.key_list()
     ))
     .execute(&mut *conn)
@@ -88,7 +83,7 @@ async fn create_seeded(conn: &mut PgConnection, def: &TableDef) -> StoreResult<(
         "t",
         &format!("t.{}", shape.cursor),
         "false",
-        "t.\"_load_id\"",
+        &format!("t.{LOAD_ID}"),
     );
     // language=PostgreSQL
     sqlx::query(&format!(
@@ -124,8 +119,7 @@ pub(crate) async fn evolve(
         // The versions' instants are the cursor's values, in its type.
         if let SchemaChange::WidenColumn { column, from, to } = change {
             if Ident::column(column) == shape.cursor {
-                let valid_from = Ident::system("_valid_from");
-                statements.push(widen_ddl(&shape.table, &valid_from, *from, *to));
+                statements.push(widen_ddl(&shape.table, &VALID_FROM, *from, *to));
             }
         }
         for statement in statements {
@@ -213,13 +207,12 @@ impl Store {
             params.push(at.clone());
             let at = format!("${}::{}", params.len(), shape.cursor_type.sql_name());
             as_of = format!(
-                "v.\"_valid_from\" <= {at} and (v.\"_valid_to\" is null or {at} < v.\"_valid_to\")
-                 and not v.\"_deleted\""
+                "v.{VALID_FROM} <= {at} and (v.{VALID_TO} is null or {at} < v.{VALID_TO})
+                 and not v.{DELETED}"
             );
         }
         let select = history_select(&shape, &filters.join(" and "), &as_of);
-        let fields: Vec<&str> = READ_FIELDS.to_vec();
-        let json_row = json_row_with(def, &fields);
+        let json_row = json_row_with(def, &READ_FIELDS);
         Ok(HistorySnapshot {
             rows: RowsRead::new(tx, select, json_row, params),
         })
@@ -238,12 +231,12 @@ fn history_select(shape: &HistoryShape, filters: &str, as_of: &str) -> String {
     let key_v: Vec<String> = shape.key.iter().map(|c| format!("v.{c}")).collect();
     // language=PostgreSQL
     format!(
-        "select {}, v.\"_valid_from\", v.\"_valid_to\", v.\"_valid_to\" is null as \"_is_current\",
-                v.\"_deleted\", v.\"_load_id\"
-           from (select h.*, lead(h.\"_valid_from\") over (partition by {key} order by h.\"_valid_from\") as \"_valid_to\"
+        "select {}, v.{VALID_FROM}, v.{VALID_TO}, v.{VALID_TO} is null as {IS_CURRENT},
+                v.{DELETED}, v.{LOAD_ID}
+           from (select h.*, lead(h.{VALID_FROM}) over (partition by {key} order by h.{VALID_FROM}) as {VALID_TO}
                    from {} h where {filters}) v
           where {as_of}
-          order by {}, v.\"_valid_from\"",
+          order by {}, v.{VALID_FROM}",
         user.join(", "),
         shape.table,
         key_v.join(", ")

@@ -4,7 +4,10 @@
 
 use crate::names::ColumnName;
 use crate::schema::{ColumnType, TableDef};
-use crate::store::sql::{self, history_table, partition_key, Ident, PART_COLUMN};
+use crate::store::sql::{
+    self, history_table, partition_key, Ident, DELETED, LOAD_ID, PART, RECORDED_AT, ROW_HASH,
+    VALID_FROM,
+};
 
 /// A history table's shape, from its table's definition.
 pub(crate) struct HistoryShape {
@@ -46,8 +49,7 @@ impl HistoryShape {
             .iter()
             .map(|c| (Ident::column(&c.name), c.ty, kept(&c.name)))
             .collect();
-        let part = (!def.is_plain() && def.keyed_by_part())
-            .then(|| (Ident::system(PART_COLUMN), def.partition_type()));
+        let part = (!def.is_plain() && def.keyed_by_part()).then(|| (PART, def.partition_type()));
         Some(HistoryShape {
             table: history_table(&def.name),
             key,
@@ -72,7 +74,7 @@ impl HistoryShape {
     fn column_idents(&self) -> Vec<Ident> {
         let mut columns: Vec<Ident> = self.user.iter().map(|(c, _, _)| c.clone()).collect();
         columns.extend(self.part.iter().map(|(c, _)| c.clone()));
-        columns.extend(["_valid_from", "_deleted", "_load_id", "_row_hash"].map(Ident::system));
+        columns.extend([VALID_FROM, DELETED, LOAD_ID, ROW_HASH]);
         columns
     }
 
@@ -99,11 +101,11 @@ impl HistoryShape {
             })
             .collect();
         values.extend(self.part.iter().map(|(c, _)| format!("{alias}.{c}")));
-        values.push(format!("{valid_from} as \"_valid_from\""));
-        values.push(format!("{deleted} as \"_deleted\""));
-        values.push(format!("{load_id} as \"_load_id\""));
+        values.push(format!("{valid_from} as {VALID_FROM}"));
+        values.push(format!("{deleted} as {DELETED}"));
+        values.push(format!("{load_id} as {LOAD_ID}"));
         values.push(format!(
-            "case when {deleted} then null else {alias}.\"_row_hash\" end as \"_row_hash\""
+            "case when {deleted} then null else {alias}.{ROW_HASH} end as {ROW_HASH}"
         ));
         values.join(", ")
     }
@@ -128,10 +130,10 @@ impl HistoryShape {
             .collect::<Vec<_>>()
             .join(" and ");
         self.on_conflict_where(&format!(
-            "case when excluded.\"_deleted\"
+            "case when excluded.{DELETED}
                   then not exists (select 1 from {parent} t where {key})
                   else exists (select 1 from {parent} t
-                                where {key} and t.\"_row_hash\" = excluded.\"_row_hash\") end"
+                                where {key} and t.{ROW_HASH} = excluded.{ROW_HASH}) end"
         ))
     }
 
@@ -143,8 +145,8 @@ impl HistoryShape {
             .collect::<Vec<_>>()
             .join(", ");
         format!(
-            "on conflict ({}, \"_valid_from\") do update set {update}, \"_recorded_at\" = now()
-              where h.\"_row_hash\" is distinct from excluded.\"_row_hash\" and {condition}",
+            "on conflict ({}, {VALID_FROM}) do update set {update}, {RECORDED_AT} = now()
+              where h.{ROW_HASH} is distinct from excluded.{ROW_HASH} and {condition}",
             self.key_list()
         )
     }

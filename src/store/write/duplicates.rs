@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::ingest::{BadRow, RowError};
 use crate::schema::{DuplicatePolicy, TableDef};
 use crate::store::duplicates_log::LOG_TABLE;
-use crate::store::sql::{label_sql, logged_row, quote_literal, row_hash, Ident};
+use crate::store::sql::{label_sql, logged_row, quote_literal, row_hash, Ident, ROW_HASH, ROW_ID};
 use crate::store::{StoreError, StoreResult};
 
 /// How a load's repeated keys are resolved.
@@ -55,7 +55,7 @@ pub async fn resolve(
         "null::text"
     };
     let rows = sqlx::query(&format!(
-        "with {removal}{log} select \"_row_hash\", {keys} as key from removed"
+        "with {removal}{log} select {ROW_HASH}, {keys} as key from removed"
     ))
     .bind(def.name.as_str())
     .bind(how.load_id)
@@ -73,8 +73,8 @@ pub async fn resolve(
 /// write deleted from `table`, answered as `removed`.
 fn removal_sql(def: &TableDef, table: &Ident, policy: DuplicatePolicy) -> String {
     let order = match &def.cursor {
-        Some(cursor) => format!("{} desc nulls last, \"_row_hash\"", Ident::column(cursor)),
-        None => "\"_row_hash\"".to_string(),
+        Some(cursor) => format!("{} desc nulls last, {ROW_HASH}", Ident::column(cursor)),
+        None => ROW_HASH.to_string(),
     };
     let (removed, kept) = match policy {
         DuplicatePolicy::KeepOne => ("r.version > 1", "r.winner"),
@@ -83,15 +83,15 @@ fn removal_sql(def: &TableDef, table: &Ident, policy: DuplicatePolicy) -> String
     // language=PostgreSQL
     format!(
         "ranked as (
-            select ctid as at, \"_row_id\", row_number() over w as version,
-                   count(*) over (partition by \"_row_id\") as versions,
-                   first_value(\"_row_hash\") over w as winner
+            select ctid as at, {ROW_ID}, row_number() over w as version,
+                   count(*) over (partition by {ROW_ID}) as versions,
+                   first_value({ROW_HASH}) over w as winner
               from {table}
-            window w as (partition by \"_row_id\" order by {order})),
+            window w as (partition by {ROW_ID} order by {order})),
          removed as (
             delete from {table} _s using ranked r
              where _s.ctid = r.at and {removed}
-         returning _s.\"_row_id\", _s.\"_row_hash\", {ds} as ds, {key} as key, {row} as row,
+         returning _s.{ROW_ID}, _s.{ROW_HASH}, {ds} as ds, {key} as key, {row} as row,
                    r.version, {kept} as kept)",
         ds = label_sql(def, "_s"),
         key = logged_key(def),
@@ -128,7 +128,7 @@ fn log_sql() -> String {
         ", logged as (
                 insert into {LOG_TABLE} (table_name, load_id, ds, row_id, key, version, row, row_hash,
                                    kept_row_hash, policy)
-                select $1, $2, ds, \"_row_id\", key, version, row, \"_row_hash\", kept, $3
+                select $1, $2, ds, {ROW_ID}, key, version, row, {ROW_HASH}, kept, $3
                   from removed)"
     )
 }

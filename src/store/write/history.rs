@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::merge_sql::MergeSql;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::history::HistoryShape;
-use crate::store::sql::{partition_key, Ident};
+use crate::store::sql::{partition_key, Ident, DELETED, LOAD_ID, ROW_HASH, VALID_FROM};
 use crate::store::StoreResult;
 
 /// Records the incoming rows a merge read (`sql.from_incoming`) as
@@ -33,7 +33,8 @@ pub(super) async fn record_incoming(
     };
     let cursor = &shape.cursor;
     let valid_from = format!("coalesce(s.{cursor}, {})", shape.now());
-    let values = shape.version_values("s", &valid_from, "s.\"_deleted\"", "s.\"_load_id\"");
+    let (deleted, load_id) = (format!("s.{DELETED}"), format!("s.{LOAD_ID}"));
+    let values = shape.version_values("s", &valid_from, &deleted, &load_id);
     let filter = match mode {
         MergeMode::Merge | MergeMode::Patch => "true".to_string(),
         MergeMode::InsertMissing | MergeMode::Append | MergeMode::Versions => {
@@ -47,12 +48,12 @@ pub(super) async fn record_incoming(
     let insert = format!(
         "with written as (
            insert into {} as h ({})
-           select distinct on ({key}, \"_valid_from\") *
+           select distinct on ({key}, {VALID_FROM}) *
              from (select {values} from {} where {filter}) v
-            order by {key}, \"_valid_from\"
+            order by {key}, {VALID_FROM}
            {}
-           returning h.\"_load_id\")
-         select \"_load_id\", count(*) from written group by 1",
+           returning h.{LOAD_ID})
+         select {LOAD_ID}, count(*) from written group by 1",
         shape.table,
         shape.columns(),
         sql.from_incoming,
@@ -73,7 +74,7 @@ fn stored_as_sent(def: &TableDef, sql: &MergeSql) -> String {
         .map(|c| format!("t.{c} = s.{c}"))
         .collect();
     format!(
-        "not s.\"_deleted\" and exists (select 1 from {} t where {} and t.\"_row_hash\" = s.\"_row_hash\")",
+        "not s.{DELETED} and exists (select 1 from {} t where {} and t.{ROW_HASH} = s.{ROW_HASH})",
         sql.parent,
         identity.join(" and ")
     )
@@ -119,7 +120,7 @@ pub(crate) async fn record_replacement(
     // language=PostgreSQL
     let insert = format!(
         "insert into {} as h ({})
-         select * from ({}) v order by {key}, \"_valid_from\"
+         select * from ({}) v order by {key}, {VALID_FROM}
          {}",
         shape.table,
         shape.columns(),
@@ -156,7 +157,7 @@ fn new_versions(
             .chain(def.identity().into_iter().map(Ident::column))
             .collect();
         format!(
-            "where not exists (select 1 from {live} p where {} and p.\"_row_hash\" = s.\"_row_hash\")",
+            "where not exists (select 1 from {live} p where {} and p.{ROW_HASH} = s.{ROW_HASH})",
             matching(&identity)
         )
     });

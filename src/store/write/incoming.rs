@@ -18,7 +18,7 @@ use super::stage::copy_binary;
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::Period;
 use crate::schema::{MergeMode, TableDef};
-use crate::store::sql::{column_ddl, Ident};
+use crate::store::sql::{column_ddl, Ident, DELETED, PRESENT};
 use crate::store::StoreResult;
 
 /// The temporary table a POST's rows land in first: one per session and
@@ -27,12 +27,12 @@ use crate::store::StoreResult;
 /// one text (and their prepared form) from request to request.
 pub(super) fn incoming_table(def: &TableDef) -> Ident {
     let digest = Sha256::digest(incoming_ddl(def).as_bytes());
-    Ident::system(&format!("idem_incoming_{}", hex::encode(&digest[..8])))
+    Ident::stage(&format!("idem_incoming_{}", hex::encode(&digest[..8])))
 }
 
 fn incoming_ddl(def: &TableDef) -> String {
     format!(
-        "{}, \"_deleted\" boolean not null default false, \"_present\" bytea",
+        "{}, {DELETED} boolean not null default false, {PRESENT} bytea",
         column_ddl(def)
     )
 }
@@ -73,9 +73,9 @@ pub async fn copy_incoming(
     let incoming = session_incoming(&mut *conn, def).await?;
     // Merges read tombstones: their tuples carry `_deleted`; a patch's
     // also carry `_present`, a bitmap of the columns each row gave.
-    let extra: &[&str] = match mode {
-        MergeMode::Merge => &["_deleted"],
-        MergeMode::Patch => &["_deleted", "_present"],
+    let extra: &[Ident] = match mode {
+        MergeMode::Merge => &[DELETED],
+        MergeMode::Patch => &[DELETED, PRESENT],
         MergeMode::Append | MergeMode::InsertMissing | MergeMode::Versions => &[],
     };
     copy_binary(conn, &incoming, def, extra, rows).await

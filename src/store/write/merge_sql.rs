@@ -14,7 +14,7 @@ use crate::period::{Grain, Period};
 use crate::schema::{MergeMode, TableDef};
 use crate::store::sql::{
     self, all_columns, key_index_column_list, key_index_columns, label_of, label_sql, parent_table,
-    partition_key, Ident, PREV_HASH_COLUMN,
+    partition_key, Ident, DELETED, LOAD_ID, PRESENT, PREV_HASH, ROW_HASH, ROW_ID,
 };
 use crate::store::{StoreError, StoreResult};
 
@@ -111,8 +111,8 @@ impl MergeSql {
         // language=PostgreSQL
         format!(
             "delete from {parent} t using {from_incoming}
-          where s.\"_deleted\" and {join} and {tombstone_newer}
-      returning {label}, t.\"_row_hash\", s.\"_load_id\""
+          where s.{DELETED} and {join} and {tombstone_newer}
+      returning {label}, t.{ROW_HASH}, s.{LOAD_ID}"
         )
     }
 
@@ -142,8 +142,8 @@ impl MergeSql {
                 format!("on conflict ({conflict}) do nothing")
             }
             MergeMode::Merge | MergeMode::Patch => format!(
-                "on conflict ({conflict}) do update set {excluded}, {PREV_HASH_COLUMN} = t.\"_row_hash\"
-              where {newer} and t.\"_row_hash\" <> excluded.\"_row_hash\""
+                "on conflict ({conflict}) do update set {excluded}, {PREV_HASH} = t.{ROW_HASH}
+              where {newer} and t.{ROW_HASH} <> excluded.{ROW_HASH}"
             ),
         };
         // Rows that came in key order are read in it: sorting them again
@@ -156,17 +156,17 @@ impl MergeSql {
         // One load's rows all carry its id: grouping by it would cost a hash
         // of every row for nothing.
         let (load, load_group) = if shape.one_load {
-            ("", "")
+            (String::new(), "")
         } else {
-            (", t.\"_load_id\" as load_id", ", w.load_id")
+            (format!(", t.{LOAD_ID} as load_id"), ", w.load_id")
         };
         // language=PostgreSQL
         format!(
             "with written as (
            insert into {parent} as t ({all_columns})
-           select {all_columns} from {from_incoming} where not s.\"_deleted\" {order}
+           select {all_columns} from {from_incoming} where not s.{DELETED} {order}
            {on_conflict}
-           returning t.{part_key} as part{load}, t.{PREV_HASH_COLUMN} as replaced)
+           returning t.{part_key} as part{load}, t.{PREV_HASH} as replaced)
          select {written_label}{load_group}, count(*),
                 coalesce(array_agg(w.replaced) filter (where w.replaced is not null), '{{}}')
            from written w group by w.part{load_group}"
@@ -186,9 +186,9 @@ impl MergeSql {
         let loads_param = self.next_param();
         // language=PostgreSQL
         format!(
-            "select {label}, t.\"_load_id\", array_agg(t.\"_row_hash\")
-           from {from_incoming} join {parent} t on {join} and t.\"_load_id\" = s.\"_load_id\"
-          where not s.\"_deleted\" and s.\"_load_id\" = any(${loads_param}::uuid[])
+            "select {label}, t.{LOAD_ID}, array_agg(t.{ROW_HASH})
+           from {from_incoming} join {parent} t on {join} and t.{LOAD_ID} = s.{LOAD_ID}
+          where not s.{DELETED} and s.{LOAD_ID} = any(${loads_param}::uuid[])
           group by 1, 2"
         )
     }
@@ -205,10 +205,10 @@ impl MergeSql {
         } = self;
         // language=PostgreSQL
         format!(
-            "select s.\"_load_id\", count(*) filter (where t.\"_row_hash\" = s.\"_row_hash\"),
-                count(*) filter (where t.\"_row_hash\" <> s.\"_row_hash\")
-           from {from_incoming} join {parent} t on {join} and t.\"_load_id\" <> s.\"_load_id\"
-          where not s.\"_deleted\"
+            "select s.{LOAD_ID}, count(*) filter (where t.{ROW_HASH} = s.{ROW_HASH}),
+                count(*) filter (where t.{ROW_HASH} <> s.{ROW_HASH})
+           from {from_incoming} join {parent} t on {join} and t.{LOAD_ID} <> s.{LOAD_ID}
+          where not s.{DELETED}
           group by 1"
         )
     }
@@ -247,10 +247,7 @@ fn unnest_arrays(def: &TableDef, arrays: &TupleArrays) -> String {
         .map(|(i, column)| column.cast_param(i + 1))
         .collect::<Vec<_>>()
         .join(", ");
-    let names: Vec<Ident> = all_columns(def)
-        .into_iter()
-        .chain([Ident::system("_deleted")])
-        .collect();
+    let names: Vec<Ident> = all_columns(def).into_iter().chain([DELETED]).collect();
     format!("unnest({params}) s({})", sql::join(&names))
 }
 
@@ -270,7 +267,7 @@ pub(super) async fn fill_in_patches(
         .enumerate()
         .map(|(i, c)| {
             let c = Ident::column(&c.name);
-            format!("{c} = case when get_bit(s.\"_present\", {i}) = 1 then s.{c} else t.{c} end")
+            format!("{c} = case when get_bit(s.{PRESENT}, {i}) = 1 then s.{c} else t.{c} end")
         })
         .collect::<Vec<_>>()
         .join(", ");
@@ -289,8 +286,8 @@ pub(super) async fn fill_in_patches(
     // language=PostgreSQL
     let filled = format!(
         "update {incoming} s set {fill}
-           from {parent} t where {join} and not s.\"_deleted\"
-      returning s.\"_row_id\", {as_text}"
+           from {parent} t where {join} and not s.{DELETED}
+      returning s.{ROW_ID}, {as_text}"
     );
     let rows = sqlx::query(&filled).fetch_all(&mut *conn).await?;
     let mut row_ids = Vec::with_capacity(rows.len());
@@ -306,9 +303,9 @@ pub(super) async fn fill_in_patches(
     }
     // language=PostgreSQL
     sqlx::query(&format!(
-        "update {incoming} s set \"_row_hash\" = v.hash
+        "update {incoming} s set {ROW_HASH} = v.hash
            from unnest($1::bytea[], $2::bytea[]) v(row_id, hash)
-          where s.\"_row_id\" = v.row_id"
+          where s.{ROW_ID} = v.row_id"
     ))
     .bind(&row_ids)
     .bind(&hashes)

@@ -22,8 +22,7 @@ use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::locks::{lock_partition, lock_table_shared};
 use crate::store::rejects;
 use crate::store::sql::{
-    parent_table, partition_name, partition_table, period_literal, staging_table, Ident,
-    PARTS_SCHEMA,
+    parent_table, partition_table, period_literal, staging_table, Ident, PARTS_SCHEMA,
 };
 use crate::store::{catalog, count, StoreError, StoreResult};
 use crate::versions::Expected;
@@ -195,8 +194,8 @@ pub(super) async fn swap_in(
     ));
     statements.push(format!(
         "alter table {PARTS_SCHEMA}.{} rename to {}",
-        Ident::system(stage_name),
-        Ident::system(&partition_name(&def.name, ds))
+        Ident::stage(stage_name),
+        Ident::partition(&def.name, ds)
     ));
     statements.push(format!(
         "alter table {parent} attach partition {partition} for values in ({})",

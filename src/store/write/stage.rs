@@ -21,7 +21,7 @@ use crate::schema::TableDef;
 use crate::store::locks::stage_lock_key;
 use crate::store::sql::{
     self, all_columns, column_ddl, key_index_columns, partition_key, period_literal, staging_table,
-    Ident, STAGING_SCHEMA,
+    Ident, ROW_ID, STAGING_SCHEMA,
 };
 use crate::store::{is_unique_violation, StoreError, StoreResult};
 
@@ -243,12 +243,12 @@ pub(super) async fn copy_binary(
     conn: &mut PgConnection,
     table: &Ident,
     def: &TableDef,
-    extra: &[&str],
+    extra: &[Ident],
     mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
     let columns: Vec<Ident> = all_columns(def)
         .into_iter()
-        .chain(extra.iter().map(|c| Ident::system(c)))
+        .chain(extra.iter().cloned())
         .collect();
     // FREEZE: a stage is new in this transaction, so its rows can be written
     // frozen and vacuum never has to visit them again.
@@ -286,8 +286,8 @@ pub(super) async fn number_identical_rows(
     // language=PostgreSQL
     let sql = format!(
         "update {stage} s
-            set \"_row_id\" = sha256(s.\"_row_id\" || int8send(numbered.occurrence))
-           from (select ctid, row_number() over (partition by \"_row_id\") - 1 as occurrence
+            set {ROW_ID} = sha256(s.{ROW_ID} || int8send(numbered.occurrence))
+           from (select ctid, row_number() over (partition by {ROW_ID}) - 1 as occurrence
                    from {stage}) numbered
           where s.ctid = numbered.ctid and numbered.occurrence > 0"
     );

@@ -11,7 +11,7 @@ use super::merge_sql::MergeSql;
 use crate::ingest::{BadRow, RowError};
 use crate::schema::TableDef;
 use crate::store::duplicates_log::LOG_TABLE;
-use crate::store::sql::label_sql;
+use crate::store::sql::{label_sql, DELETED, LOAD_ID, ROW_HASH, ROW_ID};
 use crate::store::{StoreError, StoreResult};
 
 /// The policy a held conflict is logged under.
@@ -32,9 +32,9 @@ fn conflicting(sql: &MergeSql) -> String {
     } = sql;
     // language=PostgreSQL
     format!(
-        "(select s.*, t.\"_row_hash\" as \"_stored_hash\"
-            from {from_incoming} join {parent} t on {join} and t.\"_load_id\" <> s.\"_load_id\"
-           where not s.\"_deleted\" and t.\"_row_hash\" <> s.\"_row_hash\") _s"
+        "(select s.*, t.{ROW_HASH} as \"_stored_hash\"
+            from {from_incoming} join {parent} t on {join} and t.{LOAD_ID} <> s.{LOAD_ID}
+           where not s.{DELETED} and t.{ROW_HASH} <> s.{ROW_HASH}) _s"
     )
 }
 
@@ -86,8 +86,8 @@ pub(super) async fn hold(
     let log = format!(
         "insert into {LOG_TABLE} (table_name, load_id, ds, row_id, key, version, row, row_hash,
                                  kept_row_hash, policy)
-         select ${table_param}, _s.\"_load_id\", {ds}, _s.\"_row_id\", {key}, 1, {row},
-                _s.\"_row_hash\", _s.\"_stored_hash\", '{CONFLICT_POLICY}'
+         select ${table_param}, _s.{LOAD_ID}, {ds}, _s.{ROW_ID}, {key}, 1, {row},
+                _s.{ROW_HASH}, _s.\"_stored_hash\", '{CONFLICT_POLICY}'
            from {conflicting}",
         ds = label_sql(def, "_s"),
         key = logged_key(def),
