@@ -17,9 +17,10 @@
 //!            pure: body formats -> checked values -> COPY tuples and hashes;
 //!            render, its mirror: stored rows (COPY tuples) -> JSON, Parquet, Arrow
 //! schema     table definitions, policies and safe changes
-//! names, period, access, problem, idempotency, channel, versions, binary_copy
-//!            validated names, grains, grants, error codes, the
-//!            Idempotency-Key, channel offsets, the expected version, COPY framing
+//! names, ids, period, access, problem, idempotency, channel, versions, binary_copy
+//!            validated names, load and token ids and principals, grains,
+//!            grants, error codes, the Idempotency-Key, channel offsets, the
+//!            expected version, COPY framing
 //! ```
 //!
 //! The client commands that send files to a server are the binary's
@@ -38,6 +39,8 @@ pub mod channel;
 pub mod config;
 /// The HTTP edge: one module per resource, errors as problem+json.
 pub mod http;
+/// LoadId, TokenId and Principal: what loads, tokens and callers are known by.
+pub mod ids;
 /// The Idempotency-Key, the request it binds and the answer it keeps.
 pub mod idempotency;
 /// Bodies to checked values: formats, cells, encodings, hashes, inference.

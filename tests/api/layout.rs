@@ -51,6 +51,7 @@ const LAYERS: &[&[&str]] = &[
     &["schema"],
     &[
         "names",
+        "ids",
         "period",
         "access",
         "problem",
