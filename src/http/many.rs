@@ -20,11 +20,7 @@ use super::{
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
-use crate::pipeline::body::DigestMode;
-use crate::pipeline::load::LoadTarget;
-use crate::pipeline::load_publish::LoadReceipt;
-use crate::pipeline::put_many::PutMany;
-use crate::pipeline::WriteError;
+use crate::pipeline::{DigestMode, LoadReceipt, LoadTarget, PutMany, WriteError};
 
 pub fn router() -> Router<AppState> {
     Router::new()

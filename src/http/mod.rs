@@ -46,10 +46,10 @@ use crate::idempotency::{IdempotencyKey, KeyedRequest};
 use crate::metrics::{Metrics, PoolGauges, RowCounts};
 use crate::names::TableName;
 use crate::period::{Grain, Period};
-use crate::pipeline::answer::KeyedAnswer;
-use crate::pipeline::body::{BodyHeaders, BodyLimits, BodySource, DigestMode, MinRate};
-use crate::pipeline::slots::LoadSlots;
-use crate::pipeline::{Pipeline, WriteError, WriteResult};
+use crate::pipeline::{
+    BodyHeaders, BodyLimits, BodySource, DigestMode, KeyedAnswer, LoadSlots, MinRate, Pipeline,
+    WriteError, WriteResult,
+};
 use crate::store::Store;
 use observe::RequestSpan;
 use token_cache::TokenCache;
@@ -82,9 +82,9 @@ pub struct Shared {
     /// Valid tokens this process remembers (see `token_cache`).
     pub tokens: Arc<TokenCache>,
     /// Small POSTs waiting to be written together.
-    batches: Arc<crate::pipeline::batch::Batches>,
+    batches: Arc<crate::pipeline::Batches>,
     /// Table definitions read (a hint for decoding before any read).
-    definitions: Arc<crate::pipeline::batch::Definitions>,
+    definitions: Arc<crate::pipeline::Definitions>,
     /// Requests in flight per client behind a trusted proxy.
     client_requests: client_addr::PerClient,
 }

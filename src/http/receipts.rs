@@ -10,11 +10,7 @@ use uuid::Uuid;
 use crate::channel::{ChannelName, ChannelSkipped, Offset};
 use crate::names::TableName;
 use crate::period::Period;
-use crate::pipeline::answer::AnswerForm;
-use crate::pipeline::drop::DropReceipt;
-use crate::pipeline::partition::Receipt;
-use crate::pipeline::replay::ReplayReceipt;
-use crate::pipeline::rows::RowsReceipt;
+use crate::pipeline::{AnswerForm, DropReceipt, Receipt, ReplayReceipt, RowsReceipt};
 use crate::schema::MergeMode;
 use crate::store::write::merge::PartitionAfter;
 
@@ -134,7 +130,7 @@ pub fn dropped(r: &DropReceipt) -> DropAnswer<'_> {
     DropAnswer {
         load_id: r.load_id,
         table: &r.table,
-        mode: crate::pipeline::drop::MODE,
+        mode: crate::pipeline::DROP_MODE,
         idempotency_keys_removed: r.removed.idempotency_keys,
         channels_removed: r.removed.channels,
         loads_abandoned: r.removed.open_loads,

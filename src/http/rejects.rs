@@ -19,10 +19,7 @@ use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::idempotency::KeyedRequest;
 use crate::names::TableName;
-use crate::pipeline::answer::KeyedAnswer;
-use crate::pipeline::body::BodySource;
-use crate::pipeline::keyed::KeyedWrite;
-use crate::pipeline::replay::ReplayRejects;
+use crate::pipeline::{BodySource, KeyedAnswer, KeyedWrite, ReplayRejects};
 use crate::store::rejects::{RejectCursor, RejectFilter, StoredReject};
 
 pub fn router() -> Router<AppState> {

@@ -19,9 +19,7 @@ use crate::access::Scope;
 use crate::channel::ChannelOffset;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
-use crate::pipeline::body::DigestMode;
-use crate::pipeline::keyed::KeyedWrite;
-use crate::pipeline::rows::PostRows;
+use crate::pipeline::{DigestMode, KeyedWrite, PostRows};
 use crate::schema::MergeMode;
 
 pub fn router() -> Router<AppState> {

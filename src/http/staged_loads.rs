@@ -22,10 +22,7 @@ use super::{
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
-use crate::pipeline::body::DigestMode;
-use crate::pipeline::load::{LoadView, OpenLoad};
-use crate::pipeline::load_part::PartUpload;
-use crate::pipeline::staged::RunLoad;
+use crate::pipeline::{DigestMode, LoadView, OpenLoad, PartUpload, RunLoad};
 
 /// The longest a load may stay open: a year.
 const MAX_TTL_SECONDS: u64 = 366 * 24 * 3600;

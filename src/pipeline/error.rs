@@ -2,11 +2,11 @@
 //! has a stable code (the same one the HTTP answer and the ledger carry);
 //! the HTTP status is the edge's business (`crate::http::error`).
 
-use super::body::BodyError;
 use crate::channel::ChannelError;
 use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::period::{Grain, Period};
+use crate::pipeline::intake::body::BodyError;
 use crate::problem::ProblemCode;
 use crate::schema::AuditReport;
 use crate::schema::SchemaError;

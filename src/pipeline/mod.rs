@@ -22,38 +22,37 @@
 //! receipts their JSON form (handed in as an `answer::AnswerForm` where a
 //! keyed answer is stored).
 
-pub mod answer;
-pub mod batch;
-mod batch_queue;
-pub mod body;
-pub mod channel;
-pub mod decode;
-mod decode_blocks;
-pub mod drop;
-mod encoding;
+mod day;
 pub mod error;
-pub mod evolve;
-pub mod keyed;
-pub mod load;
-pub mod load_part;
-pub mod load_publish;
-pub mod partition;
-pub mod put_many;
-pub mod replay;
-pub mod rows;
-pub mod slots;
-pub mod spool;
-pub mod staged;
-pub mod ticket;
-pub mod turns;
+mod intake;
+mod keyed;
+mod loads;
+mod rows;
+mod table;
 
 use std::sync::Arc;
 
 use sqlx::PgConnection;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt};
 
+pub use day::put::{PutPartition, Receipt};
 pub use error::{WriteError, WriteResult};
-pub use ticket::LoadTicket;
+pub use intake::body::{
+    BodyDigest, BodyError, BodyHeaders, BodyLimits, BodySource, DigestMode, MinRate,
+};
+pub use intake::slots::LoadSlots;
+pub use intake::ticket::LoadTicket;
+pub use keyed::answer::{AnswerForm, KeyedAnswer};
+pub use keyed::batch::{Batches, Definitions};
+pub use keyed::key::KeyedWrite;
+pub use loads::many::PutMany;
+pub use loads::part::PartUpload;
+pub use loads::publish::LoadReceipt;
+pub use loads::run::RunLoad;
+pub use loads::target::{LoadTarget, LoadView, OpenLoad};
+pub use rows::post::{PostRows, RowsReceipt};
+pub use rows::replay::{ReplayReceipt, ReplayRejects};
+pub use table::drop::{DropReceipt, MODE as DROP_MODE};
 
 use sha2::Sha256;
 
@@ -69,17 +68,12 @@ use crate::names::{ColumnName, TableName};
 use crate::schema::{ColumnType, TableDef, DEFAULT_PARTITION_COLUMN};
 use crate::store::catalog::{self, Declared, Origin};
 use crate::store::Store;
-use answer::{AnswerForm, KeyedAnswer};
-use body::classify_read_error;
-use decode::{DecodeJob, RepeatCheck};
-use keyed::KeyedWrite;
-use load::{LoadView, OpenLoad};
-use load_part::{PartReceipt, PartUpload};
-use load_publish::LoadReceipt;
-use partition::{PutPartition, Receipt};
-use put_many::PutMany;
-use slots::{LoadSlot, LoadSlots, NoSlot};
-use staged::{RunAnswer, RunLoad};
+use intake::body::classify_read_error;
+use intake::decode::{DecodeJob, RepeatCheck};
+use intake::slots::{LoadSlot, NoSlot};
+use intake::spool;
+use loads::part::PartReceipt;
+use loads::run::RunAnswer;
 
 /// How much of a body is sampled, at least, to infer an undeclared table's
 /// columns; never less than one whole record (`max_record_bytes`).
@@ -110,9 +104,9 @@ pub struct Pipeline {
     pub load_slots: Arc<LoadSlots>,
     pub metrics: Arc<Metrics>,
     /// Small POSTs waiting to be written together (see `batch`).
-    pub batches: Arc<batch::Batches>,
+    pub batches: Arc<Batches>,
     /// Table definitions read (see `batch::Definitions`).
-    pub definitions: Arc<batch::Definitions>,
+    pub definitions: Arc<Definitions>,
 }
 
 /// The table a write goes to, as found or as guessed.
@@ -157,7 +151,7 @@ impl Pipeline {
     /// offset checked and committed in the rows' own transaction.
     pub async fn post_on_channel(
         &self,
-        rows: rows::PostRows,
+        rows: PostRows,
         form: &'static dyn AnswerForm,
     ) -> WriteResult<KeyedAnswer> {
         self.write_unkeyed_on_channel(rows, form).await
@@ -175,7 +169,7 @@ impl Pipeline {
         &self,
         table: &TableName,
         actor: &Actor,
-    ) -> WriteResult<Option<drop::DropReceipt>> {
+    ) -> WriteResult<Option<DropReceipt>> {
         self.drop_and_record(table, actor).await
     }
 

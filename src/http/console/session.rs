@@ -25,7 +25,7 @@ use crate::http::auth::caller_of_digest;
 use crate::http::error::ApiError;
 use crate::http::{AppState, Caller};
 use crate::names::TableName;
-use crate::pipeline::body::BodyError;
+use crate::pipeline::BodyError;
 
 const COOKIE: &str = "idem_console";
 const CSRF_HEADER: &str = "x-csrf-token";

@@ -140,7 +140,7 @@ mod tests {
 
     use super::*;
     use crate::ingest::EncodeOptions;
-    use crate::pipeline::encoding::{Decoded, RepeatCheck};
+    use crate::pipeline::intake::encoding::{Decoded, RepeatCheck};
     use crate::schema::{TableDeclaration, TableDef};
 
     fn job(max_record_bytes: usize) -> DecodeJob {

@@ -13,12 +13,12 @@ use sqlx::PgConnection;
 
 use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch::{BatchClaim, Batched};
-use super::body::drain;
-use super::rows::{PostRows, RowsWritten};
-use super::{BodyReader, LoadTicket, Pipeline, WriteResult};
 use crate::channel::{ChannelCommitted, ChannelSkipped};
 use crate::idempotency::COMPLETED_STATUS;
 use crate::metrics::RowCounts;
+use crate::pipeline::intake::body::drain;
+use crate::pipeline::rows::post::{PostRows, RowsWritten};
+use crate::pipeline::{BodyReader, LoadTicket, Pipeline, WriteResult};
 use crate::store::channels::{commit_offset, lock_channel, OffsetCommit};
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
 use crate::store::StoreError;
@@ -34,7 +34,7 @@ pub enum Gated {
 impl Pipeline {
     /// A POST on a channel without an Idempotency-Key: its own transaction,
     /// its refusals recorded in the ledger.
-    pub(super) async fn write_unkeyed_on_channel(
+    pub(crate) async fn write_unkeyed_on_channel(
         &self,
         rows: PostRows,
         form: &'static dyn AnswerForm,
@@ -76,7 +76,7 @@ impl Pipeline {
         form: &dyn AnswerForm,
     ) -> WriteResult<KeyedAnswer> {
         let reader = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));
-        rows.body.reader = super::turns::arrived(reader).await?;
+        rows.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
         let _slot = self.load_slot(&[&rows.principal]).await?;
         // Bounded as a keyed write's transaction is: a producer waits that
         // long for another on its channel, then is told to retry.
@@ -120,7 +120,7 @@ impl Pipeline {
     /// has a channel: the channel locked, then the rows written and the
     /// offset committed, or nothing written when the offset is not after
     /// the committed one.
-    pub(super) async fn write_gated(
+    pub(crate) async fn write_gated(
         &self,
         mut rows: PostRows,
         ticket: &LoadTicket,

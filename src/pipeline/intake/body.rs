@@ -18,8 +18,8 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::time::{Instant, Sleep};
 use tokio_util::io::StreamReader;
 
-use super::BodyReader;
 use crate::ingest::BodyFormat;
+use crate::pipeline::BodyReader;
 use crate::problem::ProblemCode;
 
 /// A body is read, and its COPY data handed over, in chunks of about this

@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::load::{target_periods, LoadTarget};
-use super::load_part::not_open;
-use super::load_publish::{Finish, Finishing, PartSource};
-use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use super::part::not_open;
+use super::publish::{Finish, Finishing, PartSource};
+use super::target::{target_periods, LoadTarget};
 use crate::access::Actor;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::schema::{Audits, TableDef};
 use crate::store::catalog;
 use crate::store::locks::{lock_load, unlock_load};
@@ -41,7 +41,7 @@ pub struct RunAnswer {
 
 impl Pipeline {
     /// Audits or publishes a staged load, holding its lock throughout.
-    pub(super) async fn run_staged(&self, req: RunLoad) -> WriteResult<RunAnswer> {
+    pub(crate) async fn run_staged(&self, req: RunLoad) -> WriteResult<RunAnswer> {
         let mut conn = self.store.acquire().await?;
         lock_load(&mut conn, req.load_id).await?;
         let answer = self.run_locked(&mut conn, &req).await;

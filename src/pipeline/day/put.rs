@@ -15,17 +15,17 @@ use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::body::BodySource;
-use super::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck};
-use super::evolve::{BodyReading, DayBody, FittedBody};
-use super::spool::{hash_rest, spool_body, spool_failed, Spooled};
-use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::metrics::{Metrics, RowCounts};
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::intake::body::BodySource;
+use crate::pipeline::intake::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck};
+use crate::pipeline::intake::spool::{hash_rest, spool_body, spool_failed, Spooled};
+use crate::pipeline::table::evolve::{BodyReading, DayBody, FittedBody};
+use crate::pipeline::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
 use crate::store::catalog;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
@@ -151,11 +151,11 @@ pub struct PutConnections<'c> {
 impl Pipeline {
     /// A PUT without an Idempotency-Key: its own connection, its refusals
     /// recorded in the ledger.
-    pub(super) async fn write_unkeyed_put(&self, mut req: PutPartition) -> WriteResult<Receipt> {
+    pub(crate) async fn write_unkeyed_put(&self, mut req: PutPartition) -> WriteResult<Receipt> {
         let ticket = req.ticket(None);
         let result = async {
             let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
-            req.body.reader = super::turns::arrived(reader).await?;
+            req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
             let principal = req.actor.principal();
             let _slot = self.load_slot(&[&principal]).await?;
             let mut conn = self.store.acquire().await?;
@@ -175,7 +175,7 @@ impl Pipeline {
     /// Replaces partition `ds`: the conditions checked, the table resolved,
     /// a re-sent body recognized, otherwise the rows staged and published.
     #[tracing::instrument(skip_all, fields(table = %req.table, ds = %req.ds, load_id = %ticket.load_id))]
-    pub(super) async fn replace_partition(
+    pub(crate) async fn replace_partition(
         &self,
         req: PutPartition,
         ticket: &LoadTicket,
@@ -435,7 +435,7 @@ impl StagedPut<'_> {
         // An empty body still makes its table and an empty day: that day is
         // what the PUT stores.
         if self.new_table && staged.rows == 0 {
-            super::rows::refuse_rejects_without_table(&decoded)?;
+            crate::pipeline::rows::post::refuse_rejects_without_table(&decoded)?;
         }
         let mut content = decoded.input_hash;
         for dropped in &staged.dropped_row_hashes {

@@ -6,10 +6,6 @@ use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::body::BodySource;
-use super::decode::{self, Decode, DecodeJob, Decoded, Quarantine, RepeatCheck};
-use super::evolve::BodyReading;
-use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::channel::{ChannelCommitted, ChannelOffset};
 use crate::idempotency::IdempotencyKey;
@@ -20,6 +16,10 @@ use crate::ingest::EncodeOptions;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::intake::body::BodySource;
+use crate::pipeline::intake::decode::{self, Decode, DecodeJob, Decoded, Quarantine, RepeatCheck};
+use crate::pipeline::table::evolve::BodyReading;
+use crate::pipeline::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::schema::{BadRowPolicy, DuplicatePolicy, MergeMode, TableDef};
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::rejects;
@@ -199,7 +199,7 @@ impl Pipeline {
     /// `store::write::closing`) in it and commits, or records a refusal after
     /// rolling back.
     #[tracing::instrument(level = "debug", skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
-    pub(super) async fn write_rows(
+    pub(crate) async fn write_rows(
         &self,
         req: PostRows,
         ticket: &LoadTicket,
@@ -219,7 +219,7 @@ impl Pipeline {
     /// Merges (or appends) the decoded rows into the target's table in
     /// `tx`, created there if it is new and rows are written; returns the
     /// bad rows set aside under a quarantine, and what was written.
-    pub(super) async fn merge_decoding(
+    pub(crate) async fn merge_decoding(
         &self,
         tx: &mut PgConnection,
         target: Target,
@@ -354,7 +354,7 @@ fn nothing_stored(
 /// A write to a table nobody declared that stores no row makes no table,
 /// and rejects are kept only for a table that exists: its bad rows, set
 /// aside by a quarantine, refuse it as under `bad_rows: reject`.
-pub(super) fn refuse_rejects_without_table(decoded: &Decoded) -> WriteResult<()> {
+pub(crate) fn refuse_rejects_without_table(decoded: &Decoded) -> WriteResult<()> {
     match decoded.rejects.as_ref().filter(|r| r.count() > 0) {
         Some(rejects) => Err(WriteError::BadRows {
             count: rejects.count(),

@@ -13,13 +13,13 @@ use serde::Serialize;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::body::BodySource;
-use super::decode::{self, Decoded, Quarantine, RepeatCheck};
-use super::load::{LoadTarget, LoadView};
-use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use super::target::{LoadTarget, LoadView};
 use crate::access::Actor;
 use crate::ingest::{ContentHash, EncodeOptions};
 use crate::period::Period;
+use crate::pipeline::intake::body::BodySource;
+use crate::pipeline::intake::decode::{self, Decoded, Quarantine, RepeatCheck};
+use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::schema::TableDef;
 use crate::store::catalog;
 use crate::store::staged_loads::StagedStatus;
@@ -78,7 +78,7 @@ impl StagedBody {
 
 impl Pipeline {
     /// Stages part `n` of a load and registers it.
-    pub(super) async fn stage_part(&self, mut req: PartUpload) -> WriteResult<PartReceipt> {
+    pub(crate) async fn stage_part(&self, mut req: PartUpload) -> WriteResult<PartReceipt> {
         let view = self
             .view(req.load_id)
             .await?
@@ -94,7 +94,7 @@ impl Pipeline {
         let allowed = target.periods().map(|p| Arc::new(p.into_iter().collect()));
         check_ds(req.ds, allowed.as_deref())?;
         let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
-        req.body.reader = super::turns::arrived(reader).await?;
+        req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
         let principal = req.actor.principal();
         let _slot = self.load_slot(&[&principal]).await?;
         let ticket = LoadTicket::new(&table, None, "load", None, &req.actor);
@@ -158,7 +158,7 @@ impl Pipeline {
     /// Bad rows refuse the body unless `quarantine` (the rows then kept with
     /// the load when it publishes).
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn stage_body(
+    pub(crate) async fn stage_body(
         &self,
         conn: &mut sqlx::PgConnection,
         def: &TableDef,
@@ -224,7 +224,7 @@ fn check_open(view: &LoadView) -> WriteResult<()> {
     Err(not_open(view.load.load_id, Some(view.load.status)))
 }
 
-pub(super) fn not_open(load_id: Uuid, status: Option<StagedStatus>) -> WriteError {
+pub(crate) fn not_open(load_id: Uuid, status: Option<StagedStatus>) -> WriteError {
     match status {
         None => WriteError::LoadNotFound(load_id),
         Some(status) => WriteError::LoadNotOpen {

@@ -3,14 +3,14 @@
 //! one part, then finished like a staged load (`load_publish`): every
 //! target partition replaced in one transaction, or none.
 
-use super::body::BodySource;
-use super::load::{target_periods, LoadTarget};
-use super::load_part::StagedBody;
-use super::load_publish::{Finish, Finishing, LoadReceipt, PartSource};
-use super::{LoadTicket, Pipeline, WriteError, WriteResult};
+use super::part::StagedBody;
+use super::publish::{Finish, Finishing, LoadReceipt, PartSource};
+use super::target::{target_periods, LoadTarget};
 use crate::access::Actor;
 use crate::ingest::reject_spool::RejectSpool;
 use crate::names::TableName;
+use crate::pipeline::intake::body::BodySource;
+use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::schema::Audits;
 use crate::schema::BadRowPolicy;
 use crate::store::catalog;
@@ -36,7 +36,7 @@ impl PutMany {
     fn mode(&self) -> &'static str {
         match &self.target {
             LoadTarget::Table => "replace_table",
-            LoadTarget::Partitions(one) if one.len() == 1 => super::partition::MODE,
+            LoadTarget::Partitions(one) if one.len() == 1 => crate::pipeline::day::put::MODE,
             _ => "replace_range",
         }
     }
@@ -45,7 +45,7 @@ impl PutMany {
 impl Pipeline {
     /// Replaces a range of partitions, or the whole table; its refusals
     /// recorded in the ledger.
-    pub(super) async fn write_many(&self, req: PutMany) -> WriteResult<LoadReceipt> {
+    pub(crate) async fn write_many(&self, req: PutMany) -> WriteResult<LoadReceipt> {
         let single = match &req.target {
             LoadTarget::Partitions(one) if one.len() == 1 => Some(one[0]),
             _ => None,
@@ -66,7 +66,7 @@ impl Pipeline {
         ticket: &LoadTicket,
     ) -> WriteResult<LoadReceipt> {
         let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
-        req.body.reader = super::turns::arrived(reader).await?;
+        req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
         let principal = req.actor.principal();
         let _slot = self.load_slot(&[&principal]).await?;
         let mut conn = self.store.acquire().await?;

@@ -3,9 +3,9 @@
 
 use uuid::Uuid;
 
-use super::{LoadTicket, Pipeline, WriteResult};
 use crate::access::Actor;
 use crate::names::TableName;
+use crate::pipeline::{LoadTicket, Pipeline, WriteResult};
 use crate::store::drop_table::Dropped;
 use crate::store::ledger::{LoadEntry, LoadStatus};
 
@@ -24,7 +24,7 @@ impl Pipeline {
     /// Drops `table` with everything idem keeps of it but its ledger; `None`
     /// when there was no such table (nothing is recorded then).
     #[tracing::instrument(skip(self, actor))]
-    pub(super) async fn drop_and_record(
+    pub(crate) async fn drop_and_record(
         &self,
         table: &TableName,
         actor: &Actor,

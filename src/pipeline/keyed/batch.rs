@@ -47,14 +47,16 @@ use super::batch_queue::{
     WRITING_TURN_BOUND,
 };
 pub use super::batch_queue::{BatchClaim, Batches, Definitions};
-use super::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck};
-use super::rows::{
-    choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
-};
-use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, StoredKey, COMPLETED_STATUS};
 use crate::names::TableName;
+use crate::pipeline::intake::decode::{
+    decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck,
+};
+use crate::pipeline::rows::post::{
+    choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
+};
+use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::schema::{MergeMode, TableDef};
 use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
 use crate::store::idempotency::{claim_keys, ClaimedKeys, Completion};

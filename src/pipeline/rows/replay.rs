@@ -18,11 +18,7 @@ use bytes::Bytes;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::body::BodySource;
-use super::decode::{self, decode_whole, Decode, Quarantine, RepeatCheck};
-use super::evolve::{BodyReading, Rereadable};
-use super::rows::{choose_mode, encode_options};
-use super::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
+use super::post::{choose_mode, encode_options};
 use crate::access::Actor;
 use crate::idempotency::IdempotencyKey;
 use crate::ingest::reject_spool::Problem;
@@ -30,6 +26,10 @@ use crate::ingest::{BodyFormat, ContentDelta};
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::intake::body::BodySource;
+use crate::pipeline::intake::decode::{self, decode_whole, Decode, Quarantine, RepeatCheck};
+use crate::pipeline::table::evolve::{BodyReading, Rereadable};
+use crate::pipeline::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::schema::{MergeMode, SchemaPolicy, TableDef};
 use crate::store::catalog;
 use crate::store::ledger::{LoadEntry, LoadStatus};
@@ -149,7 +149,7 @@ struct ReplayTally {
 impl Pipeline {
     /// Replays the table's pending rejects in `tx` (see the module's doc).
     #[tracing::instrument(skip_all, fields(table = %req.table, load_id = %ticket.load_id))]
-    pub(super) async fn replay_rejects(
+    pub(crate) async fn replay_rejects(
         &self,
         req: ReplayRejects,
         ticket: &LoadTicket,
@@ -390,7 +390,7 @@ impl ReplayTally {
     /// Adds one group's write.
     fn add(
         &mut self,
-        written: super::rows::RowsReceipt,
+        written: super::post::RowsReceipt,
         deltas: Vec<(Period, ContentDelta)>,
     ) -> WriteResult<()> {
         let r = &mut self.receipt;

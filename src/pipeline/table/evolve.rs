@@ -20,12 +20,12 @@ use std::io::{Seek, SeekFrom};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::decode::{
+use crate::ingest::{BodyFormat, EncodeOptions};
+use crate::pipeline::intake::decode::{
     decode_whole, read_small, spawn_decoder, BodyRead, DecodeJob, Quarantine, RepeatCheck,
 };
-use super::spool::{hash_rest, spool_body, spool_failed, Spooled};
-use super::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
-use crate::ingest::{BodyFormat, EncodeOptions};
+use crate::pipeline::intake::spool::{hash_rest, spool_body, spool_failed, Spooled};
+use crate::pipeline::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
 use crate::schema::{check_width, SchemaPolicy, SchemaWants};
 use crate::store::catalog::evolve_to_fit;
 use sqlx::PgConnection;
@@ -103,7 +103,7 @@ impl Pipeline {
     /// module's doc), and the body to read again; any other table and its
     /// body as they came. `day`: a PUT's day that exists, whose own body
     /// is answered `DaysOwn` when the spool is full.
-    pub(super) async fn fit_table_to_body(
+    pub(crate) async fn fit_table_to_body(
         &self,
         conn: &mut PgConnection,
         target: Target,
@@ -123,7 +123,7 @@ impl Pipeline {
 
     /// The table changed to fit `body` (once more: after another writer
     /// changed it, say); a body read once is taken as fitting.
-    pub(super) async fn fit_again(
+    pub(crate) async fn fit_again(
         &self,
         conn: &mut PgConnection,
         target: Target,

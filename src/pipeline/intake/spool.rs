@@ -10,10 +10,10 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use super::body::{classify_read_error, CHUNK_BYTES};
-use super::{BodyReader, WriteError, WriteResult};
+use crate::pipeline::{BodyReader, WriteError, WriteResult};
 
 /// What became of a body sent to the spool.
-pub(super) enum Spooled {
+pub(crate) enum Spooled {
     /// All of it is in the file, rewound.
     Kept(tokio::fs::File),
     /// The spool's disk is full: the body is left where the spool stopped,
@@ -44,7 +44,7 @@ pub fn spool_failed(e: io::Error) -> WriteError {
 /// temporary folder when `None`), feeding every byte read to `hash`, and
 /// returns the file rewound; or, when the disk is full, what is left of
 /// the body.
-pub(super) async fn spool_body(
+pub(crate) async fn spool_body(
     mut body: BodyReader,
     hash: &mut Sha256,
     dir: Option<&Path>,
@@ -91,7 +91,7 @@ fn full_or_failed(error: io::Error, rest: BodyReader) -> WriteResult<Spooled> {
 }
 
 /// Feeds the rest of the body to `hash`, keeping none of it.
-pub(super) async fn hash_rest(mut rest: BodyReader, hash: &mut Sha256) -> WriteResult<()> {
+pub(crate) async fn hash_rest(mut rest: BodyReader, hash: &mut Sha256) -> WriteResult<()> {
     let mut buf = vec![0u8; CHUNK_BYTES];
     loop {
         let n = rest

@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::error::{TargetError, MAX_TARGET_PARTITIONS};
-use super::{Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::error::{TargetError, MAX_TARGET_PARTITIONS};
+use crate::pipeline::{Pipeline, WriteError, WriteResult};
 use crate::problem::ProblemCode;
 use crate::schema::Audits;
 use crate::schema::TableDef;
@@ -172,7 +172,7 @@ pub struct LoadView {
 
 impl Pipeline {
     /// Opens a load, or answers the one the key opened (the bool: new).
-    pub(super) async fn open(&self, req: OpenLoad) -> WriteResult<(LoadView, bool)> {
+    pub(crate) async fn open(&self, req: OpenLoad) -> WriteResult<(LoadView, bool)> {
         let mut conn = self.store.acquire().await?;
         let def = catalog::table_def(&mut conn, &req.table)
             .await?
@@ -204,7 +204,7 @@ impl Pipeline {
 
     /// The staged load `load_id`, with its parts.
     /// (A load open past its time is expired first.)
-    pub(super) async fn view(&self, load_id: Uuid) -> WriteResult<Option<LoadView>> {
+    pub(crate) async fn view(&self, load_id: Uuid) -> WriteResult<Option<LoadView>> {
         let mut conn = self.store.acquire().await?;
         let Some(mut load) = staged_loads::get(&mut conn, load_id, false).await? else {
             return Ok(None);
@@ -221,7 +221,7 @@ impl Pipeline {
 
     /// Abandons the load: its parts dropped. Waits for a publish in
     /// progress; a published load stays published (409).
-    pub(super) async fn abandon(&self, load_id: Uuid) -> WriteResult<LoadView> {
+    pub(crate) async fn abandon(&self, load_id: Uuid) -> WriteResult<LoadView> {
         let mut conn = self.store.acquire().await?;
         match staged_loads::abandon(&mut conn, load_id).await? {
             None => return Err(WriteError::LoadNotFound(load_id)),

@@ -13,11 +13,11 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
 use super::answer::{AnswerForm, KeyedAnswer};
-use super::rows::{PostRows, Predecoded, RowsReceipt};
-use super::WriteResult;
 use crate::channel::ChannelOffset;
 use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
+use crate::pipeline::rows::post::{PostRows, Predecoded, RowsReceipt};
+use crate::pipeline::WriteResult;
 use crate::schema::TableDef;
 use crate::store::write::incoming::row_id_prefixes;
 

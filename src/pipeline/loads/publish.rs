@@ -10,11 +10,11 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::schema::{AuditReport, Audits};
 use crate::schema::{DuplicatePolicy, TableDef};
 use crate::store::audits::{run_audits, StagedPartition};
@@ -115,7 +115,7 @@ impl Pipeline {
     /// Assembles, audits and publishes (or plans) `load` on `conn`, whose
     /// session claims the stages it makes; they are released whatever
     /// happens.
-    pub(super) async fn finish_load(
+    pub(crate) async fn finish_load(
         &self,
         conn: &mut PgConnection,
         load: Finish<'_>,

@@ -4,13 +4,13 @@
 //! stores the key's answer, in the write's own transaction, so the record
 //! holds what the client was sent.
 
-use super::partition::Receipt;
-use super::replay::ReplayReceipt;
-use super::rows::RowsReceipt;
-use super::{WriteError, WriteResult};
 use crate::channel::ChannelSkipped;
 use crate::idempotency::{StoredKey, COMPLETED_STATUS};
 use crate::metrics::RowCounts;
+use crate::pipeline::day::put::Receipt;
+use crate::pipeline::rows::post::RowsReceipt;
+use crate::pipeline::rows::replay::ReplayReceipt;
+use crate::pipeline::{WriteError, WriteResult};
 
 /// Renders each receipt as the body a keyed write stores and answers.
 pub trait AnswerForm: Send + Sync {

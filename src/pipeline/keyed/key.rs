@@ -23,17 +23,17 @@ use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch::{BatchClaim, Batched};
-use super::body::{drain, BodyDigest, BodySource};
 use super::channel::Gated;
-use super::partition::{self, PutConnections, PutPartition};
-use super::replay::{ReplayRejects, ReplayWritten};
-use super::rows::{PostRows, RowsWritten};
-use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::idempotency::{IdempotencyKey, KeyedRequest, OnCompleted, StoredKey, COMPLETED_STATUS};
 use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::day::put::{self, PutConnections, PutPartition};
+use crate::pipeline::intake::body::{drain, BodyDigest, BodySource};
+use crate::pipeline::rows::post::{PostRows, RowsWritten};
+use crate::pipeline::rows::replay::{ReplayRejects, ReplayWritten};
+use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::store::idempotency::{complete_key, renew_key, unbound_lock_waits, Claim, Completion};
 use crate::store::ledger::LoadEntry;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
@@ -102,7 +102,7 @@ impl Pipeline {
     /// Runs `write` under the request's Idempotency-Key (see the module's
     /// doc): a replay when the key is completed, otherwise the write in the
     /// transaction that claims the key, which stores its answer in `form`.
-    pub(super) async fn write_keyed(
+    pub(crate) async fn write_keyed(
         &self,
         req: KeyedRequest,
         mut write: KeyedWrite,
@@ -190,7 +190,7 @@ impl Pipeline {
         let claimed_at = Utc::now();
         let body = write.body();
         let reader = std::mem::replace(&mut body.reader, Box::new(tokio::io::empty()));
-        match super::turns::arrived(reader).await {
+        match crate::pipeline::intake::turns::arrived(reader).await {
             Ok(reader) => body.reader = reader,
             Err(e) => {
                 write.ticket(&req.key).record_refusal(&self.store, &e).await;
@@ -427,7 +427,7 @@ fn put_record<'a>(write: &'a KeyedWrite, stored: &'a StoredKey) -> Option<PutRec
         return None;
     };
     let receipt = &stored.response_body;
-    let same_partition = receipt["mode"].as_str() == Some(partition::MODE)
+    let same_partition = receipt["mode"].as_str() == Some(put::MODE)
         && receipt["table"].as_str() == Some(put.table.as_str())
         && receipt["ds"].as_str() == Some(put.ds.label().as_str());
     let content = stored.response_etag.as_deref().filter(|_| same_partition)?;

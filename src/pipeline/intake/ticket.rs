@@ -5,12 +5,12 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::WriteError;
 use crate::access::Actor;
 use crate::ingest::reject_spool::RejectSource;
 use crate::ingest::BodyFormat;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::WriteError;
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::Store;
 

@@ -1,0 +1,3 @@
+//! A day's PUT.
+
+pub mod put;

@@ -1,0 +1,7 @@
+//! Keyed writes.
+
+pub mod answer;
+pub mod batch;
+mod batch_queue;
+pub mod channel;
+pub mod key;

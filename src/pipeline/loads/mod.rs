@@ -1,0 +1,7 @@
+//! Multi-part loads.
+
+pub mod many;
+pub mod part;
+pub mod publish;
+pub mod run;
+pub mod target;

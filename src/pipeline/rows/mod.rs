@@ -1,0 +1,4 @@
+//! Rows merged.
+
+pub mod post;
+pub mod replay;

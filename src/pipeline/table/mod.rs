@@ -1,0 +1,4 @@
+//! A table's own changes.
+
+pub mod drop;
+pub mod evolve;
