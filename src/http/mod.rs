@@ -47,8 +47,8 @@ use crate::metrics::{Metrics, PoolGauges, RowCounts};
 use crate::names::TableName;
 use crate::period::{Grain, Period};
 use crate::pipeline::{
-    BodyHeaders, BodyLimits, BodySource, DigestMode, KeyedAnswer, LoadSlots, MinRate, Pipeline,
-    WriteError, WriteResult,
+    BodyHeaders, BodyLimits, BodySource, DigestMode, KeyedAnswer, MinRate, Pipeline, WriteError,
+    WriteResult,
 };
 use crate::store::Store;
 use observe::RequestSpan;
@@ -75,50 +75,41 @@ pub struct Shared {
     pub settings: Arc<Settings>,
     /// This server's own counters (see `crate::metrics`).
     pub metrics: Arc<Metrics>,
-    /// Turns for writes (see `Settings::max_concurrent_loads`).
-    load_slots: Arc<LoadSlots>,
     /// The SHA-256 of the bootstrap admin token, if there is one.
     admin_digest: Option<[u8; 32]>,
     /// Valid tokens this process remembers (see `token_cache`).
     pub tokens: Arc<TokenCache>,
-    /// Small POSTs waiting to be written together.
-    batches: Arc<crate::pipeline::Batches>,
-    /// Table definitions read (a hint for decoding before any read).
-    definitions: Arc<crate::pipeline::Definitions>,
+    /// The write path: its turns to write, its batches, the definitions
+    /// it remembers.
+    pipeline: Pipeline,
     /// Requests in flight per client behind a trusted proxy.
     client_requests: client_addr::PerClient,
 }
 
 impl AppState {
     pub fn new(store: Store, settings: Settings) -> AppState {
-        let slots = usize::try_from(settings.load_slots(store.pool_size())).unwrap_or(1);
-        let share = usize::try_from(settings.load_slots_per_token(store.pool_size())).unwrap_or(1);
+        let admin_digest = settings
+            .admin_token
+            .as_ref()
+            .map(|token| crate::access::secret_digest(token.expose()));
+        let client_requests = client_addr::PerClient::new(settings.max_connections_per_client);
+        let settings = Arc::new(settings);
+        let metrics = Arc::<Metrics>::default();
+        let pipeline = Pipeline::new(store.clone(), settings.clone(), metrics.clone());
         AppState(Arc::new(Shared {
             store,
-            metrics: Arc::default(),
-            load_slots: Arc::new(LoadSlots::new(slots, share)),
-            admin_digest: settings
-                .admin_token
-                .as_ref()
-                .map(|token| crate::access::secret_digest(token.expose())),
-            client_requests: client_addr::PerClient::new(settings.max_connections_per_client),
-            settings: Arc::new(settings),
+            metrics,
+            admin_digest,
+            client_requests,
+            settings,
             tokens: Arc::default(),
-            batches: Arc::default(),
-            definitions: Arc::default(),
+            pipeline,
         }))
     }
 
     /// The write path, over the same store and settings.
     pub fn pipeline(&self) -> Pipeline {
-        Pipeline {
-            store: self.store.clone(),
-            settings: self.settings.clone(),
-            load_slots: self.load_slots.clone(),
-            metrics: self.metrics.clone(),
-            batches: self.batches.clone(),
-            definitions: self.definitions.clone(),
-        }
+        self.pipeline.clone()
     }
 
     /// The pool and the turns to write, as they are now.
@@ -129,7 +120,8 @@ impl AppState {
             idle: pool.idle,
             waiting: pool.waiting,
             max: pool.max.into(),
-            load_slots_free: u64::try_from(self.load_slots.available()).unwrap_or(u64::MAX),
+            load_slots_free: u64::try_from(self.pipeline.load_slots.available())
+                .unwrap_or(u64::MAX),
         }
     }
 

@@ -7,6 +7,7 @@ use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::period::{Grain, Period};
 use crate::pipeline::intake::body::BodyError;
+use crate::pipeline::intake::slots::NoSlot;
 use crate::problem::ProblemCode;
 use crate::schema::AuditReport;
 use crate::schema::SchemaError;
@@ -167,6 +168,17 @@ impl From<Unmet> for WriteError {
     }
 }
 
+/// No turn to write within the wait: refused as busy, and the client
+/// retries later.
+impl From<NoSlot> for WriteError {
+    fn from(no: NoSlot) -> Self {
+        match no {
+            NoSlot::ShareTaken => WriteError::ShareTaken,
+            NoSlot::AllTaken => WriteError::Busy,
+        }
+    }
+}
+
 impl From<tokio::task::JoinError> for WriteError {
     fn from(e: tokio::task::JoinError) -> Self {
         WriteError::Internal(anyhow::Error::new(e).context("a write task failed"))
@@ -175,7 +187,7 @@ impl From<tokio::task::JoinError> for WriteError {
 
 pub type WriteResult<T> = Result<T, WriteError>;
 
-/// The most partitions one load may target (`pipeline::load` keeps to it;
+/// The most partitions one load may target (`loads/target.rs` keeps to it;
 /// its error tells it).
 pub const MAX_TARGET_PARTITIONS: usize = 1000;
 

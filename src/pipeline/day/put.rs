@@ -21,11 +21,15 @@ use crate::ingest::{BodyFormat, EncodeOptions};
 use crate::metrics::{Metrics, RowCounts};
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::error::{WriteError, WriteResult};
+use crate::pipeline::intake::body::BodyReader;
 use crate::pipeline::intake::body::BodySource;
 use crate::pipeline::intake::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck};
 use crate::pipeline::intake::spool::{hash_rest, spool_body, spool_failed, Spooled};
+use crate::pipeline::intake::target::Target;
+use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::table::evolve::{BodyReading, DayBody, FittedBody};
-use crate::pipeline::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
+use crate::pipeline::Pipeline;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
 use crate::store::catalog;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
@@ -149,15 +153,18 @@ pub struct PutConnections<'c> {
 }
 
 impl Pipeline {
-    /// A PUT without an Idempotency-Key: its own connection, its refusals
-    /// recorded in the ledger.
-    pub(crate) async fn write_unkeyed_put(&self, mut req: PutPartition) -> WriteResult<Receipt> {
+    /// Replaces a day without an Idempotency-Key: its own connection, its
+    /// refusals recorded in the ledger.
+    pub async fn put_partition_unkeyed(&self, mut req: PutPartition) -> WriteResult<Receipt> {
         let ticket = req.ticket(None);
         let result = async {
             let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
             req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
             let principal = req.actor.principal();
-            let _slot = self.load_slot(&[&principal]).await?;
+            let _slot = self
+                .load_slots
+                .acquire(&[&principal], self.settings.load_wait())
+                .await?;
             let mut conn = self.store.acquire().await?;
             let conns = PutConnections {
                 stage: &mut conn,
@@ -199,9 +206,16 @@ impl Pipeline {
 
         let format = body.format;
         let options = put_options(ds);
-        let (target, body) = self
-            .resolve_table(&mut *conn, &table, format, create_table, body.reader)
-            .await?;
+        let settings = &self.settings;
+        let (target, body) = Target::resolve(
+            settings,
+            &mut *conn,
+            &table,
+            format,
+            create_table,
+            body.reader,
+        )
+        .await?;
         check_grain(target.def(), ds)?;
         let reading = BodyReading {
             format,
@@ -292,7 +306,14 @@ impl Pipeline {
             },
         };
         // A stage's unique index finds repeated keys at no extra cost.
-        let job = self.decode_job(def, options, RepeatCheck::LeaveToIndex, ticket, format);
+        let job = DecodeJob::new(
+            &self.settings,
+            def,
+            options,
+            RepeatCheck::LeaveToIndex,
+            ticket,
+            format,
+        );
         let job = DecodeJob {
             hash_prefix: body_hash,
             quarantine: (bad_rows == BadRowPolicy::Quarantine)

@@ -19,8 +19,10 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::io::StreamReader;
 
 use crate::ingest::BodyFormat;
-use crate::pipeline::BodyReader;
 use crate::problem::ProblemCode;
+
+/// A body as the pipeline reads it.
+pub type BodyReader = Box<dyn AsyncRead + Send + Unpin>;
 
 /// A body is read, and its COPY data handed over, in chunks of about this
 /// size: the spool's and the decoder's buffers, and each chunk sent to COPY.

@@ -12,13 +12,14 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::io::SyncIoBridge;
 
+use super::body::BodyReader;
 use super::body::{classify_read_error, CHUNK_BYTES};
 use super::decode_blocks;
 use super::encoding::Encoding;
 pub use super::encoding::{DecodeJob, Decoded, Quarantine, RepeatCheck};
 use crate::ingest::formats::ReadError;
 use crate::ingest::BadRow;
-use crate::pipeline::{BodyReader, WriteError, WriteResult};
+use crate::pipeline::error::{WriteError, WriteResult};
 use crate::store::{StoreError, StoreResult};
 
 /// Chunks in flight between the decoder and COPY (bounds memory).

@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::body::CHUNK_BYTES;
+use super::ticket::LoadTicket;
 use crate::binary_copy;
+use crate::config::Settings;
 use crate::ingest::formats::{ReadError, ReadLimits};
 use crate::ingest::reject_spool::{Reject, RejectSource, RejectSpool};
 use crate::ingest::DELETED_FIELD;
@@ -95,6 +97,33 @@ pub struct DecodeJob {
     /// Under `schema: evolve`, collect what rows need of the table
     /// (`Decoded::wants`) instead of refusing them.
     pub collect_wants: bool,
+}
+
+impl DecodeJob {
+    /// A load's body decoded for `def`, within the settings' bounds.
+    pub fn new(
+        settings: &Settings,
+        def: TableDef,
+        options: EncodeOptions,
+        repeats: RepeatCheck,
+        ticket: &LoadTicket,
+        format: BodyFormat,
+    ) -> DecodeJob {
+        DecodeJob {
+            def,
+            options,
+            repeats,
+            load_id: ticket.load_id,
+            format,
+            hash_prefix: Sha256::default(),
+            max_listed_errors: settings.max_listed_errors,
+            max_record_bytes: settings.max_record_bytes(),
+            max_row_group_bytes: settings.max_row_group_bytes,
+            quarantine: None,
+            spool_dir: settings.spool_dir.clone(),
+            collect_wants: false,
+        }
+    }
 }
 
 /// Bad rows set aside while the good ones are written.

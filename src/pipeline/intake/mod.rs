@@ -6,5 +6,6 @@ mod decode_blocks;
 mod encoding;
 pub mod slots;
 pub mod spool;
+pub mod target;
 pub mod ticket;
 pub mod turns;

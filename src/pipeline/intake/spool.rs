@@ -9,8 +9,9 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
+use super::body::BodyReader;
 use super::body::{classify_read_error, CHUNK_BYTES};
-use crate::pipeline::{BodyReader, WriteError, WriteResult};
+use crate::pipeline::error::{WriteError, WriteResult};
 
 /// What became of a body sent to the spool.
 pub(crate) enum Spooled {

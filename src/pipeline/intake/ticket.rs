@@ -10,7 +10,7 @@ use crate::ingest::reject_spool::RejectSource;
 use crate::ingest::BodyFormat;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::pipeline::WriteError;
+use crate::pipeline::error::WriteError;
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::Store;
 

@@ -5,7 +5,8 @@
 use tokio::io::AsyncReadExt;
 
 use super::body::classify_read_error;
-use crate::pipeline::{BodyReader, WriteResult};
+use super::body::BodyReader;
+use crate::pipeline::error::WriteResult;
 
 /// How much of a body must have arrived (or all of it, if less) before its
 /// write takes a turn: enough that a client too slow to send it holds no

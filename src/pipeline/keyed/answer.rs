@@ -8,9 +8,9 @@ use crate::channel::ChannelSkipped;
 use crate::idempotency::{StoredKey, COMPLETED_STATUS};
 use crate::metrics::RowCounts;
 use crate::pipeline::day::put::Receipt;
+use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::rows::post::RowsReceipt;
 use crate::pipeline::rows::replay::ReplayReceipt;
-use crate::pipeline::{WriteError, WriteResult};
 
 /// Renders each receipt as the body a keyed write stores and answers.
 pub trait AnswerForm: Send + Sync {

@@ -50,13 +50,15 @@ pub use super::batch_queue::{BatchClaim, Batches, Definitions};
 use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, StoredKey, COMPLETED_STATUS};
 use crate::names::TableName;
+use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::decode::{
     decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck,
 };
+use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::rows::post::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
 };
-use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::pipeline::Pipeline;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
 use crate::store::idempotency::{claim_keys, ClaimedKeys, Completion};
@@ -169,7 +171,14 @@ impl Pipeline {
         };
         let options = encode_options(&def, mode, &rows.principal, &rows.write_key());
         let format = rows.body.format;
-        let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, &ticket, format);
+        let job = DecodeJob::new(
+            &self.settings,
+            def.clone(),
+            options,
+            RepeatCheck::Watch,
+            &ticket,
+            format,
+        );
         let job = DecodeJob {
             collect_wants: true,
             ..quarantined(job, rows.bad_rows, mode, &ticket)
@@ -302,7 +311,10 @@ impl Pipeline {
         let claimed_at = Utc::now();
         // Each token with a POST in the batch has one of its turns taken.
         let principals: Vec<&str> = items.iter().map(|item| item.principal.as_str()).collect();
-        let _slot = self.load_slot(&principals).await?;
+        let _slot = self
+            .load_slots
+            .acquire(&principals, self.settings.load_wait())
+            .await?;
         let mut tx = self
             .store
             .begin_bounded(self.settings.idempotency_wait())

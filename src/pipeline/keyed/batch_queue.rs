@@ -16,8 +16,8 @@ use super::answer::{AnswerForm, KeyedAnswer};
 use crate::channel::ChannelOffset;
 use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
+use crate::pipeline::error::WriteResult;
 use crate::pipeline::rows::post::{PostRows, Predecoded, RowsReceipt};
-use crate::pipeline::WriteResult;
 use crate::schema::TableDef;
 use crate::store::write::incoming::row_id_prefixes;
 

@@ -16,9 +16,12 @@ use super::batch::{BatchClaim, Batched};
 use crate::channel::{ChannelCommitted, ChannelSkipped};
 use crate::idempotency::COMPLETED_STATUS;
 use crate::metrics::RowCounts;
+use crate::pipeline::error::WriteResult;
 use crate::pipeline::intake::body::drain;
+use crate::pipeline::intake::body::BodyReader;
+use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::rows::post::{PostRows, RowsWritten};
-use crate::pipeline::{BodyReader, LoadTicket, Pipeline, WriteResult};
+use crate::pipeline::Pipeline;
 use crate::store::channels::{commit_offset, lock_channel, OffsetCommit};
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
 use crate::store::StoreError;
@@ -32,9 +35,10 @@ pub enum Gated {
 }
 
 impl Pipeline {
-    /// A POST on a channel without an Idempotency-Key: its own transaction,
-    /// its refusals recorded in the ledger.
-    pub(crate) async fn write_unkeyed_on_channel(
+    /// A POST on a channel without an Idempotency-Key: its offset checked
+    /// and committed in the rows' own transaction, its refusals recorded in
+    /// the ledger.
+    pub async fn post_on_channel(
         &self,
         rows: PostRows,
         form: &'static dyn AnswerForm,
@@ -77,7 +81,10 @@ impl Pipeline {
     ) -> WriteResult<KeyedAnswer> {
         let reader = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));
         rows.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
-        let _slot = self.load_slot(&[&rows.principal]).await?;
+        let _slot = self
+            .load_slots
+            .acquire(&[&rows.principal], self.settings.load_wait())
+            .await?;
         // Bounded as a keyed write's transaction is: a producer waits that
         // long for another on its channel, then is told to retry.
         let wait = self.settings.idempotency_wait();

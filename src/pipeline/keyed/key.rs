@@ -30,10 +30,12 @@ use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::day::put::{self, PutConnections, PutPartition};
+use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::{drain, BodyDigest, BodySource};
+use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::rows::post::{PostRows, RowsWritten};
 use crate::pipeline::rows::replay::{ReplayRejects, ReplayWritten};
-use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::pipeline::Pipeline;
 use crate::store::idempotency::{complete_key, renew_key, unbound_lock_waits, Claim, Completion};
 use crate::store::ledger::LoadEntry;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
@@ -102,7 +104,7 @@ impl Pipeline {
     /// Runs `write` under the request's Idempotency-Key (see the module's
     /// doc): a replay when the key is completed, otherwise the write in the
     /// transaction that claims the key, which stores its answer in `form`.
-    pub(crate) async fn write_keyed(
+    pub async fn run_keyed(
         &self,
         req: KeyedRequest,
         mut write: KeyedWrite,
@@ -197,7 +199,10 @@ impl Pipeline {
                 return Err(e);
             }
         }
-        let _slot = self.load_slot(&[&req.principal]).await?;
+        let _slot = self
+            .load_slots
+            .acquire(&[&req.principal], self.settings.load_wait())
+            .await?;
         // Every connection the write needs is taken before the key is claimed:
         // requests waiting for the key hold connections while they wait, and
         // must not starve the one they wait for.

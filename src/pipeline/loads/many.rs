@@ -9,8 +9,10 @@ use super::target::{target_periods, LoadTarget};
 use crate::access::Actor;
 use crate::ingest::reject_spool::RejectSpool;
 use crate::names::TableName;
+use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodySource;
-use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::Pipeline;
 use crate::schema::Audits;
 use crate::schema::BadRowPolicy;
 use crate::store::catalog;
@@ -43,9 +45,10 @@ impl PutMany {
 }
 
 impl Pipeline {
-    /// Replaces a range of partitions, or the whole table; its refusals
+    /// Replaces a range of partitions or the whole table in one
+    /// transaction, or with `dry_run` tells what it would do; its refusals
     /// recorded in the ledger.
-    pub(crate) async fn write_many(&self, req: PutMany) -> WriteResult<LoadReceipt> {
+    pub async fn put_many(&self, req: PutMany) -> WriteResult<LoadReceipt> {
         let single = match &req.target {
             LoadTarget::Partitions(one) if one.len() == 1 => Some(one[0]),
             _ => None,
@@ -68,7 +71,10 @@ impl Pipeline {
         let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
         req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
         let principal = req.actor.principal();
-        let _slot = self.load_slot(&[&principal]).await?;
+        let _slot = self
+            .load_slots
+            .acquire(&[&principal], self.settings.load_wait())
+            .await?;
         let mut conn = self.store.acquire().await?;
         let def = catalog::table_def(&mut conn, &req.table)
             .await?

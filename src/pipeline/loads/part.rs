@@ -17,9 +17,11 @@ use super::target::{LoadTarget, LoadView};
 use crate::access::Actor;
 use crate::ingest::{ContentHash, EncodeOptions};
 use crate::period::Period;
+use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodySource;
-use crate::pipeline::intake::decode::{self, Decoded, Quarantine, RepeatCheck};
-use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::pipeline::intake::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck};
+use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::Pipeline;
 use crate::schema::TableDef;
 use crate::store::catalog;
 use crate::store::staged_loads::StagedStatus;
@@ -78,9 +80,9 @@ impl StagedBody {
 
 impl Pipeline {
     /// Stages part `n` of a load and registers it.
-    pub(crate) async fn stage_part(&self, mut req: PartUpload) -> WriteResult<PartReceipt> {
+    pub async fn put_part(&self, mut req: PartUpload) -> WriteResult<PartReceipt> {
         let view = self
-            .view(req.load_id)
+            .load_view(req.load_id)
             .await?
             .ok_or(WriteError::LoadNotFound(req.load_id))?;
         check_open(&view)?;
@@ -96,7 +98,10 @@ impl Pipeline {
         let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
         req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
         let principal = req.actor.principal();
-        let _slot = self.load_slot(&[&principal]).await?;
+        let _slot = self
+            .load_slots
+            .acquire(&[&principal], self.settings.load_wait())
+            .await?;
         let ticket = LoadTicket::new(&table, None, "load", None, &req.actor);
         let ticket = LoadTicket {
             load_id: req.load_id,
@@ -176,14 +181,15 @@ impl Pipeline {
             presence: false,
         };
         let format = body.format;
-        let job = self.decode_job(
+        let job = DecodeJob::new(
+            &self.settings,
             def.clone(),
             options,
             RepeatCheck::LeaveToIndex,
             ticket,
             format,
         );
-        let job = decode::DecodeJob {
+        let job = DecodeJob {
             quarantine: quarantine
                 .then(|| Quarantine::Keep(ticket.reject_source("put", None, format))),
             ..job

@@ -14,7 +14,9 @@ use crate::access::Actor;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::pipeline::{LoadTicket, Pipeline, WriteError, WriteResult};
+use crate::pipeline::error::{WriteError, WriteResult};
+use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::Pipeline;
 use crate::schema::{Audits, TableDef};
 use crate::store::catalog;
 use crate::store::locks::{lock_load, unlock_load};
@@ -41,7 +43,7 @@ pub struct RunAnswer {
 
 impl Pipeline {
     /// Audits or publishes a staged load, holding its lock throughout.
-    pub(crate) async fn run_staged(&self, req: RunLoad) -> WriteResult<RunAnswer> {
+    pub async fn run_load(&self, req: RunLoad) -> WriteResult<RunAnswer> {
         let mut conn = self.store.acquire().await?;
         lock_load(&mut conn, req.load_id).await?;
         let answer = self.run_locked(&mut conn, &req).await;

@@ -12,7 +12,8 @@ use crate::idempotency::IdempotencyKey;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::error::{TargetError, MAX_TARGET_PARTITIONS};
-use crate::pipeline::{Pipeline, WriteError, WriteResult};
+use crate::pipeline::error::{WriteError, WriteResult};
+use crate::pipeline::Pipeline;
 use crate::problem::ProblemCode;
 use crate::schema::Audits;
 use crate::schema::TableDef;
@@ -171,8 +172,9 @@ pub struct LoadView {
 }
 
 impl Pipeline {
-    /// Opens a load, or answers the one the key opened (the bool: new).
-    pub(crate) async fn open(&self, req: OpenLoad) -> WriteResult<(LoadView, bool)> {
+    /// Opens a load that outlives the request, or answers the one its
+    /// Idempotency-Key opened (the bool: new).
+    pub async fn open_load(&self, req: OpenLoad) -> WriteResult<(LoadView, bool)> {
         let mut conn = self.store.acquire().await?;
         let def = catalog::table_def(&mut conn, &req.table)
             .await?
@@ -204,7 +206,7 @@ impl Pipeline {
 
     /// The staged load `load_id`, with its parts.
     /// (A load open past its time is expired first.)
-    pub(crate) async fn view(&self, load_id: Uuid) -> WriteResult<Option<LoadView>> {
+    pub async fn load_view(&self, load_id: Uuid) -> WriteResult<Option<LoadView>> {
         let mut conn = self.store.acquire().await?;
         let Some(mut load) = staged_loads::get(&mut conn, load_id, false).await? else {
             return Ok(None);
@@ -221,7 +223,7 @@ impl Pipeline {
 
     /// Abandons the load: its parts dropped. Waits for a publish in
     /// progress; a published load stays published (409).
-    pub(crate) async fn abandon(&self, load_id: Uuid) -> WriteResult<LoadView> {
+    pub async fn abandon_load(&self, load_id: Uuid) -> WriteResult<LoadView> {
         let mut conn = self.store.acquire().await?;
         match staged_loads::abandon(&mut conn, load_id).await? {
             None => return Err(WriteError::LoadNotFound(load_id)),
@@ -229,7 +231,7 @@ impl Pipeline {
             Some(_) => {}
         }
         drop(conn);
-        self.view(load_id)
+        self.load_view(load_id)
             .await?
             .ok_or(WriteError::LoadNotFound(load_id))
     }

@@ -16,11 +16,15 @@ use crate::ingest::EncodeOptions;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodySource;
 use crate::pipeline::intake::decode::{self, Decode, DecodeJob, Decoded, Quarantine, RepeatCheck};
+use crate::pipeline::intake::target::Target;
+use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::table::evolve::BodyReading;
-use crate::pipeline::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
+use crate::pipeline::Pipeline;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, MergeMode, TableDef};
+use crate::store::catalog::{self, Declared, Origin};
 use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::rejects;
 use crate::store::write::incoming::{
@@ -232,7 +236,7 @@ impl Pipeline {
             Target::Inferred(def) if landed.rows == 0 => {
                 return nothing_stored(ticket, &def, mode, decoded);
             }
-            target => self.create_if_new(&mut *tx, target).await?,
+            target => create_if_new(&mut *tx, target).await?,
         };
         let def = &def;
         let incoming = Incoming {
@@ -267,6 +271,20 @@ impl Pipeline {
         };
         Ok((decoded.rejects.take(), RowsWritten { receipt, deltas }))
     }
+}
+
+/// The table, created in transaction `tx` when it is new (it goes with
+/// the transaction if the write fails), and whether this write created
+/// it (not a write that raced it there).
+async fn create_if_new(tx: &mut PgConnection, target: Target) -> WriteResult<(TableDef, bool)> {
+    Ok(match target {
+        Target::Stored(def) => (def, false),
+        Target::Inferred(def) => {
+            let declared = catalog::declare(tx, &def, Origin::Inferred).await?;
+            let created = matches!(declared, Declared::Created(_));
+            (declared.into_def(), created)
+        }
+    })
 }
 
 /// A POST's rows as written, and what is left to record before the commit.
@@ -307,8 +325,16 @@ impl Pipeline {
         let (target, body) = match req.known_def {
             Some(def) => (Target::Stored(def), req.body.reader),
             None => {
-                self.resolve_table(&mut *tx, &req.table, format, create, req.body.reader)
-                    .await?
+                let settings = &self.settings;
+                Target::resolve(
+                    settings,
+                    &mut *tx,
+                    &req.table,
+                    format,
+                    create,
+                    req.body.reader,
+                )
+                .await?
             }
         };
         let mode = choose_mode(target.def(), req.mode)?;
@@ -329,7 +355,14 @@ impl Pipeline {
             .ok_or_else(|| WriteError::Internal(anyhow::anyhow!("a fitted body went missing")))?;
         // A new table is made only once rows are known to land in it.
         let def = target.def().clone();
-        let job = self.decode_job(def, options, RepeatCheck::Watch, ticket, format);
+        let job = DecodeJob::new(
+            &self.settings,
+            def,
+            options,
+            RepeatCheck::Watch,
+            ticket,
+            format,
+        );
         let job = quarantined(job, req.bad_rows, mode, ticket);
         let small = self.settings.small_body_bytes();
         let decoding = decode::decode_small_or_spawn(job, body, small).await?;

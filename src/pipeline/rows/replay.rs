@@ -26,10 +26,15 @@ use crate::ingest::{BodyFormat, ContentDelta};
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
+use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodySource;
-use crate::pipeline::intake::decode::{self, decode_whole, Decode, Quarantine, RepeatCheck};
+use crate::pipeline::intake::decode::{
+    self, decode_whole, Decode, DecodeJob, Quarantine, RepeatCheck,
+};
+use crate::pipeline::intake::target::Target;
+use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::table::evolve::{BodyReading, Rereadable};
-use crate::pipeline::{LoadTicket, Pipeline, Target, WriteError, WriteResult};
+use crate::pipeline::Pipeline;
 use crate::schema::{MergeMode, SchemaPolicy, TableDef};
 use crate::store::catalog;
 use crate::store::ledger::{LoadEntry, LoadStatus};
@@ -252,8 +257,15 @@ impl Pipeline {
             set_aside_bad_rows: true,
         };
         let def = self.fit_replayed(tx, def, reading, &body).await?;
-        let job = self.decode_job(def.clone(), options, RepeatCheck::Watch, ticket, format);
-        let job = decode::DecodeJob {
+        let job = DecodeJob::new(
+            &self.settings,
+            def.clone(),
+            options,
+            RepeatCheck::Watch,
+            ticket,
+            format,
+        );
+        let job = DecodeJob {
             quarantine: Some(Quarantine::List),
             ..job
         };

@@ -5,7 +5,9 @@ use uuid::Uuid;
 
 use crate::access::Actor;
 use crate::names::TableName;
-use crate::pipeline::{LoadTicket, Pipeline, WriteResult};
+use crate::pipeline::error::WriteResult;
+use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::Pipeline;
 use crate::store::drop_table::Dropped;
 use crate::store::ledger::{LoadEntry, LoadStatus};
 
@@ -24,7 +26,7 @@ impl Pipeline {
     /// Drops `table` with everything idem keeps of it but its ledger; `None`
     /// when there was no such table (nothing is recorded then).
     #[tracing::instrument(skip(self, actor))]
-    pub(crate) async fn drop_and_record(
+    pub async fn drop_table(
         &self,
         table: &TableName,
         actor: &Actor,

@@ -21,11 +21,15 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use crate::ingest::{BodyFormat, EncodeOptions};
+use crate::pipeline::error::{WriteError, WriteResult};
+use crate::pipeline::intake::body::BodyReader;
 use crate::pipeline::intake::decode::{
     decode_whole, read_small, spawn_decoder, BodyRead, DecodeJob, Quarantine, RepeatCheck,
 };
 use crate::pipeline::intake::spool::{hash_rest, spool_body, spool_failed, Spooled};
-use crate::pipeline::{BodyReader, LoadTicket, Pipeline, Target, WriteError, WriteResult};
+use crate::pipeline::intake::target::Target;
+use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::Pipeline;
 use crate::schema::{check_width, SchemaPolicy, SchemaWants};
 use crate::store::catalog::evolve_to_fit;
 use sqlx::PgConnection;
@@ -136,7 +140,8 @@ impl Pipeline {
         let job = DecodeJob {
             collect_wants: true,
             quarantine: reading.set_aside_bad_rows.then_some(Quarantine::List),
-            ..self.decode_job(
+            ..DecodeJob::new(
+                &self.settings,
                 target.def().clone(),
                 reading.options.clone(),
                 RepeatCheck::LeaveToIndex,
