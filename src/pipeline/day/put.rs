@@ -28,6 +28,7 @@ use crate::pipeline::intake::decode::{self, DecodeJob, Decoded, Quarantine, Repe
 use crate::pipeline::intake::spool::{hash_rest, spool_body, spool_failed, Spooled};
 use crate::pipeline::intake::target::Target;
 use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::intake::turns;
 use crate::pipeline::table::evolve::{BodyReading, DayBody, FittedBody};
 use crate::pipeline::Pipeline;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
@@ -159,7 +160,7 @@ impl Pipeline {
         let ticket = req.ticket(None);
         let result = async {
             let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
-            req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
+            req.body.reader = turns::arrived(reader).await?;
             let principal = req.actor.principal();
             let _slot = self
                 .load_slots
@@ -206,16 +207,8 @@ impl Pipeline {
 
         let format = body.format;
         let options = put_options(ds);
-        let settings = &self.settings;
-        let (target, body) = Target::resolve(
-            settings,
-            &mut *conn,
-            &table,
-            format,
-            create_table,
-            body.reader,
-        )
-        .await?;
+        let (target, body) =
+            Target::resolve(&self.settings, &mut *conn, &table, create_table, body).await?;
         check_grain(target.def(), ds)?;
         let reading = BodyReading {
             format,
@@ -228,39 +221,58 @@ impl Pipeline {
             .as_ref()
             .map(|live| day_body(live, format, target.def(), bad_rows));
         // On the stage's connection, which has no transaction open yet.
-        let (mut target, mut body) = self
+        let (target, body) = self
             .fit_table_to_body(&mut *conn, target, reading, body, day)
             .await?;
-        let mut key_tx = key_tx;
         if let (FittedBody::DaysOwn, Some(live)) = (&body, &live) {
             return days_own_body(ticket, ds, live, key_tx.unwrap_or(conn)).await;
         }
+        let put = PutAttempt {
+            ticket,
+            ds,
+            format,
+            options: options.clone(),
+            bad_rows,
+            live: live.as_ref(),
+            conditions: &conditions,
+        };
+        self.stage_until_published(put, target, body, reading, conn, key_tx)
+            .await
+    }
+
+    /// Stages the body and publishes it. When another writer changed the
+    /// table while the body was staged, and the body was kept to be read
+    /// again, the table is fitted and the body staged again (a few times),
+    /// rather than answer 409.
+    async fn stage_until_published(
+        &self,
+        put: PutAttempt<'_>,
+        mut target: Target,
+        mut body: FittedBody,
+        reading: BodyReading<'_>,
+        conn: &mut PgConnection,
+        mut key_tx: Option<&mut PgConnection>,
+    ) -> WriteResult<Receipt> {
         let mut stagings = 0;
         loop {
             stagings += 1;
             let reader = body.reader()?.ok_or_else(|| {
                 WriteError::Internal(anyhow::anyhow!("a PUT's body went missing"))
             })?;
-            let put = PutAttempt {
-                ticket,
-                ds,
-                format,
-                options: options.clone(),
-                bad_rows,
-                live: live.as_ref(),
-                conditions: &conditions,
-            };
             let written = self
-                .stage_and_publish(put, target, reader, &mut *conn, key_tx.as_deref_mut())
+                .stage_and_publish(
+                    put.clone(),
+                    target,
+                    reader,
+                    &mut *conn,
+                    key_tx.as_deref_mut(),
+                )
                 .await;
             match written {
-                // Another writer changed the table while this body was
-                // staged: with a body kept to read again, fit and stage it
-                // again (a few times), rather than answer 409.
                 Err(WriteError::Store(StoreError::TableChanged(_)))
                     if body.kept().is_some() && stagings < MAX_STAGINGS =>
                 {
-                    let stored = stored_def(&mut *conn, &table).await?;
+                    let stored = stored_def(&mut *conn, &put.ticket.table).await?;
                     target = self
                         .fit_again(&mut *conn, Target::Stored(stored), reading, body.kept())
                         .await?;
@@ -306,15 +318,9 @@ impl Pipeline {
             },
         };
         // A stage's unique index finds repeated keys at no extra cost.
-        let job = DecodeJob::new(
-            &self.settings,
-            def,
-            options,
-            RepeatCheck::LeaveToIndex,
-            ticket,
-            format,
-        );
+        let job = DecodeJob::new(&self.settings, def, options, ticket, format);
         let job = DecodeJob {
+            repeats: RepeatCheck::LeaveToIndex,
             hash_prefix: body_hash,
             quarantine: (bad_rows == BadRowPolicy::Quarantine)
                 .then(|| Quarantine::Keep(ticket.reject_source("put", None, format))),
@@ -369,6 +375,7 @@ enum Resent {
 const MAX_STAGINGS: usize = 8;
 
 /// What one staging of a PUT needs besides its table and body.
+#[derive(Clone)]
 struct PutAttempt<'a> {
     ticket: &'a LoadTicket,
     ds: Period,
@@ -456,7 +463,7 @@ impl StagedPut<'_> {
         // An empty body still makes its table and an empty day: that day is
         // what the PUT stores.
         if self.new_table && staged.rows == 0 {
-            crate::pipeline::rows::post::refuse_rejects_without_table(&decoded)?;
+            decode::refuse_rejects_without_table(&decoded)?;
         }
         let mut content = decoded.input_hash;
         for dropped in &staged.dropped_row_hashes {

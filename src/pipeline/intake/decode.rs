@@ -171,6 +171,20 @@ pub fn verdict(mut decoded: Decoded) -> WriteResult<Decoded> {
     Ok(decoded)
 }
 
+/// A write to a table nobody declared that stores no row makes no table,
+/// and rejects are kept only for a table that exists: its bad rows, set
+/// aside by a quarantine, refuse it as under `bad_rows: reject`.
+pub fn refuse_rejects_without_table(decoded: &Decoded) -> WriteResult<()> {
+    match decoded.rejects.as_ref().filter(|r| r.count() > 0) {
+        Some(rejects) => Err(WriteError::BadRows {
+            count: rejects.count(),
+            rows_received: decoded.rows_received,
+            errors: decoded.set_aside.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A COPY's failure, once the decoder's verdict is known: a source failure
 /// was the decoder's doing and `finish` has reported it; anything else is the
 /// database's.

@@ -100,19 +100,20 @@ pub struct DecodeJob {
 }
 
 impl DecodeJob {
-    /// A load's body decoded for `def`, within the settings' bounds.
+    /// A load's body decoded for `def`, within the settings' bounds, its
+    /// repeated rows watched for (a merge's; a stage leaves them to its
+    /// index: `RepeatCheck::LeaveToIndex`).
     pub fn new(
         settings: &Settings,
         def: TableDef,
         options: EncodeOptions,
-        repeats: RepeatCheck,
         ticket: &LoadTicket,
         format: BodyFormat,
     ) -> DecodeJob {
         DecodeJob {
             def,
             options,
-            repeats,
+            repeats: RepeatCheck::Watch,
             load_id: ticket.load_id,
             format,
             hash_prefix: Sha256::default(),

@@ -7,7 +7,7 @@ use sha2::Sha256;
 use sqlx::PgConnection;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::body::{classify_read_error, BodyReader};
+use super::body::{classify_read_error, BodyReader, BodySource};
 use super::spool::{spool_body, spool_failed, Spooled};
 use crate::config::Settings;
 use crate::ingest::formats::{arrow_stream_columns, parquet_columns, ReadError};
@@ -43,7 +43,7 @@ impl Target {
         }
     }
 
-    /// The table a write goes to. An undeclared one (unless switched off,
+    /// The table `body` goes to, and the body to read. An undeclared one (unless switched off,
     /// or the request says `create` false: `?create=false`) takes the
     /// columns of a columnar body's schema, or is guessed from the first
     /// records of a text body; the sample is put back in front of the rest
@@ -52,10 +52,10 @@ impl Target {
         settings: &Settings,
         conn: &mut PgConnection,
         table: &TableName,
-        format: BodyFormat,
         create: bool,
-        mut body: BodyReader,
+        body: BodySource,
     ) -> WriteResult<(Target, BodyReader)> {
+        let (format, mut body) = (body.format, body.reader);
         if let Some(def) = catalog::table_def(&mut *conn, table).await? {
             return Ok((Target::Stored(def), body));
         }

@@ -51,9 +51,7 @@ use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, StoredKey, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::pipeline::error::{WriteError, WriteResult};
-use crate::pipeline::intake::decode::{
-    decode_whole, read_small, verdict, BodyRead, DecodeJob, RepeatCheck,
-};
+use crate::pipeline::intake::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob};
 use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::rows::post::{
     choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
@@ -171,14 +169,7 @@ impl Pipeline {
         };
         let options = encode_options(&def, mode, &rows.principal, &rows.write_key());
         let format = rows.body.format;
-        let job = DecodeJob::new(
-            &self.settings,
-            def.clone(),
-            options,
-            RepeatCheck::Watch,
-            &ticket,
-            format,
-        );
+        let job = DecodeJob::new(&self.settings, def.clone(), options, &ticket, format);
         let job = DecodeJob {
             collect_wants: true,
             ..quarantined(job, rows.bad_rows, mode, &ticket)

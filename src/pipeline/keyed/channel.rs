@@ -20,6 +20,7 @@ use crate::pipeline::error::WriteResult;
 use crate::pipeline::intake::body::drain;
 use crate::pipeline::intake::body::BodyReader;
 use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::intake::turns;
 use crate::pipeline::rows::post::{PostRows, RowsWritten};
 use crate::pipeline::Pipeline;
 use crate::store::channels::{commit_offset, lock_channel, OffsetCommit};
@@ -80,7 +81,7 @@ impl Pipeline {
         form: &dyn AnswerForm,
     ) -> WriteResult<KeyedAnswer> {
         let reader = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));
-        rows.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
+        rows.body.reader = turns::arrived(reader).await?;
         let _slot = self
             .load_slots
             .acquire(&[&rows.principal], self.settings.load_wait())

@@ -33,6 +33,7 @@ use crate::pipeline::day::put::{self, PutConnections, PutPartition};
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::{drain, BodyDigest, BodySource};
 use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::intake::turns;
 use crate::pipeline::rows::post::{PostRows, RowsWritten};
 use crate::pipeline::rows::replay::{ReplayRejects, ReplayWritten};
 use crate::pipeline::Pipeline;
@@ -192,7 +193,7 @@ impl Pipeline {
         let claimed_at = Utc::now();
         let body = write.body();
         let reader = std::mem::replace(&mut body.reader, Box::new(tokio::io::empty()));
-        match crate::pipeline::intake::turns::arrived(reader).await {
+        match turns::arrived(reader).await {
             Ok(reader) => body.reader = reader,
             Err(e) => {
                 write.ticket(&req.key).record_refusal(&self.store, &e).await;

@@ -12,6 +12,7 @@ use crate::names::TableName;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodySource;
 use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::intake::turns;
 use crate::pipeline::Pipeline;
 use crate::schema::Audits;
 use crate::schema::BadRowPolicy;
@@ -69,7 +70,7 @@ impl Pipeline {
         ticket: &LoadTicket,
     ) -> WriteResult<LoadReceipt> {
         let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
-        req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
+        req.body.reader = turns::arrived(reader).await?;
         let principal = req.actor.principal();
         let _slot = self
             .load_slots

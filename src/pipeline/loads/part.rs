@@ -21,6 +21,7 @@ use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodySource;
 use crate::pipeline::intake::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck};
 use crate::pipeline::intake::ticket::LoadTicket;
+use crate::pipeline::intake::turns;
 use crate::pipeline::Pipeline;
 use crate::schema::TableDef;
 use crate::store::catalog;
@@ -96,7 +97,7 @@ impl Pipeline {
         let allowed = target.periods().map(|p| Arc::new(p.into_iter().collect()));
         check_ds(req.ds, allowed.as_deref())?;
         let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
-        req.body.reader = crate::pipeline::intake::turns::arrived(reader).await?;
+        req.body.reader = turns::arrived(reader).await?;
         let principal = req.actor.principal();
         let _slot = self
             .load_slots
@@ -181,15 +182,9 @@ impl Pipeline {
             presence: false,
         };
         let format = body.format;
-        let job = DecodeJob::new(
-            &self.settings,
-            def.clone(),
-            options,
-            RepeatCheck::LeaveToIndex,
-            ticket,
-            format,
-        );
+        let job = DecodeJob::new(&self.settings, def.clone(), options, ticket, format);
         let job = DecodeJob {
+            repeats: RepeatCheck::LeaveToIndex,
             quarantine: quarantine
                 .then(|| Quarantine::Keep(ticket.reject_source("put", None, format))),
             ..job

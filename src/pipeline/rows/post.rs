@@ -18,7 +18,7 @@ use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodySource;
-use crate::pipeline::intake::decode::{self, Decode, DecodeJob, Decoded, Quarantine, RepeatCheck};
+use crate::pipeline::intake::decode::{self, Decode, DecodeJob, Decoded, Quarantine};
 use crate::pipeline::intake::target::Target;
 use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::table::evolve::BodyReading;
@@ -324,18 +324,7 @@ impl Pipeline {
         let write_key = req.write_key();
         let (target, body) = match req.known_def {
             Some(def) => (Target::Stored(def), req.body.reader),
-            None => {
-                let settings = &self.settings;
-                Target::resolve(
-                    settings,
-                    &mut *tx,
-                    &req.table,
-                    format,
-                    create,
-                    req.body.reader,
-                )
-                .await?
-            }
+            None => Target::resolve(&self.settings, &mut *tx, &req.table, create, req.body).await?,
         };
         let mode = choose_mode(target.def(), req.mode)?;
         let options = encode_options(target.def(), mode, &req.principal, &write_key);
@@ -355,14 +344,7 @@ impl Pipeline {
             .ok_or_else(|| WriteError::Internal(anyhow::anyhow!("a fitted body went missing")))?;
         // A new table is made only once rows are known to land in it.
         let def = target.def().clone();
-        let job = DecodeJob::new(
-            &self.settings,
-            def,
-            options,
-            RepeatCheck::Watch,
-            ticket,
-            format,
-        );
+        let job = DecodeJob::new(&self.settings, def, options, ticket, format);
         let job = quarantined(job, req.bad_rows, mode, ticket);
         let small = self.settings.small_body_bytes();
         let decoding = decode::decode_small_or_spawn(job, body, small).await?;
@@ -371,31 +353,17 @@ impl Pipeline {
 }
 
 /// The answer to a write to a table nobody declared that stores no row:
-/// no table is made for it (see `refuse_rejects_without_table`).
+/// no table is made for it (see `decode::refuse_rejects_without_table`).
 fn nothing_stored(
     ticket: &LoadTicket,
     def: &TableDef,
     mode: MergeMode,
     decoded: Decoded,
 ) -> WriteResult<(Option<RejectSpool>, RowsWritten)> {
-    refuse_rejects_without_table(&decoded)?;
+    decode::refuse_rejects_without_table(&decoded)?;
     let receipt = RowsReceipt::new(ticket, def, mode, &decoded, Merged::default());
     let deltas = Vec::new();
     Ok((None, RowsWritten { receipt, deltas }))
-}
-
-/// A write to a table nobody declared that stores no row makes no table,
-/// and rejects are kept only for a table that exists: its bad rows, set
-/// aside by a quarantine, refuse it as under `bad_rows: reject`.
-pub(crate) fn refuse_rejects_without_table(decoded: &Decoded) -> WriteResult<()> {
-    match decoded.rejects.as_ref().filter(|r| r.count() > 0) {
-        Some(rejects) => Err(WriteError::BadRows {
-            count: rejects.count(),
-            rows_received: decoded.rows_received,
-            errors: decoded.set_aside.clone(),
-        }),
-        None => Ok(()),
-    }
 }
 
 /// `job` with its bad rows quarantined when the request's policy (or, when

@@ -28,9 +28,7 @@ use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodySource;
-use crate::pipeline::intake::decode::{
-    self, decode_whole, Decode, DecodeJob, Quarantine, RepeatCheck,
-};
+use crate::pipeline::intake::decode::{self, decode_whole, Decode, DecodeJob, Quarantine};
 use crate::pipeline::intake::target::Target;
 use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::table::evolve::{BodyReading, Rereadable};
@@ -257,14 +255,7 @@ impl Pipeline {
             set_aside_bad_rows: true,
         };
         let def = self.fit_replayed(tx, def, reading, &body).await?;
-        let job = DecodeJob::new(
-            &self.settings,
-            def.clone(),
-            options,
-            RepeatCheck::Watch,
-            ticket,
-            format,
-        );
+        let job = DecodeJob::new(&self.settings, def.clone(), options, ticket, format);
         let job = DecodeJob {
             quarantine: Some(Quarantine::List),
             ..job

@@ -139,12 +139,12 @@ impl Pipeline {
         };
         let job = DecodeJob {
             collect_wants: true,
+            repeats: RepeatCheck::LeaveToIndex,
             quarantine: reading.set_aside_bad_rows.then_some(Quarantine::List),
             ..DecodeJob::new(
                 &self.settings,
                 target.def().clone(),
                 reading.options.clone(),
-                RepeatCheck::LeaveToIndex,
                 reading.ticket,
                 reading.format,
             )
