@@ -38,25 +38,28 @@ mod table;
 
 use std::sync::Arc;
 
-pub use day::put::{PutPartition, Receipt};
+pub use day::receipt::Receipt;
+pub use day::request::PutPartition;
 pub use error::{WriteError, WriteResult};
 pub use intake::body::{BodyError, BodyHeaders, BodyLimits, BodySource, DigestMode, MinRate};
 pub use keyed::answer::{AnswerForm, KeyedAnswer};
 pub use keyed::key::KeyedWrite;
 pub use loads::many::PutMany;
+pub use loads::open::{LoadView, OpenLoad};
 pub use loads::part::PartUpload;
 pub use loads::publish::LoadReceipt;
 pub use loads::run::RunLoad;
-pub use loads::target::{LoadTarget, LoadView, OpenLoad};
-pub use rows::post::{PostRows, RowsReceipt};
-pub use rows::replay::{ReplayReceipt, ReplayRejects};
+pub use loads::target::LoadTarget;
+pub use rows::receipt::{ReplayReceipt, RowsReceipt};
+pub use rows::request::{PostRows, ReplayRejects};
 pub use table::drop::{DropReceipt, MODE as DROP_MODE};
 
 use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::store::Store;
 use intake::slots::LoadSlots;
-use keyed::batch::{Batches, Definitions};
+use keyed::batch_queue::Batches;
+use table::definitions::Definitions;
 
 /// What a write needs of the application.
 #[derive(Clone)]
@@ -69,7 +72,7 @@ pub struct Pipeline {
     pub metrics: Arc<Metrics>,
     /// Small POSTs waiting to be written together (see `keyed/batch.rs`).
     pub batches: Arc<Batches>,
-    /// Table definitions read (see `keyed/batch_queue.rs`).
+    /// Table definitions read (see `table/definitions.rs`).
     pub definitions: Arc<Definitions>,
 }
 

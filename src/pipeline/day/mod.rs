@@ -1,3 +1,5 @@
-//! A day's PUT.
+//! A day replaced.
 
 pub mod put;
+pub mod receipt;
+pub mod request;

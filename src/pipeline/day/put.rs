@@ -13,17 +13,16 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
-use uuid::Uuid;
 
-use crate::access::Actor;
+use super::receipt::Receipt;
+use super::request::{PutPartition, MODE};
 use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::{BodyFormat, EncodeOptions};
-use crate::metrics::{Metrics, RowCounts};
+use crate::metrics::Metrics;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::BodyReader;
-use crate::pipeline::intake::body::BodySource;
 use crate::pipeline::intake::decode::{self, DecodeJob, Decoded, Quarantine, RepeatCheck};
 use crate::pipeline::intake::spool::{hash_rest, spool_body, spool_failed, Spooled};
 use crate::pipeline::intake::target::Target;
@@ -33,115 +32,12 @@ use crate::pipeline::table::evolve::{BodyReading, DayBody, FittedBody};
 use crate::pipeline::Pipeline;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
 use crate::store::catalog;
-use crate::store::ledger::{self, LoadEntry, LoadStatus};
+use crate::store::ledger::{self, LoadStatus};
 use crate::store::write::duplicates::Resolve;
 use crate::store::write::publish::{current, publish, BodyFacts, Current, Published, Swap};
 use crate::store::write::stage::{self, StageFate, Staged};
 use crate::store::StoreError;
 use crate::versions::Expected;
-
-/// What an accepted PUT did (its HTTP form is `http::receipts`).
-#[derive(Clone, Debug)]
-pub struct Receipt {
-    pub load_id: Uuid,
-    pub table: TableName,
-    pub ds: Period,
-    pub mode: &'static str,
-    pub rows_received: u64,
-    pub rows_written: u64,
-    pub duplicates: u64,
-    /// Bad rows kept in the rejects store (`bad_rows: quarantine`).
-    pub rejected: u64,
-    /// The load they were kept by: this one, or for the body the day was
-    /// built from, the load that first wrote it.
-    pub rejected_by: Uuid,
-    /// Values of fields the table has no column for, dropped under
-    /// `schema: discard_unknown`.
-    pub discarded_fields: u64,
-    /// Rows in the partition after this write.
-    pub row_count: u64,
-    pub content_sha256: String,
-    pub changed: bool,
-    /// No one had declared the table: this write made it, from its body.
-    pub table_created: bool,
-}
-
-impl Receipt {
-    /// The partition's entity tag after this write (its content hash).
-    pub fn etag(&self) -> &str {
-        &self.content_sha256
-    }
-
-    /// What this write did, in the counts `/metrics` keeps.
-    pub fn counts(&self) -> RowCounts {
-        RowCounts {
-            received: self.rows_received,
-            written: self.rows_written,
-            duplicates: self.duplicates,
-            rejected: self.rejected,
-        }
-    }
-
-    /// The receipt as the swap left things: the day found holding this
-    /// content already (nothing written), or swapped in, in a table the
-    /// swap made or not.
-    fn once_published(self, published: Published) -> Self {
-        match published {
-            Published::Swapped { table_created } => Receipt {
-                table_created,
-                ..self
-            },
-            Published::Unchanged => Receipt {
-                changed: false,
-                rows_written: 0,
-                ..self
-            },
-        }
-    }
-
-    /// The ledger's entry for this receipt.
-    fn entry<'a>(&'a self, ticket: &'a LoadTicket, status: LoadStatus) -> LoadEntry<'a> {
-        LoadEntry {
-            status,
-            rows_received: self.rows_received,
-            rows_written: self.rows_written,
-            duplicates: self.duplicates,
-            rejected: self.rejected,
-            content_sha256: Some(&self.content_sha256),
-            changed: self.changed,
-            ..ticket.entry()
-        }
-    }
-}
-
-pub struct PutPartition {
-    pub table: TableName,
-    pub ds: Period,
-    pub body: BodySource,
-    pub conditions: Expected,
-    /// Who sent it, for the ledger.
-    pub actor: Actor,
-    /// `?bad_rows=`: the table's policy for this request only.
-    pub bad_rows: Option<BadRowPolicy>,
-    /// Whether an undeclared table may be made from the body (`?create=`,
-    /// true unless asked otherwise).
-    pub create_table: bool,
-}
-
-pub const MODE: &str = "replace";
-
-impl PutPartition {
-    /// The ledger's ticket for this load.
-    pub fn ticket(&self, idempotency_key: Option<&str>) -> LoadTicket {
-        LoadTicket::new(
-            &self.table,
-            Some(self.ds),
-            MODE,
-            idempotency_key,
-            &self.actor,
-        )
-    }
-}
 
 /// The connections a PUT works on: its stage's, and for a keyed PUT the
 /// transaction that claimed the key, in which the swap then happens so that

@@ -7,10 +7,10 @@
 use crate::channel::ChannelSkipped;
 use crate::idempotency::{StoredKey, COMPLETED_STATUS};
 use crate::metrics::RowCounts;
-use crate::pipeline::day::put::Receipt;
+use crate::pipeline::day::receipt::Receipt;
 use crate::pipeline::error::{WriteError, WriteResult};
-use crate::pipeline::rows::post::RowsReceipt;
-use crate::pipeline::rows::replay::ReplayReceipt;
+use crate::pipeline::rows::receipt::ReplayReceipt;
+use crate::pipeline::rows::receipt::RowsReceipt;
 
 /// Renders each receipt as the body a keyed write stores and answers.
 pub trait AnswerForm: Send + Sync {

@@ -43,19 +43,18 @@ use uuid::Uuid;
 
 use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch_queue::{
-    with_predecoded, BatchData, BatchItem, BatchOutcome, Queue, Waiting, WritingTurn,
+    with_predecoded, BatchClaim, BatchData, BatchItem, BatchOutcome, Queue, Waiting, WritingTurn,
     WRITING_TURN_BOUND,
 };
-pub use super::batch_queue::{BatchClaim, Batches, Definitions};
 use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, StoredKey, COMPLETED_STATUS};
 use crate::names::TableName;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob};
 use crate::pipeline::intake::ticket::LoadTicket;
-use crate::pipeline::rows::post::{
-    choose_mode, encode_options, quarantined, PostRows, Predecoded, RowsReceipt, RowsWritten,
-};
+use crate::pipeline::rows::post::quarantined;
+use crate::pipeline::rows::receipt::{RowsReceipt, RowsWritten};
+use crate::pipeline::rows::request::{choose_mode, encode_options, PostRows, Predecoded};
 use crate::pipeline::Pipeline;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};

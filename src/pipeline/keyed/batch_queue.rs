@@ -2,10 +2,8 @@
 //! ready for a batch (its body decoded, what claims it, its rows' ids), the
 //! one queue they wait in, and how a batch is taken from it: as much as fits,
 //! never two POSTs that share a key or a row, one batch written at a time.
-//! Also the table definitions this process remembers, for decoding a small
-//! body before any read of the catalog.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,10 +13,9 @@ use tokio::sync::{oneshot, Notify};
 use super::answer::{AnswerForm, KeyedAnswer};
 use crate::channel::ChannelOffset;
 use crate::idempotency::IdempotencyKey;
-use crate::names::TableName;
 use crate::pipeline::error::WriteResult;
-use crate::pipeline::rows::post::{PostRows, Predecoded, RowsReceipt};
-use crate::schema::TableDef;
+use crate::pipeline::rows::receipt::RowsReceipt;
+use crate::pipeline::rows::request::{PostRows, Predecoded};
 use crate::store::write::incoming::row_id_prefixes;
 
 /// Most POSTs in one batch.
@@ -179,33 +176,6 @@ pub(super) struct WritingTurn<'a> {
 impl Drop for WritingTurn<'_> {
     fn drop(&mut self) {
         self.queue.give_back(self.number);
-    }
-}
-
-/// Table definitions this process has read, so that a small POST can be
-/// decoded before any read of the catalog. Only a hint: a batch checks the
-/// definition it was decoded for against the catalog, in its transaction,
-/// and a POST written alone reads it in its claim (see `rows::write_rows`).
-#[derive(Default)]
-pub struct Definitions {
-    tables: Mutex<HashMap<TableName, TableDef>>,
-}
-
-impl Definitions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TableName, TableDef>> {
-        self.tables.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn get(&self, table: &TableName) -> Option<TableDef> {
-        self.lock().get(table).cloned()
-    }
-
-    pub fn remember(&self, def: &TableDef) {
-        self.lock().insert(def.name.clone(), def.clone());
-    }
-
-    pub fn forget(&self, table: &TableName) {
-        self.lock().remove(table);
     }
 }
 

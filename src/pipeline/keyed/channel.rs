@@ -12,7 +12,8 @@
 use sqlx::PgConnection;
 
 use super::answer::{AnswerForm, KeyedAnswer};
-use super::batch::{BatchClaim, Batched};
+use super::batch::Batched;
+use super::batch_queue::BatchClaim;
 use crate::channel::{ChannelCommitted, ChannelSkipped};
 use crate::idempotency::COMPLETED_STATUS;
 use crate::metrics::RowCounts;
@@ -21,7 +22,8 @@ use crate::pipeline::intake::body::drain;
 use crate::pipeline::intake::body::BodyReader;
 use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::intake::turns;
-use crate::pipeline::rows::post::{PostRows, RowsWritten};
+use crate::pipeline::rows::receipt::RowsWritten;
+use crate::pipeline::rows::request::PostRows;
 use crate::pipeline::Pipeline;
 use crate::store::channels::{commit_offset, lock_channel, OffsetCommit};
 use crate::store::write::closing::{close_rows_writes, RowsClosing};

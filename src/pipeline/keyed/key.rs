@@ -22,20 +22,24 @@ use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::answer::{AnswerForm, KeyedAnswer};
-use super::batch::{BatchClaim, Batched};
+use super::batch::Batched;
+use super::batch_queue::BatchClaim;
 use super::channel::Gated;
 use crate::idempotency::{IdempotencyKey, KeyedRequest, OnCompleted, StoredKey, COMPLETED_STATUS};
 use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::pipeline::day::put::{self, PutConnections, PutPartition};
+use crate::pipeline::day::put::PutConnections;
+use crate::pipeline::day::request::{self, PutPartition};
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::body::{drain, BodyDigest, BodySource};
 use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::intake::turns;
-use crate::pipeline::rows::post::{PostRows, RowsWritten};
-use crate::pipeline::rows::replay::{ReplayRejects, ReplayWritten};
+use crate::pipeline::rows::receipt::ReplayWritten;
+use crate::pipeline::rows::receipt::RowsWritten;
+use crate::pipeline::rows::request::PostRows;
+use crate::pipeline::rows::request::ReplayRejects;
 use crate::pipeline::Pipeline;
 use crate::store::idempotency::{complete_key, renew_key, unbound_lock_waits, Claim, Completion};
 use crate::store::ledger::LoadEntry;
@@ -433,7 +437,7 @@ fn put_record<'a>(write: &'a KeyedWrite, stored: &'a StoredKey) -> Option<PutRec
         return None;
     };
     let receipt = &stored.response_body;
-    let same_partition = receipt["mode"].as_str() == Some(put::MODE)
+    let same_partition = receipt["mode"].as_str() == Some(request::MODE)
         && receipt["table"].as_str() == Some(put.table.as_str())
         && receipt["ds"].as_str() == Some(put.ds.label().as_str());
     let content = stored.response_etag.as_deref().filter(|_| same_partition)?;

@@ -2,6 +2,6 @@
 
 pub mod answer;
 pub mod batch;
-mod batch_queue;
+pub mod batch_queue;
 pub mod channel;
 pub mod key;

@@ -39,7 +39,7 @@ impl PutMany {
     fn mode(&self) -> &'static str {
         match &self.target {
             LoadTarget::Table => "replace_table",
-            LoadTarget::Partitions(one) if one.len() == 1 => crate::pipeline::day::put::MODE,
+            LoadTarget::Partitions(one) if one.len() == 1 => crate::pipeline::day::request::MODE,
             _ => "replace_range",
         }
     }

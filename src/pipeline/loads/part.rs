@@ -13,7 +13,8 @@ use serde::Serialize;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::target::{LoadTarget, LoadView};
+use super::open::LoadView;
+use super::target::LoadTarget;
 use crate::access::Actor;
 use crate::ingest::{ContentHash, EncodeOptions};
 use crate::period::Period;

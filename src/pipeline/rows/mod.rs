@@ -1,4 +1,6 @@
 //! Rows merged.
 
 pub mod post;
+pub mod receipt;
 pub mod replay;
+pub mod request;

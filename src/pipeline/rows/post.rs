@@ -1,23 +1,14 @@
 //! `POST /rows?table=`: rows appended or merged by key, in the transaction
 //! that also records the request's Idempotency-Key.
 
-use bytes::Bytes;
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
-use uuid::Uuid;
 
-use crate::access::Actor;
-use crate::channel::{ChannelCommitted, ChannelOffset};
-use crate::idempotency::IdempotencyKey;
+use super::receipt::{RowsReceipt, RowsWritten};
+use super::request::{choose_mode, encode_options, PostRows, Predecoded};
 use crate::ingest::encode::row_hash_of_text;
 use crate::ingest::reject_spool::RejectSpool;
-use crate::ingest::ContentDelta;
-use crate::ingest::EncodeOptions;
-use crate::metrics::RowCounts;
-use crate::names::TableName;
-use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
-use crate::pipeline::intake::body::BodySource;
 use crate::pipeline::intake::decode::{self, Decode, DecodeJob, Decoded, Quarantine};
 use crate::pipeline::intake::target::Target;
 use crate::pipeline::intake::ticket::LoadTicket;
@@ -25,176 +16,11 @@ use crate::pipeline::table::evolve::BodyReading;
 use crate::pipeline::Pipeline;
 use crate::schema::{BadRowPolicy, DuplicatePolicy, MergeMode, TableDef};
 use crate::store::catalog::{self, Declared, Origin};
-use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::rejects;
 use crate::store::write::incoming::{
     copy_incoming, fits_arrays, small_body, Incoming, IncomingRows,
 };
-use crate::store::write::merge::{apply_incoming, Merged, PartitionAfter};
-
-/// What an accepted POST did (its HTTP form is `http::receipts`).
-#[derive(Clone, Debug)]
-pub struct RowsReceipt {
-    pub load_id: Uuid,
-    pub table: TableName,
-    pub mode: MergeMode,
-    /// The partition written, when there was exactly one.
-    pub ds: Option<Period>,
-    /// Every partition written, with its row count and content hash after.
-    pub partitions: Vec<PartitionAfter>,
-    pub rows_received: u64,
-    /// Inserted + updated + deleted.
-    pub rows_written: u64,
-    pub inserted: u64,
-    pub updated: u64,
-    pub deleted: u64,
-    /// Rows that changed nothing: the same as stored, an older cursor, an
-    /// existing key under `insert_missing`, a tombstone for nothing.
-    pub unchanged: u64,
-    /// The unchanged rows that are stored already as they are (a versions
-    /// write's: the version is stored).
-    pub already_present: u64,
-    /// Versions stored already with other content, held (versions only).
-    pub conflicts: u64,
-    /// Versions written to the table's history (see `Merged`).
-    pub history_written: u64,
-    pub duplicates: u64,
-    /// Bad rows kept in the rejects store (`bad_rows: quarantine`).
-    pub rejected: u64,
-    /// Values of fields the table has no column for, dropped under
-    /// `schema: discard_unknown`.
-    pub discarded_fields: u64,
-    pub changed: bool,
-    /// The channel offset the write committed, for a POST on a channel.
-    pub channel: Option<ChannelCommitted>,
-    /// No one had declared the table: this write made it, from its body.
-    pub table_created: bool,
-}
-
-pub struct PostRows {
-    pub table: TableName,
-    pub mode: Option<MergeMode>,
-    pub body: BodySource,
-    /// Who sent it and under which key: a keyless table's row ids are scoped
-    /// by them (see `EncodeOptions::row_id_scope`).
-    pub principal: String,
-    /// Required but on a channel, whose offset makes the write idempotent.
-    pub idempotency_key: Option<IdempotencyKey>,
-    /// The channel and offset it commits, if any (see `channel`); boxed,
-    /// as most POSTs have none.
-    pub channel: Option<Box<ChannelOffset>>,
-    /// Who sent it, for the ledger.
-    pub actor: Actor,
-    /// The table's definition, when the key's claim read it already.
-    pub known_def: Option<TableDef>,
-    /// The body, decoded already (it went to a batch, which could not
-    /// write it; see `batch`).
-    pub predecoded: Option<Box<Predecoded>>,
-    /// `?bad_rows=`: the table's policy for this request only.
-    pub bad_rows: Option<BadRowPolicy>,
-    /// Whether an undeclared table may be made from the body (`?create=`,
-    /// true unless asked otherwise).
-    pub create_table: bool,
-}
-
-/// A small body decoded before its write's transaction: for that table
-/// definition and mode, under that ticket (its load id is in the rows).
-pub struct Predecoded {
-    pub def: TableDef,
-    pub mode: MergeMode,
-    pub ticket: LoadTicket,
-    pub decoded: Decoded,
-    /// The body as sent (after gunzip), to decode again if the table
-    /// changed meanwhile.
-    pub body: Bytes,
-    /// The rows as binary COPY data.
-    pub copy: Bytes,
-}
-
-impl PostRows {
-    /// The ledger's ticket for this load; its mode is the one asked for, if
-    /// any (the table's default is known only later).
-    pub fn ticket(&self) -> LoadTicket {
-        if let Some(predecoded) = &self.predecoded {
-            return predecoded.ticket.clone();
-        }
-        let mode = self.mode.map(MergeMode::as_str).unwrap_or("default");
-        LoadTicket::new(
-            &self.table,
-            None,
-            mode,
-            Some(&self.write_key()),
-            &self.actor,
-        )
-    }
-
-    /// What names this write in the ledger and scopes a keyless table's
-    /// row ids: its Idempotency-Key, else its channel and offset.
-    pub fn write_key(&self) -> String {
-        match (&self.idempotency_key, &self.channel) {
-            (Some(key), _) => key.to_string(),
-            (None, Some(channel)) => channel.write_key(),
-            (None, None) => String::new(),
-        }
-    }
-}
-
-/// How a POST's rows are encoded for `mode`.
-pub fn encode_options(
-    def: &TableDef,
-    mode: MergeMode,
-    principal: &str,
-    key: &str,
-) -> EncodeOptions {
-    EncodeOptions {
-        allowed: None,
-        ds: None,
-        // Without a key, a row's id is its content and its occurrence in
-        // this request; the request's key keeps other requests' rows apart.
-        row_id_scope: def
-            .primary_key
-            .is_empty()
-            .then(|| format!("{principal}\0{key}").into_bytes()),
-        tombstones: mode.replaces(),
-        presence: mode == MergeMode::Patch,
-    }
-}
-
-/// The mode asked for, or the table's default: its `write_mode`, else merge
-/// with a key and append without. A table that keeps versions takes no
-/// other mode, and no other table takes `versions`.
-pub fn choose_mode(def: &TableDef, asked: Option<MergeMode>) -> WriteResult<MergeMode> {
-    let keyed = !def.primary_key.is_empty();
-    let versions = def.keeps_versions();
-    match asked {
-        None => Ok(def.write_mode.unwrap_or(if keyed {
-            MergeMode::Merge
-        } else {
-            MergeMode::Append
-        })),
-        Some(mode) if versions && mode != MergeMode::Versions => Err(WriteError::Mode(format!(
-            "table {:?} keeps every version (write_mode \"versions\"); send mode=versions or no mode, not mode={}",
-            def.name,
-            mode.as_str()
-        ))),
-        Some(MergeMode::Versions) if !versions => Err(WriteError::Mode(format!(
-            "mode=versions needs a table declared with \"write_mode\": \"versions\", and table {:?} is not",
-            def.name
-        ))),
-        Some(MergeMode::Append) if keyed => Err(WriteError::Mode(format!(
-            "table {:?} has a primary key; use mode=merge or mode=insert_missing",
-            def.name
-        ))),
-        Some(mode @ (MergeMode::Merge | MergeMode::Patch | MergeMode::InsertMissing)) if !keyed => {
-            Err(WriteError::Mode(format!(
-                "mode={} needs a primary key, and table {:?} has none; use mode=append",
-                mode.as_str(),
-                def.name
-            )))
-        }
-        Some(mode) => Ok(mode),
-    }
-}
+use crate::store::write::merge::{apply_incoming, Merged};
 
 impl Pipeline {
     /// Writes the body's rows in `tx`, and nothing else: every statement of
@@ -285,13 +111,6 @@ async fn create_if_new(tx: &mut PgConnection, target: Target) -> WriteResult<(Ta
             (declared.into_def(), created)
         }
     })
-}
-
-/// A POST's rows as written, and what is left to record before the commit.
-pub struct RowsWritten {
-    pub receipt: RowsReceipt,
-    /// What the write changed in each partition it touched.
-    pub deltas: Vec<(Period, ContentDelta)>,
 }
 
 impl Pipeline {
@@ -431,72 +250,6 @@ impl Landed {
         Landed {
             source: IncomingRows::Session,
             rows,
-        }
-    }
-}
-
-impl RowsReceipt {
-    pub fn new(
-        ticket: &LoadTicket,
-        def: &TableDef,
-        mode: MergeMode,
-        decoded: &Decoded,
-        merged: Merged,
-    ) -> Self {
-        let rows_written = merged.inserted + merged.updated + merged.deleted;
-        // A held conflict was neither written nor left as it is stored.
-        let left_alone = rows_written + merged.conflicts;
-        RowsReceipt {
-            load_id: ticket.load_id,
-            table: def.name.clone(),
-            mode,
-            ds: match merged.partitions.as_slice() {
-                [one] => Some(one.ds),
-                _ => None,
-            },
-            rows_received: decoded.rows_received,
-            rows_written,
-            inserted: merged.inserted,
-            updated: merged.updated,
-            deleted: merged.deleted,
-            unchanged: merged.rows_after_dedup - left_alone,
-            already_present: merged.already_present,
-            conflicts: merged.conflicts,
-            history_written: merged.history_written,
-            duplicates: merged.duplicates,
-            rejected: 0,
-            discarded_fields: decoded.discarded_fields,
-            // What the write stored anywhere: a late version changes the
-            // history alone.
-            changed: rows_written > 0 || merged.history_written > 0,
-            partitions: merged.partitions,
-            channel: None,
-            table_created: false,
-        }
-    }
-
-    /// What this write did, in the counts `/metrics` keeps.
-    pub fn counts(&self) -> RowCounts {
-        RowCounts {
-            received: self.rows_received,
-            written: self.rows_written,
-            duplicates: self.duplicates,
-            rejected: self.rejected,
-        }
-    }
-
-    /// The ledger's row for this write.
-    pub fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
-        LoadEntry {
-            status: LoadStatus::of_merge(self.changed),
-            ds: self.ds,
-            mode: self.mode.as_str(),
-            rows_received: self.rows_received,
-            rows_written: self.rows_written,
-            duplicates: self.duplicates,
-            rejected: self.rejected,
-            changed: self.changed,
-            ..ticket.entry()
         }
     }
 }

@@ -18,16 +18,12 @@ use bytes::Bytes;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::post::{choose_mode, encode_options};
-use crate::access::Actor;
-use crate::idempotency::IdempotencyKey;
+use super::receipt::{ReplayReceipt, ReplayWritten, RowsReceipt};
+use super::request::{choose_mode, encode_options, ReplayRejects, REPLAY_MODE};
 use crate::ingest::reject_spool::Problem;
 use crate::ingest::{BodyFormat, ContentDelta};
-use crate::metrics::RowCounts;
-use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
-use crate::pipeline::intake::body::BodySource;
 use crate::pipeline::intake::decode::{self, decode_whole, Decode, DecodeJob, Quarantine};
 use crate::pipeline::intake::target::Target;
 use crate::pipeline::intake::ticket::LoadTicket;
@@ -35,98 +31,16 @@ use crate::pipeline::table::evolve::{BodyReading, Rereadable};
 use crate::pipeline::Pipeline;
 use crate::schema::{MergeMode, SchemaPolicy, TableDef};
 use crate::store::catalog;
-use crate::store::ledger::{LoadEntry, LoadStatus};
 use crate::store::rejects::{self, PendingReject, ReplayBounds, Tried};
 use crate::store::write::incoming::clear_incoming;
 use crate::store::write::merge::PartitionAfter;
 use crate::store::StoreError;
-
-pub const MODE: &str = "replay";
 
 /// What one replay takes at most; the receipt says when more are pending.
 const REPLAY_BOUNDS: ReplayBounds = ReplayBounds {
     max_rows: 10_000,
     max_bytes: 32 << 20,
 };
-
-pub struct ReplayRejects {
-    pub table: TableName,
-    pub principal: String,
-    pub idempotency_key: IdempotencyKey,
-    pub actor: Actor,
-    /// The request's body (none is expected; it is read for the key's
-    /// fingerprint).
-    pub body: BodySource,
-}
-
-impl ReplayRejects {
-    pub fn ticket(&self) -> LoadTicket {
-        LoadTicket::new(
-            &self.table,
-            None,
-            MODE,
-            Some(self.idempotency_key.as_str()),
-            &self.actor,
-        )
-    }
-}
-
-/// What a replay of rejects did (its HTTP form is `http::receipts`).
-#[derive(Clone, Debug, Default)]
-pub struct ReplayReceipt {
-    pub load_id: Uuid,
-    pub table: String,
-    pub mode: &'static str,
-    /// Pending rejects tried now.
-    pub tried: u64,
-    /// Of them, written now (their status is `replayed`).
-    pub rows_replayed: u64,
-    /// Of them, still bad (pending, one more try, their new problems).
-    pub still_pending: u64,
-    /// Rejects past the table's retry window, made `expired` now.
-    pub expired: u64,
-    /// More rejects are pending than one replay takes: replay again.
-    pub more_pending: bool,
-    pub rows_written: u64,
-    pub inserted: u64,
-    pub updated: u64,
-    pub unchanged: u64,
-    /// Versions written to the table's history (see `Merged`).
-    pub history_written: u64,
-    pub duplicates: u64,
-    /// Every partition written, with the rows it gained or lost.
-    pub partitions: Vec<PartitionAfter>,
-    pub changed: bool,
-}
-
-impl ReplayReceipt {
-    pub fn counts(&self) -> RowCounts {
-        RowCounts {
-            received: self.tried,
-            written: self.rows_written,
-            duplicates: self.duplicates,
-            rejected: self.still_pending,
-        }
-    }
-
-    pub fn entry<'a>(&'a self, ticket: &'a LoadTicket) -> LoadEntry<'a> {
-        LoadEntry {
-            status: LoadStatus::of_merge(self.changed),
-            rows_received: self.tried,
-            rows_written: self.rows_written,
-            duplicates: self.duplicates,
-            rejected: self.still_pending,
-            changed: self.changed,
-            ..ticket.entry()
-        }
-    }
-}
-
-/// A replay done, and what is left to record before its commit.
-pub struct ReplayWritten {
-    pub receipt: ReplayReceipt,
-    pub deltas: Vec<(Period, ContentDelta)>,
-}
 
 /// Rejects read and written the same way: one body each.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -393,7 +307,7 @@ impl ReplayTally {
     /// Adds one group's write.
     fn add(
         &mut self,
-        written: super::post::RowsReceipt,
+        written: RowsReceipt,
         deltas: Vec<(Period, ContentDelta)>,
     ) -> WriteResult<()> {
         let r = &mut self.receipt;
@@ -426,7 +340,7 @@ impl ReplayTally {
         let receipt = ReplayReceipt {
             load_id: ticket.load_id,
             table: def.name.to_string(),
-            mode: MODE,
+            mode: REPLAY_MODE,
             expired,
             more_pending: more,
             changed: self.receipt.rows_written > 0 || self.receipt.history_written > 0,

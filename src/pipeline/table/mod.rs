@@ -1,4 +1,5 @@
 //! A table's own changes.
 
+pub mod definitions;
 pub mod drop;
 pub mod evolve;
