@@ -25,9 +25,10 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::config::{LogFormat, ServeArgs, TrustedProxies};
 use crate::http::auth::OwnChecks;
-use crate::http::client_addr::{ClientAddr, Held, PerClient};
+use crate::http::client_addr::ClientAddr;
+use crate::http::client_requests::{Held, PerClient};
+pub use crate::http::state::AppState;
 use crate::http::token_cache::follow_revocations;
-pub use crate::http::AppState;
 use crate::http::{client_addr, edge, observe};
 use crate::log_writer::{buffered_log, LogGuard};
 use crate::metrics::Metrics;

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::client_addr::{is_local, ClientAddr};
 use super::observe::RequestSpan;
-use super::AppState;
+use super::state::AppState;
 use crate::access::{digests_equal, secret_digest, Actor, Grants, Scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;

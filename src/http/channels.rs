@@ -16,7 +16,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{page, page_limit, ApiPath, ApiQuery, AppState, Caller};
+use super::auth::Caller;
+use super::extract::{ApiPath, ApiQuery};
+use super::paging::{page, page_limit};
+use super::state::AppState;
 use crate::channel::ChannelName;
 use crate::http::error::{ApiError, ApiResult};
 use crate::store::channels::ChannelInfo;

@@ -8,7 +8,10 @@ use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
 
-use super::{page, page_limit, page_ndjson, parse_id, wants_ndjson, ApiQuery, AppState, Caller};
+use super::auth::Caller;
+use super::extract::{parse_id, ApiQuery};
+use super::paging::{page, page_limit, page_ndjson, wants_ndjson};
+use super::state::AppState;
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;

@@ -13,7 +13,8 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use super::observe::REQUEST_ID;
 use super::partitions::ROW_COUNT_HEADER;
-use super::{AppState, IDEMPOTENCY_KEY, REPLAYED_HEADER};
+use super::state::AppState;
+use super::write::{IDEMPOTENCY_KEY, REPLAYED_HEADER};
 use crate::http::error::ApiError;
 
 /// Ends a JSON answer held whole in memory (a receipt, a list, a problem)

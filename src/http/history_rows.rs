@@ -11,7 +11,10 @@ use axum::routing::get;
 use axum::Router;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{parse_period, table_def, ApiQuery, AppState, Caller, TablePath};
+use super::auth::Caller;
+use super::extract::{parse_period, ApiQuery, TablePath};
+use super::state::AppState;
+use super::write::table_def;
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::schema::TableDef;

@@ -5,7 +5,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::{ApiPath, AppState, Caller};
+use super::auth::Caller;
+use super::extract::ApiPath;
+use super::state::AppState;
 use crate::http::error::{ApiError, ApiResult};
 use crate::idempotency::IdempotencyKey;
 use crate::store::idempotency::KeyState;

@@ -6,9 +6,11 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::{
-    page, page_limit, parse_id, parse_label, staged_loads, ApiPath, ApiQuery, AppState, Caller,
-};
+use super::auth::Caller;
+use super::extract::{parse_id, parse_label, ApiPath, ApiQuery};
+use super::paging::{page, page_limit};
+use super::staged_loads;
+use super::state::AppState;
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;

@@ -12,10 +12,14 @@ use axum::routing::put;
 use axum::{Json, Router};
 use serde::Deserialize;
 
+use super::auth::Caller;
+use super::extract::{ApiQuery, TablePath};
 use super::observe::RequestSpan;
-use super::{
+use super::preconditions;
+use super::state::AppState;
+use super::write::{
     bad_rows_override, body_limits, body_source, check_put_mode, etag, idempotency_key,
-    preconditions, spawn_write, ApiQuery, AppState, BodyKind, Caller, TablePath,
+    spawn_write, BodyKind,
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
@@ -70,7 +74,7 @@ async fn put_range(
             "a PUT of several partitions names its range: ?from=DS&to=DS (both included)".into(),
         ));
     };
-    let def = super::table_def(&state, &table).await?;
+    let def = super::write::table_def(&state, &table).await?;
     let target = LoadTarget::range(&def, from, to).map_err(WriteError::from)?;
     put_many(state, span, caller, table, target, query, headers, body).await
 }

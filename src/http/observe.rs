@@ -23,7 +23,7 @@ use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
 use super::client_addr::ClientAddr;
-use super::AppState;
+use super::state::AppState;
 use crate::problem::ProblemCode;
 
 pub const REQUEST_ID: &str = "x-request-id";

@@ -9,8 +9,9 @@ use serde_json::json;
 
 use std::time::Duration;
 
+use super::auth::Caller;
 use super::auth::METRICS_PATH;
-use super::{AppState, Caller};
+use super::state::AppState;
 use crate::http::error::ApiResult;
 use crate::metrics::Metrics;
 use crate::store::StoreError;

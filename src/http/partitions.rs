@@ -11,14 +11,17 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::auth::Caller;
+use super::extract::{parse_period, ApiQuery, PartitionPath, TablePath};
 use super::many::{self, ManyQuery};
 use super::observe::RequestSpan;
+use super::paging::{page, page_limit};
 use super::preconditions;
 use super::receipts::{self, RECEIPTS};
-use super::{
+use super::state::AppState;
+use super::write::{
     bad_rows_override, body_limits, body_source, check_put_mode, etag, idempotency_key,
-    keyed_request, keyed_response, page, page_limit, parse_period, spawn_write, table_def,
-    ApiQuery, AppState, BodyKind, Caller, PartitionPath, TablePath,
+    keyed_request, keyed_response, spawn_write, table_def, BodyKind,
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};

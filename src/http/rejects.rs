@@ -9,12 +9,13 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use super::auth::Caller;
+use super::extract::{parse_id, ApiQuery};
 use super::observe::RequestSpan;
+use super::paging::{page, page_limit, page_ndjson, wants_ndjson};
 use super::receipts::RECEIPTS;
-use super::{
-    idempotency_key, keyed_request, keyed_response, page, page_limit, page_ndjson, parse_id,
-    spawn_write, wants_ndjson, ApiQuery, AppState, Caller,
-};
+use super::state::AppState;
+use super::write::{idempotency_key, keyed_request, keyed_response, spawn_write};
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::idempotency::KeyedRequest;

@@ -9,11 +9,14 @@ use axum::routing::post;
 use axum::Router;
 use serde::Deserialize;
 
+use super::auth::Caller;
+use super::extract::ApiQuery;
 use super::observe::RequestSpan;
 use super::receipts::RECEIPTS;
-use super::{
+use super::state::AppState;
+use super::write::{
     bad_rows_override, body_limits, body_source, idempotency_key, keyed_request, keyed_response,
-    spawn_write, ApiQuery, AppState, BodyKind, Caller,
+    spawn_write, BodyKind,
 };
 use crate::access::Scope;
 use crate::channel::ChannelOffset;

@@ -15,9 +15,11 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{
-    body_limits, body_source, idempotency_key, parse_id, parse_period, spawn_write, ApiPath,
-    ApiQuery, AppState, BodyKind, Caller, REPLAYED_HEADER,
+use super::auth::Caller;
+use super::extract::{parse_id, parse_period, ApiPath, ApiQuery};
+use super::state::AppState;
+use super::write::{
+    body_limits, body_source, idempotency_key, spawn_write, BodyKind, REPLAYED_HEADER,
 };
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};

@@ -11,9 +11,12 @@ use axum::routing::get;
 use axum::Router;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::auth::Caller;
+use super::extract::{ApiQuery, TablePath};
 use super::partitions::{read_format, rows_headers, ReadQuery};
-use super::table_def;
-use super::{preconditions, ApiQuery, AppState, Caller, TablePath};
+use super::preconditions;
+use super::state::AppState;
+use super::write::table_def;
 use crate::access::Scope;
 use crate::http::error::ApiResult;
 

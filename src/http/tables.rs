@@ -9,7 +9,11 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{page, page_limit, receipts, ApiQuery, AppState, Caller, TablePath};
+use super::auth::Caller;
+use super::extract::{ApiQuery, TablePath};
+use super::paging::{page, page_limit};
+use super::receipts;
+use super::state::AppState;
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;

@@ -9,7 +9,10 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{page, page_limit, parse_id, ApiPath, ApiQuery, AppState, Caller};
+use super::auth::Caller;
+use super::extract::{parse_id, ApiPath, ApiQuery};
+use super::paging::{page, page_limit};
+use super::state::AppState;
 use crate::access::{new_secret, secret_digest, Grants, Scope, TablePattern};
 use crate::http::error::{ApiError, ApiResult};
 use crate::store::tokens::{NewToken, TokenInfo};

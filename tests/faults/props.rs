@@ -379,7 +379,7 @@ proptest! {
         ],
     ) {
         // A daily table's partition value.
-        let parsed = idem::http::parse_period(&s, idem::period::Grain::Day);
+        let parsed = idem::http::extract::parse_period(&s, idem::period::Grain::Day);
         let expected = s.len() == 10
             && s.as_bytes()[4] == b'-'
             && s.as_bytes()[7] == b'-'

@@ -14,7 +14,8 @@ use super::layout::page;
 use super::session::Signed;
 use super::text::query_string;
 use crate::http::error::ApiError;
-use crate::http::{parse_id, AppState};
+use crate::http::extract::parse_id;
+use crate::http::state::AppState;
 use crate::store::duplicates_log::{LogCursor, LoggedVersion};
 
 /// Versions a page.

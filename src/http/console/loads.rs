@@ -11,8 +11,9 @@ use super::layout::page;
 use super::session::Signed;
 use super::text::{grouped, query_string};
 use crate::access::Scope;
+use crate::http::extract::{parse_id, parse_label};
 use crate::http::loads::{check_load_status, check_token_filter, LOAD_STATUSES};
-use crate::http::{parse_id, parse_label, AppState};
+use crate::http::state::AppState;
 use crate::names::TableName;
 use crate::store::ledger::{Load, LoadFilter};
 

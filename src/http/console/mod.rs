@@ -32,7 +32,7 @@ use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 
-use super::AppState;
+use super::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -22,8 +22,9 @@ use super::same_origin::over_tls;
 use super::signin_limit::{Attempt, ClientAddress, Limited};
 use crate::access::{derived_secret, digests_equal, new_secret, secret_digest, Scope};
 use crate::http::auth::caller_of_digest;
+use crate::http::auth::Caller;
 use crate::http::error::ApiError;
-use crate::http::{AppState, Caller};
+use crate::http::state::AppState;
 use crate::names::TableName;
 use crate::pipeline::BodyError;
 

@@ -15,7 +15,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use crate::http::client_addr::ClientAddr;
-use crate::http::AppState;
+use crate::http::state::AppState;
 use crate::store::console_signin::{SigninLimits, SigninTurn};
 use crate::store::StoreResult;
 

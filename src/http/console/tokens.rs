@@ -15,8 +15,9 @@ use super::session::{FormBody, Signed};
 use super::text::query_string;
 use crate::access::{Scope, TablePattern};
 use crate::http::error::ApiError;
+use crate::http::extract::parse_id;
+use crate::http::state::AppState;
 use crate::http::tokens::{issue, revoke as revoke_token, Created, TokenRequest};
-use crate::http::{parse_id, AppState};
 use crate::store::tokens::TokenInfo;
 
 /// Tokens a page.
