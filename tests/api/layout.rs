@@ -9,12 +9,9 @@
 //!   not imports. Each file is a node, `mod.rs` and `lib.rs` included: a
 //!   child naming its parent's items and a `mod.rs` naming its children's
 //!   are both edges.
-//! - no import circle anywhere, across folders too. A `pub use` is a
-//!   re-export, not an import: a path through it is followed to the module
-//!   that defines the item. The hubs still to split (`HUBS_TO_SPLIT`: a
-//!   `mod.rs` holding both what its children share and their wiring) have
-//!   their edges to their own children left out until then; the list is
-//!   told to shrink as soon as one closes no circle.
+//! - no import circle anywhere, across folders and through a `mod.rs` too.
+//!   A `pub use` is a re-export, not an import: a path through it is
+//!   followed to the module that defines the item.
 //! - each module imports only its own layer or the layers below it, in the
 //!   order `src/lib.rs` draws (`LAYERS` below); the binary (`main.rs`,
 //!   `cli.rs`, `client/`) is the top layer, so only it reaches `client/`.
@@ -79,7 +76,7 @@ type Edges = BTreeMap<ModPath, BTreeSet<ModPath>>;
 
 #[test]
 fn the_source_tree_keeps_its_layout() {
-    let findings = findings(&read_sources(), HUBS_TO_SPLIT);
+    let findings = findings(&read_sources());
     assert!(
         findings.is_empty(),
         "{} layout finding(s):\n  {}",
@@ -88,9 +85,8 @@ fn the_source_tree_keeps_its_layout() {
     );
 }
 
-/// Every finding about `sources`: layer order, lengths, circles (`hubs` as
-/// `HUBS_TO_SPLIT`).
-fn findings(sources: &[Source], hubs: &[&str]) -> Vec<String> {
+/// Every finding about `sources`: layer order, lengths, circles.
+fn findings(sources: &[Source]) -> Vec<String> {
     let modules: BTreeSet<ModPath> = sources.iter().map(|s| s.module.clone()).collect();
     let named: Vec<Vec<Named>> = sources.iter().map(|s| named_paths(s, &modules)).collect();
     let exports = exports(sources, &named);
@@ -102,42 +98,16 @@ fn findings(sources: &[Source], hubs: &[&str]) -> Vec<String> {
         findings.extend(length_findings(source));
         edges.insert(source.module.clone(), targets);
     }
-    findings.extend(circle_findings(&modules, &edges, hubs));
+    findings.extend(circle_findings(&modules, &edges));
     findings
 }
 
-/// The hubs still to split: a `mod.rs` that holds code its children use
-/// and wires those children too, so it and they form a circle. Their edges
-/// to their own children are left out of the circle check until they are
-/// split (shared items to a file of their own, the wiring to another); the
-/// check fails once a listed hub closes no circle, so the list only shrinks.
-const HUBS_TO_SPLIT: &[&str] = &["http"];
-
-/// Each import circle, and each listed hub that no longer closes one.
-fn circle_findings(modules: &BTreeSet<ModPath>, edges: &Edges, hubs: &[&str]) -> Vec<String> {
-    let hubs: Vec<ModPath> = hubs.iter().map(|h| vec![h.to_string()]).collect();
-    let counted: Edges = edges
+/// Each import circle.
+fn circle_findings(modules: &BTreeSet<ModPath>, edges: &Edges) -> Vec<String> {
+    circles(modules, edges)
         .iter()
-        .map(|(from, to)| {
-            let hub = hubs.contains(from);
-            let kept = to.iter().filter(|t| !(hub && t.starts_with(from)));
-            (from.clone(), kept.cloned().collect())
-        })
-        .collect();
-    let mut findings: Vec<String> = circles(modules, &counted)
-        .iter()
-        .map(|circle| circle_finding(circle, &counted))
-        .collect();
-    let all = circles(modules, edges);
-    for hub in hubs.iter().filter(|h| modules.contains(*h)) {
-        if !all.iter().any(|circle| circle.contains(hub)) {
-            findings.push(format!(
-                "{} closes no circle now: take it off HUBS_TO_SPLIT",
-                display(hub)
-            ));
-        }
-    }
-    findings
+        .map(|circle| circle_finding(circle, edges))
+        .collect()
 }
 
 /// A circle named by its modules and the imports that close it.
