@@ -2,7 +2,7 @@
 //! link to a load's rejects, and `replayed`. An unkeyed PUT is answered with
 //! these structs as they serialize (their field order on the wire); a keyed
 //! write's answer is stored and sent as a JSON value (`ReceiptForm`, the
-//! form `pipeline::keyed` stores it in).
+//! form `pipeline/keyed/` stores it in).
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -18,7 +18,7 @@ use crate::store::write::merge::PartitionAfter;
 pub static RECEIPTS: &dyn AnswerForm = &ReceiptForm;
 
 /// Each receipt as its JSON answer, with `replayed: false` (a stored answer
-/// sent again says `true`: see `super::keyed_response`).
+/// sent again says `true`: see `super::write::keyed_response`).
 pub struct ReceiptForm;
 
 impl AnswerForm for ReceiptForm {

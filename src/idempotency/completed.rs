@@ -7,7 +7,7 @@
 //! keep theirs: a known limit, said in the README). Nothing is served past
 //! `expires_at`. A PUT's key is
 //! completed again when its day no longer holds what it recorded (see
-//! `pipeline::keyed`): a copy elsewhere may then name the earlier load of
+//! `pipeline/keyed/key.rs`): a copy elsewhere may then name the earlier load of
 //! the same request, and is served only after the day is found to hold the
 //! content it names. The copies are bounded in bytes
 //! (each answer kept as its JSON text, so that the bound is what they

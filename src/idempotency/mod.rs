@@ -1,7 +1,7 @@
 //! The vocabulary of a write under an `Idempotency-Key`: the key (parsed
 //! once, at the edge), the request it is bound to, the fingerprint that
 //! tells a repeat of that request from a reuse of its key, and the answer a
-//! completed key keeps. `http` builds these, `pipeline::keyed` runs the
+//! completed key keeps. `http` builds these, `pipeline/keyed/` runs the
 //! write and `store::idempotency` keeps the key's row; all three speak
 //! these types. `completed` remembers completed keys in memory, so that
 //! `store::idempotency` reads a replayed key's row once.

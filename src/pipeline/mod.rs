@@ -9,7 +9,8 @@
 //!   limits, spool it, decode it to COPY data; wait for a turn to write;
 //!   find (or guess) the table it goes to; its ticket in the ledger.
 //! - `table/`: a table's own changes: fitted to a body under `schema:
-//!   evolve`, dropped (`DELETE /tables/{table}`).
+//!   evolve`, dropped (`DELETE /tables/{table}`); the definitions this
+//!   process remembers.
 //! - `day/`: a day replaced (`PUT /partitions/{table}/{ds}`): staged, then
 //!   swapped in.
 //! - `rows/`: rows merged into a table (`POST /rows`), and a table's
@@ -21,7 +22,11 @@
 //!   audited and published; or a range or a whole table in one request.
 //!
 //! `error.rs` is what a write is refused or fails with. This file holds
-//! `Pipeline`, what every write runs on, and the API `http/` uses.
+//! `Pipeline`, what every write runs on, and the API `http/` uses (each
+//! item re-exported from the file that defines it). The folders name
+//! `Pipeline` from here, so this file imports only what `Pipeline` holds
+//! (`intake/slots.rs`, `keyed/batch_queue.rs`, `table/definitions.rs`),
+//! none of which reaches back to it.
 //!
 //! Nothing here knows HTTP: it takes a body stream and the store, and
 //! answers domain receipts or a `WriteError`; `http/receipts.rs` gives the

@@ -43,11 +43,11 @@ impl Target {
         }
     }
 
-    /// The table `body` goes to, and the body to read. An undeclared one (unless switched off,
-    /// or the request says `create` false: `?create=false`) takes the
-    /// columns of a columnar body's schema, or is guessed from the first
-    /// records of a text body; the sample is put back in front of the rest
-    /// of the body.
+    /// The table `body` goes to, and the body to read. An undeclared one
+    /// (unless switched off, or the request says `create` false:
+    /// `?create=false`) takes the columns of a columnar body's schema, or
+    /// is guessed from the first records of a text body; the sample is put
+    /// back in front of the rest of the body.
     pub async fn resolve(
         settings: &Settings,
         conn: &mut PgConnection,

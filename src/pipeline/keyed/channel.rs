@@ -4,7 +4,7 @@
 //! partition: a second producer sending the same offsets waits there, then
 //! finds them committed and writes nothing. Without an Idempotency-Key the
 //! write runs in a transaction of its own (here); with one, in the key's
-//! (`keyed`), whose stored answer is then whatever the channel answered.
+//! (`key`), whose stored answer is then whatever the channel answered.
 //! A small POST without a key is offered to its table's batch first (see
 //! `batch`), which locks channels as it claims keys; one with a key, or one
 //! the batch does not take, is written here.

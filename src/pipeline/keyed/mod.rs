@@ -1,4 +1,11 @@
-//! Keyed writes.
+//! A write made once by its key: an Idempotency-Key around a day's PUT, a
+//! POST or a replay (`key`), a channel's offset around a POST (`channel`);
+//! small POSTs written together in one transaction, their keys or offsets
+//! claimed together (`batch`, and what waits for it: `batch_queue`); and
+//! the answer a keyed write stores and gives (`answer`).
+//!
+//! Each file imports only those before it in this order: `answer`,
+//! `batch_queue`, `batch`, `channel`, `key`.
 
 pub mod answer;
 pub mod batch;

@@ -1,6 +1,6 @@
 //! `PUT /partitions/{table}?from=&to=` and `PUT /tables/{table}/rows`: a
 //! load of several partitions in one request. The body is staged once, as
-//! one part, then finished like a staged load (`load_publish`): every
+//! one part, then finished like a staged load (`publish`): every
 //! target partition replaced in one transaction, or none.
 
 use super::part::StagedBody;
@@ -55,7 +55,7 @@ impl Pipeline {
             _ => None,
         };
         let ticket = LoadTicket::new(&req.table, single, req.mode(), None, &req.actor);
-        let result = self.write_many_with(req, &ticket).await;
+        let result = self.put_many_with(req, &ticket).await;
         if let Err(e) = &result {
             if !matches!(e, WriteError::AuditFailed(_)) {
                 ticket.record_refusal(&self.store, e).await;
@@ -64,7 +64,7 @@ impl Pipeline {
         result
     }
 
-    async fn write_many_with(
+    async fn put_many_with(
         &self,
         mut req: PutMany,
         ticket: &LoadTicket,

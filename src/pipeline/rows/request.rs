@@ -26,7 +26,7 @@ pub struct PostRows {
     pub principal: String,
     /// Required but on a channel, whose offset makes the write idempotent.
     pub idempotency_key: Option<IdempotencyKey>,
-    /// The channel and offset it commits, if any (see `channel`); boxed,
+    /// The channel and offset it commits, if any (see `keyed/channel.rs`); boxed,
     /// as most POSTs have none.
     pub channel: Option<Box<ChannelOffset>>,
     /// Who sent it, for the ledger.
@@ -34,7 +34,7 @@ pub struct PostRows {
     /// The table's definition, when the key's claim read it already.
     pub known_def: Option<TableDef>,
     /// The body, decoded already (it went to a batch, which could not
-    /// write it; see `batch`).
+    /// write it; see `keyed/batch.rs`).
     pub predecoded: Option<Box<Predecoded>>,
     /// `?bad_rows=`: the table's policy for this request only.
     pub bad_rows: Option<BadRowPolicy>,

@@ -10,7 +10,7 @@ use crate::schema::TableDef;
 /// Table definitions this process has read, so that a small POST can be
 /// decoded before any read of the catalog. Only a hint: a batch checks the
 /// definition it was decoded for against the catalog, in its transaction,
-/// and a POST written alone reads it in its claim (see `rows::write_rows`).
+/// and a POST written alone reads it in its claim (see `rows/post.rs`).
 #[derive(Default)]
 pub struct Definitions {
     tables: Mutex<HashMap<TableName, TableDef>>,

@@ -1,4 +1,9 @@
-//! A table's own changes.
+//! A table's own changes, outside its rows: fitted to a body under `schema:
+//! evolve` before the body is written (`evolve`, used by a day's PUT, a POST
+//! and a replay), dropped (`drop`, `DELETE /tables/{table}`); and the
+//! definitions this process remembers (`definitions`).
+//!
+//! Its files do not import each other; they import only `intake/`.
 
 pub mod definitions;
 pub mod drop;
