@@ -34,7 +34,7 @@
 //! answer is stored).
 
 mod day;
-pub mod error;
+mod error;
 mod intake;
 mod keyed;
 mod loads;
