@@ -133,7 +133,10 @@ impl FromStr for Principal {
             Principal::ADMIN => Ok(Principal::Admin),
             Principal::ANONYMOUS => Ok(Principal::Anonymous),
             Principal::LOCAL_SCRAPER => Ok(Principal::LocalScraper),
-            _ => text.parse().map(Principal::Token).map_err(|_| NotAPrincipal),
+            _ => text
+                .parse()
+                .map(Principal::Token)
+                .map_err(|_| NotAPrincipal),
         }
     }
 }

@@ -39,10 +39,10 @@ pub mod channel;
 pub mod config;
 /// The HTTP edge: one module per resource, errors as problem+json.
 pub mod http;
-/// LoadId, TokenId and Principal: what loads, tokens and callers are known by.
-pub mod ids;
 /// The Idempotency-Key, the request it binds and the answer it keeps.
 pub mod idempotency;
+/// LoadId, TokenId and Principal: what loads, tokens and callers are known by.
+pub mod ids;
 /// Bodies to checked values: formats, cells, encodings, hashes, inference.
 pub mod ingest;
 /// Log lines written by a thread of their own.
