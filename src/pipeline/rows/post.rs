@@ -1,5 +1,7 @@
-//! `POST /rows?table=`: rows appended or merged by key, in the transaction
-//! that also records the request's Idempotency-Key.
+//! `POST /rows?table=`: a body's rows decoded, landed (kept in memory, or
+//! COPYed into the session's table) and appended or merged by key, all in
+//! the caller's transaction: the one that records the request's
+//! Idempotency-Key or channel offset (`keyed/`).
 
 use sqlx::PgConnection;
 use tokio_stream::wrappers::ReceiverStream;
