@@ -22,9 +22,9 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::body::DigestMode;
 use crate::pipeline::load::LoadTarget;
-use crate::pipeline::load_publish::LoadReceipt;
 use crate::pipeline::put_many::PutMany;
 use crate::pipeline::WriteError;
+use crate::wire::loads::LoadReceipt;
 
 pub fn router() -> Router<AppState> {
     Router::new()

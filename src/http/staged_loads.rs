@@ -26,6 +26,7 @@ use crate::pipeline::body::DigestMode;
 use crate::pipeline::load::{LoadView, OpenLoad};
 use crate::pipeline::load_part::PartUpload;
 use crate::pipeline::staged::RunLoad;
+use crate::wire::loads::{self as wire, OpenRequest, PublishRequest};
 
 /// The longest a load may stay open: a year.
 const MAX_TTL_SECONDS: u64 = 366 * 24 * 3600;
@@ -39,18 +40,6 @@ pub fn router() -> Router<AppState> {
         .route("/loads/{load_id}/parts/{part}", put(put_part))
         .route("/loads/{load_id}/audit", post(audit_load))
         .route("/loads/{load_id}/publish", post(publish_load))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OpenRequest {
-    table: String,
-    target: serde_json::Value,
-    #[serde(default)]
-    audits: Option<serde_json::Value>,
-    /// How long it stays open (`IDEM_LOAD_TTL` when absent).
-    #[serde(default)]
-    ttl_seconds: Option<u64>,
 }
 
 /// A small JSON body; `None` when there is none (or only white space).
@@ -205,14 +194,6 @@ async fn audit_load(
     run(&state, &caller, view, None, true).await
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct PublishRequest {
-    #[serde(default)]
-    force: bool,
-    reason: Option<String>,
-}
-
 async fn publish_load(
     State(state): State<AppState>,
     caller: Caller,
@@ -281,7 +262,7 @@ pub async fn abandon_load(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(load_id): ApiPath<String>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<wire::LoadView>> {
     let view = load_for(&state, &caller, &load_id, Scope::Write).await?;
     let pipeline = state.pipeline();
     let id = view.load.load_id;
@@ -290,10 +271,10 @@ pub async fn abandon_load(
 }
 
 /// A staged load as `GET /loads/{id}` shows it.
-pub fn view_json(view: &LoadView) -> serde_json::Value {
+pub fn view_json(view: &LoadView) -> wire::LoadView {
     let load = &view.load;
     let mut partitions: BTreeMap<String, u64> = BTreeMap::new();
-    let parts: Vec<serde_json::Value> = view
+    let parts = view
         .parts
         .iter()
         .map(|part| {
@@ -303,16 +284,28 @@ pub fn view_json(view: &LoadView) -> serde_json::Value {
                     *partitions.entry(ds.clone()).or_default() += rows;
                 }
             }
-            json!({"part": part.part, "rows": part.rows, "rows_received": part.rows_received,
-                   "rejected": part.rejected, "content_sha256": part.content_sha256,
-                   "uploaded_at": part.uploaded_at})
+            wire::PartView {
+                content_sha256: part.content_sha256.clone(),
+                part: part.part,
+                rejected: part.rejected,
+                rows: part.rows,
+                rows_received: part.rows_received,
+                uploaded_at: part.uploaded_at,
+            }
         })
         .collect();
-    json!({
-        "load_id": load.load_id, "table": load.table, "status": load.status,
-        "target": load.target, "audits": load.audits,
-        "created_at": load.created_at, "expires_at": load.expires_at,
-        "parts": parts, "partitions": partitions,
-        "audit_report": load.audit_report, "receipt": load.receipt, "forced": load.forced,
-    })
+    wire::LoadView {
+        audit_report: load.audit_report.clone(),
+        audits: load.audits.clone(),
+        created_at: load.created_at,
+        expires_at: load.expires_at,
+        forced: load.forced.clone(),
+        load_id: load.load_id,
+        partitions,
+        parts,
+        receipt: load.receipt.clone(),
+        status: load.status,
+        table: load.table.clone(),
+        target: load.target.clone(),
+    }
 }

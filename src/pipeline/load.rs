@@ -18,6 +18,7 @@ use crate::schema::Audits;
 use crate::schema::TableDef;
 use crate::store::catalog;
 use crate::store::staged_loads::{self, LoadPart, NewLoad, StagedLoad, StagedStatus};
+use crate::wire::loads::Target;
 
 /// What a load replaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,12 +90,16 @@ impl LoadTarget {
     /// Its stored (and wire) form.
     pub fn to_json(&self) -> serde_json::Value {
         match self {
-            LoadTarget::Partitions(periods) => serde_json::json!({"partitions": periods}),
-            LoadTarget::Range { from, to } => {
-                serde_json::json!({"range": {"from": from, "to": to}})
+            LoadTarget::Partitions(periods) => {
+                Target::Partitions(periods.iter().map(Period::label).collect())
             }
-            LoadTarget::Table => serde_json::json!({"table": true}),
+            LoadTarget::Range { from, to } => Target::Range {
+                from: from.label(),
+                to: to.label(),
+            },
+            LoadTarget::Table => Target::TABLE,
         }
+        .to_value()
     }
 }
 

@@ -6,7 +6,7 @@
 use super::body::BodySource;
 use super::load::{target_periods, LoadTarget};
 use super::load_part::StagedBody;
-use super::load_publish::{Finish, Finishing, LoadReceipt, PartSource};
+use super::load_publish::{Finish, Finishing, PartSource};
 use super::{LoadTicket, Pipeline, WriteError, WriteResult};
 use crate::access::Actor;
 use crate::ingest::reject_spool::RejectSpool;
@@ -16,6 +16,7 @@ use crate::schema::BadRowPolicy;
 use crate::store::catalog;
 use crate::store::write::stage::{self, StageFate};
 use crate::versions::Expected;
+use crate::wire::loads::LoadReceipt;
 
 /// A range or whole-table PUT.
 pub struct PutMany {
