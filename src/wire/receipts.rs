@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::loads::LoadReceipt;
 use super::{is_false, is_zero};
 use crate::names::TableName;
 use crate::period::Period;
@@ -105,6 +106,39 @@ pub struct SkippedReceipt {
     pub replayed: bool,
 }
 
+/// The answer to a PUT of a partition: a day's receipt, or, for a PUT that
+/// is a load of its own (audited, a dry run, a whole table), the load's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PutAnswer {
+    Day(PutReceipt),
+    Load(LoadReceipt),
+}
+
+impl PutAnswer {
+    pub fn load_id(&self) -> Uuid {
+        match self {
+            PutAnswer::Day(r) => r.load_id,
+            PutAnswer::Load(r) => r.load_id,
+        }
+    }
+
+    pub fn changed(&self) -> bool {
+        match self {
+            PutAnswer::Day(r) => r.changed,
+            PutAnswer::Load(r) => r.changed,
+        }
+    }
+
+    /// Rows in the target after the write.
+    pub fn row_count(&self) -> u64 {
+        match self {
+            PutAnswer::Day(r) => r.row_count,
+            PutAnswer::Load(r) => r.row_count,
+        }
+    }
+}
+
 /// The answer to a POST of rows: what it wrote, or (on a channel) that its
 /// offset was committed before.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -112,6 +146,24 @@ pub struct SkippedReceipt {
 pub enum PostAnswer {
     Rows(RowsReceipt),
     Skipped(SkippedReceipt),
+}
+
+impl PostAnswer {
+    /// A POST on a channel: its offset, and whether it committed it.
+    pub fn channel(&self) -> Option<&ChannelFields> {
+        match self {
+            PostAnswer::Rows(r) => r.channel.as_ref(),
+            PostAnswer::Skipped(r) => Some(&r.channel),
+        }
+    }
+
+    /// The rows the body held (none, for a skip).
+    pub fn rows_received(&self) -> u64 {
+        match self {
+            PostAnswer::Rows(r) => r.rows_received,
+            PostAnswer::Skipped(_) => 0,
+        }
+    }
 }
 
 /// The answer to a replay of rejects.
