@@ -32,7 +32,7 @@ async fn get_load(
     ApiPath(load_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     if let Some(view) = staged_loads::visible_load(&state, &caller, &load_id, Scope::Read).await? {
-        return Ok(Json(staged_loads::view_json(&view)).into_response());
+        return Ok(Json(staged_loads::wire_view(&view)).into_response());
     }
     let load_id = parse_id(&load_id, "load id")?;
     state

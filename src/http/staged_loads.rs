@@ -93,7 +93,7 @@ async fn open_load(
     };
     let pipeline = state.pipeline();
     let (view, created) = spawn_write(async move { pipeline.open_load(open).await }).await?;
-    let mut response = (StatusCode::CREATED, Json(view_json(&view))).into_response();
+    let mut response = (StatusCode::CREATED, Json(wire_view(&view))).into_response();
     let headers = response.headers_mut();
     let location = format!("/loads/{}", view.load.load_id);
     headers.insert(
@@ -267,11 +267,11 @@ pub async fn abandon_load(
     let pipeline = state.pipeline();
     let id = view.load.load_id;
     let view = spawn_write(async move { pipeline.abandon_load(id).await }).await?;
-    Ok(Json(view_json(&view)))
+    Ok(Json(wire_view(&view)))
 }
 
 /// A staged load as `GET /loads/{id}` shows it.
-pub fn view_json(view: &LoadView) -> wire::LoadView {
+pub fn wire_view(view: &LoadView) -> wire::LoadView {
     let load = &view.load;
     let mut partitions: BTreeMap<String, u64> = BTreeMap::new();
     let parts = view
