@@ -273,20 +273,23 @@ fn start_background(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     tasks
 }
 
+/// The problem a connection past its client's limit is answered: written
+/// out once, as `wire::problem::Problem` serializes it (see the test).
+const REFUSAL_BODY: &str = concat!(
+    r#"{"type":"https://idem.dev/problems/too-many-connections","#,
+    r#""title":"Too many connections","status":429,"#,
+    r#""detail":"this client has too many connections open; reuse one or retry later","#,
+    r#""code":"too_many_connections"}"#,
+    "\n"
+);
+
 /// The whole answer to a connection past its client's limit: a 429 problem,
 /// then the connection closes.
 async fn refuse_connection(mut stream: tokio::net::TcpStream) {
-    const BODY: &str = concat!(
-        r#"{"type":"https://idem.dev/problems/too-many-connections","#,
-        r#""title":"Too many connections","status":429,"#,
-        r#""detail":"this client has too many connections open; reuse one or retry later","#,
-        r#""code":"too_many_connections"}"#,
-        "\n"
-    );
     let answer = format!(
         "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/problem+json\r\n\
-         retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
-        BODY.len()
+         retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{REFUSAL_BODY}",
+        REFUSAL_BODY.len()
     );
     let write = async {
         stream.write_all(answer.as_bytes()).await?;
@@ -460,4 +463,22 @@ pub async fn migrate(args: crate::config::DatabaseArgs) -> anyhow::Result<()> {
     store.migrate().await?;
     println!("migrations applied");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::problem::ProblemCode;
+    use crate::wire::problem::Problem;
+
+    #[test]
+    fn a_refused_connection_is_answered_a_problem_like_any_other() {
+        let problem = Problem::new(
+            ProblemCode::TooManyConnections,
+            "Too many connections",
+            429,
+            "this client has too many connections open; reuse one or retry later".into(),
+        );
+        let text = serde_json::to_string(&problem).unwrap();
+        assert_eq!(super::REFUSAL_BODY, format!("{text}\n"));
+    }
 }

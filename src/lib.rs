@@ -13,6 +13,8 @@
 //!            the settings (they name ingest's limits), the counters http
 //!            and pipeline count into, the log's writer thread
 //! store      every SQL statement: idem's own tables, and write/ for a write's steps
+//! wire       the JSON forms of answers and statuses, which http serializes
+//!            and the client deserializes
 //! ingest, render
 //!            pure: body formats -> checked values -> COPY tuples and hashes;
 //!            render, its mirror: stored rows (COPY tuples) -> JSON, Parquet, Arrow
@@ -65,3 +67,6 @@ pub mod schema;
 pub mod store;
 /// What a writer expects of a day's version (If-Match, If-None-Match).
 pub mod versions;
+/// The JSON forms of idem's answers and its statuses: one type each, for
+/// the server and the client alike.
+pub mod wire;

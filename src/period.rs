@@ -192,6 +192,19 @@ impl Serialize for Period {
     }
 }
 
+/// Read as it is written: a label of any grain, or `null` for
+/// `Period::whole()`.
+impl<'de> Deserialize<'de> for Period {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Option::<String>::deserialize(deserializer)? {
+            None => Ok(Period::whole()),
+            Some(label) => Period::parse_any(&label).ok_or_else(|| {
+                serde::de::Error::custom(format!("{label:?} is not a partition's label"))
+            }),
+        }
+    }
+}
+
 impl fmt::Display for Period {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.label())
@@ -201,6 +214,21 @@ impl fmt::Display for Period {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_period_is_read_back_as_it_is_written() {
+        for label in ["2026-10-12T13", "2026-10-12", "2026-10"] {
+            let period = Period::parse_any(label).unwrap();
+            let json = serde_json::to_value(period).unwrap();
+            assert_eq!(serde_json::from_value::<Period>(json).unwrap(), period);
+        }
+        let whole = serde_json::to_value(Period::whole()).unwrap();
+        assert_eq!(
+            serde_json::from_value::<Period>(whole).unwrap(),
+            Period::whole()
+        );
+        assert!(serde_json::from_str::<Period>(r#""2026-13-01""#).is_err());
+    }
 
     #[test]
     fn labels_match_their_grain_and_name_their_period() {

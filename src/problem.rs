@@ -3,7 +3,7 @@
 //! count. Each layer names its error's code here; the HTTP status that goes
 //! with a code is the edge's business (`http::error`).
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Declares `ProblemCode` with each code's string form, and `ALL`, from one
 /// list, so no code can be missing from either.
@@ -98,6 +98,18 @@ impl Serialize for ProblemCode {
     }
 }
 
+/// Read from its string; a code this build does not know is refused.
+impl<'de> Deserialize<'de> for ProblemCode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        ProblemCode::ALL
+            .iter()
+            .copied()
+            .find(|code| code.as_str() == text)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown problem code {text:?}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -132,5 +144,10 @@ mod tests {
     fn a_code_serializes_as_its_string() {
         let json = serde_json::json!({ "code": ProblemCode::IdempotencyKeyInFlight });
         assert_eq!(json.to_string(), r#"{"code":"idempotency_key_in_flight"}"#);
+        for code in ProblemCode::ALL {
+            let text = serde_json::to_value(code).unwrap();
+            assert_eq!(serde_json::from_value::<ProblemCode>(text).unwrap(), *code);
+        }
+        assert!(serde_json::from_str::<ProblemCode>(r#""no_such_code""#).is_err());
     }
 }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::args::BackfillArgs;
 use super::progress::{watched, Progress, Unit};
 use super::put::{put_file, PutOptions, PutTarget, Scope};
-use super::receipts::{replayed, table_created_warning, Written};
+use super::receipts::{table_created_warning, Receipt, Written};
 use super::send::FileBody;
 use super::{say, Exit};
 use idem::period::Period;
@@ -230,17 +230,18 @@ async fn put_partition(args: &BackfillArgs, partition: &mut Partition, progress:
             return;
         }
     };
+    let receipt = receipt.read;
     if let Some(warning) = table_created_warning(&args.table, &receipt) {
         progress.note(&warning);
     }
-    partition.replayed = replayed(&receipt);
-    partition.result = match receipt["changed"] == true && !partition.replayed {
+    partition.replayed = receipt.replayed();
+    partition.result = match receipt.changed() && !partition.replayed {
         true => Status::Changed,
         false => Status::Unchanged,
     };
-    partition.rows = receipt["row_count"].as_u64();
+    partition.rows = Some(receipt.row_count());
     partition.written = Written::of(&receipt);
-    partition.load_id = receipt["load_id"].as_str().map(str::to_string);
+    partition.load_id = Some(receipt.load_id().to_string());
 }
 
 /// The closing table (or its JSON) on stdout, and a count on stderr.

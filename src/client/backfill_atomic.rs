@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use serde_json::Value;
+use idem::wire::loads::{LoadReceipt, Target};
+use idem::wire::status::StagedStatus;
 
 use super::args::BackfillArgs;
-use super::load::{self, open_body, Target};
+use super::load::{self, open_body};
 use super::progress::{watched, Progress, Unit};
 use super::put::file_sha256;
-use super::receipts::{replayed, Written};
-use super::send::FileBody;
+use super::receipts::{Receipt, Written};
+use super::send::{Answer, FileBody};
 use super::{backfill_key, say, with_audit, Exit};
 
 /// Parts sent at once unless `--parallel` says otherwise.
@@ -39,8 +40,8 @@ pub(super) async fn backfill_atomic(args: &BackfillArgs, periods: Vec<String>) -
     let started = Instant::now();
     match run(args, periods).await {
         Ok(receipt) => {
-            eprintln!("{}", published(&args.table, &receipt, started));
-            say(&receipt);
+            eprintln!("{}", published(&args.table, &receipt.read, started));
+            say(&receipt.json);
             Exit::Done
         }
         Err(outcome) => outcome,
@@ -49,22 +50,22 @@ pub(super) async fn backfill_atomic(args: &BackfillArgs, periods: Vec<String>) -
 
 /// What stderr says of the publish's receipt: a load published by an
 /// earlier run (its receipt replayed) wrote nothing in this one.
-fn published(table: &str, receipt: &Value, started: Instant) -> String {
-    let how = match (replayed(receipt), receipt["changed"] == true) {
+fn published(table: &str, receipt: &LoadReceipt, started: Instant) -> String {
+    let how = match (receipt.replayed(), receipt.changed) {
         (true, _) => "was published before, by an earlier run",
         (false, true) => "published, changed",
         (false, false) => "published, unchanged",
     };
     format!(
         "idem backfill: {table}: load {} {how}: {} partitions in {:.1} s: {}",
-        receipt["load_id"].as_str().unwrap_or("?"),
-        receipt["partitions"].as_array().map_or(0, Vec::len),
+        receipt.load_id,
+        receipt.partitions.len(),
         started.elapsed().as_secs_f64(),
         Written::of(receipt).said()
     )
 }
 
-async fn run(args: &BackfillArgs, periods: Vec<String>) -> Result<Value, Exit> {
+async fn run(args: &BackfillArgs, periods: Vec<String>) -> Result<Answer<LoadReceipt>, Exit> {
     let days = find_files(args, periods).await?;
     check_missing(args, &days)?;
     let files: Vec<(String, String)> = days
@@ -77,23 +78,20 @@ async fn run(args: &BackfillArgs, periods: Vec<String>) -> Result<Value, Exit> {
         with_audit(files, audit)
     });
     let target = Target::Range {
-        from: &args.from,
-        to: &args.to,
+        from: args.from.clone(),
+        to: args.to.clone(),
     };
     let audits = load::audits_of(audit).map_err(|why| {
         eprintln!("idem backfill: {why}");
         Exit::Usage
     })?;
     let body = open_body(&args.table, target, audits);
-    let view = load::open(&args.server, &body, key).await?;
-    let Some(load_id) = view["load_id"].as_str() else {
-        eprintln!("idem backfill: the server's answer names no load: {view}");
-        return Err(Exit::Refused);
-    };
-    match view["status"].as_str().unwrap_or("") {
-        "open" | "audit_failed" => send_parts(args, load_id, &days).await?,
+    let view = load::open(&args.server, &body, key).await?.read;
+    let load_id = &view.load_id.to_string();
+    match view.status {
+        StagedStatus::Open | StagedStatus::AuditFailed => send_parts(args, load_id, &days).await?,
         // Publishing it again answers its stored receipt, replayed.
-        "published" => {}
+        StagedStatus::Published => {}
         status => {
             eprintln!(
                 "idem backfill: load {load_id} is {status}: run again with --key NEW for a new load"
@@ -223,16 +221,16 @@ async fn send_day(
     let part = (day.part, Some(day.ds.as_str()));
     let sent = load::send_part(&args.server, load_id, part, &body, bar).await;
     progress.advance(1);
-    let receipt = sent?;
+    let receipt = sent?.read;
     progress.note(&format!(
         "idem: {} {}: part {} staged, {} rows{} in {:.1} s",
         args.table,
         day.ds,
         day.part,
-        receipt["rows_staged"],
-        match receipt["changed"] == false {
-            true => " (unchanged)",
-            false => "",
+        receipt.rows_staged,
+        match receipt.changed {
+            false => " (unchanged)",
+            true => "",
         },
         started.elapsed().as_secs_f64()
     ));
@@ -244,12 +242,22 @@ mod tests {
     use std::collections::HashMap;
     use std::sync::Mutex;
 
+    use std::collections::BTreeMap;
+
     use axum::extract::{Path, Query, State};
     use axum::http::{HeaderMap, StatusCode};
+    use axum::response::{IntoResponse, Response};
     use axum::routing::{post, put};
     use axum::{Json, Router};
+    use chrono::{DateTime, Utc};
     use clap::Parser;
+    use idem::names::TableName;
+    use idem::problem::ProblemCode;
+    use idem::wire::loads::{LoadView, OpenRequest, PartReceipt};
+    use idem::wire::problem::Problem;
+    use idem::wire::status::ReceiptStatus;
     use serde_json::json;
+    use uuid::Uuid;
 
     use super::*;
 
@@ -265,16 +273,36 @@ mod tests {
 
     type Shared = Arc<Mutex<Seen>>;
 
+    /// The load the stand-in server opens.
+    const LOAD: Uuid = Uuid::from_u128(1);
+
+    fn at() -> DateTime<Utc> {
+        DateTime::UNIX_EPOCH
+    }
+
     async fn open(
         State(seen): State<Shared>,
         headers: HeaderMap,
-        Json(body): Json<Value>,
-    ) -> (StatusCode, Json<Value>) {
-        let key = headers["idempotency-key"].to_str().unwrap().to_string();
-        seen.lock().unwrap().keys.push(key);
+        Json(body): Json<OpenRequest>,
+    ) -> (StatusCode, Json<LoadView>) {
+        let key = headers.get("idempotency-key").unwrap().to_str().unwrap();
+        seen.lock().unwrap().keys.push(key.to_string());
         let range = json!({"range": {"from": "2026-10-01", "to": "2026-10-03"}});
-        assert_eq!(body["target"], range);
-        let view = json!({"load_id": "L1", "status": "open"});
+        assert_eq!(body.target, range);
+        let view = LoadView {
+            audit_report: None,
+            audits: json!({}),
+            created_at: at(),
+            expires_at: at(),
+            forced: None,
+            load_id: LOAD,
+            partitions: BTreeMap::new(),
+            parts: Vec::new(),
+            receipt: None,
+            status: StagedStatus::Open,
+            table: body.table,
+            target: body.target,
+        };
         (StatusCode::CREATED, Json(view))
     }
 
@@ -283,21 +311,57 @@ mod tests {
         Path((_, n)): Path<(String, u16)>,
         Query(query): Query<HashMap<String, String>>,
         body: String,
-    ) -> (StatusCode, Json<Value>) {
+    ) -> Response {
         let mut seen = seen.lock().unwrap();
-        seen.parts.push((n, query["ds"].clone(), body));
-        match seen.closed {
-            true => (
-                StatusCode::CONFLICT,
-                Json(json!({"title": "Load not open", "code": "load_not_open"})),
-            ),
-            false => (StatusCode::OK, Json(json!({"part": n, "changed": true}))),
+        let ds = query.get("ds").cloned().unwrap_or_default();
+        seen.parts.push((n, ds, body));
+        if seen.closed {
+            let problem = Problem::new(
+                ProblemCode::LoadNotOpen,
+                "Load not open",
+                409,
+                format!("load {LOAD} is published"),
+            );
+            return (StatusCode::CONFLICT, Json(problem)).into_response();
         }
+        let receipt = PartReceipt {
+            load_id: LOAD,
+            part: u32::from(n),
+            rows_received: 1,
+            rows_staged: 1,
+            rejected: 0,
+            discarded_fields: 0,
+            content_sha256: String::new(),
+            changed: true,
+            partitions: BTreeMap::new(),
+        };
+        Json(receipt).into_response()
     }
 
-    async fn publish(State(seen): State<Shared>) -> Json<Value> {
+    async fn publish(State(seen): State<Shared>) -> Json<LoadReceipt> {
         seen.lock().unwrap().publishes += 1;
-        Json(json!({"load_id": "L1", "status": "published", "changed": true}))
+        Json(LoadReceipt {
+            load_id: LOAD,
+            table: TableName::parse("orders").unwrap(),
+            mode: "load".into(),
+            ds: None,
+            from: None,
+            to: None,
+            status: ReceiptStatus::Published,
+            partitions: Vec::new(),
+            rows_received: 2,
+            rows_written: 2,
+            duplicates: 0,
+            rejected: 0,
+            discarded_fields: 0,
+            row_count: 2,
+            content_sha256: String::new(),
+            changed: true,
+            dry_run: false,
+            audit: None,
+            forced: None,
+            replayed: Some(false),
+        })
     }
 
     /// The stand-in server's URL.

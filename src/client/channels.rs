@@ -4,16 +4,20 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use idem::problem::ProblemCode;
+use idem::wire::channels::ChannelView;
+use serde_json::json;
 
 use super::args::{ChannelsArgs, ServerArgs};
 use super::progress::{Progress, Unit};
-use super::send::{settle, settle_unless_absent, with_causes, Load, Payload, ReadFailure};
-use super::show::list;
+use super::send::{
+    read_as, settle, settle_unless_absent, with_causes, Answer, Load, Payload, ReadFailure,
+};
+use super::show::{list, Column};
 use super::{say, Exit};
 
 /// The problem code of a channel that never committed.
-const NOT_FOUND: &str = "channel_not_found";
+const NOT_FOUND: ProblemCode = ProblemCode::ChannelNotFound;
 
 /// Runs `idem channels`: a table of the caller's channels, one channel as
 /// JSON, or a channel reset.
@@ -30,14 +34,14 @@ pub async fn channels(args: ChannelsArgs) -> Exit {
 }
 
 async fn list_channels(args: &ChannelsArgs) -> Exit {
-    let columns = [
-        ("channel", "name"),
-        ("table", "table"),
-        ("offset", "committed_offset"),
-        ("kind", "offset_kind"),
-        ("commits", "commits"),
-        ("committed", "committed_at"),
-        ("load", "load_id"),
+    let columns: [Column<ChannelView>; 7] = [
+        ("channel", |c| json!(c.name)),
+        ("table", |c| json!(c.table)),
+        ("offset", |c| json!(c.committed_offset)),
+        ("kind", |c| json!(c.offset_kind)),
+        ("commits", |c| json!(c.commits)),
+        ("committed", |c| json!(c.committed_at)),
+        ("load", |c| json!(c.load_id)),
     ];
     list(&args.list, &["channels"], &[], &columns).await
 }
@@ -45,7 +49,7 @@ async fn list_channels(args: &ChannelsArgs) -> Exit {
 async fn show_channel(server: &ServerArgs, name: &str) -> Result<(), Exit> {
     match read_channel(server, name).await? {
         Some(channel) => {
-            say(channel);
+            say(channel.json);
             Ok(())
         }
         None => {
@@ -79,7 +83,10 @@ async fn reset_channel(server: &ServerArgs, name: &str) -> Result<(), Exit> {
 
 /// The channel as `GET /channels/{name}` gives it; `None` when it never
 /// committed.
-async fn read_channel(server: &ServerArgs, name: &str) -> Result<Option<Value>, Exit> {
+async fn read_channel(
+    server: &ServerArgs,
+    name: &str,
+) -> Result<Option<Answer<ChannelView>>, Exit> {
     let load = Load {
         method: reqwest::Method::GET,
         url: server.endpoint(&["channels", name], &[])?,
@@ -94,7 +101,7 @@ async fn read_channel(server: &ServerArgs, name: &str) -> Result<Option<Value>, 
         let text = response.text().await.map_err(|e| cut(with_causes(&e)))?;
         serde_json::from_str(&text).map_err(|e| cut(e.to_string()))
     };
-    settle_unless_absent(
+    let found = settle_unless_absent(
         server,
         &load,
         &Payload::Nothing,
@@ -102,7 +109,10 @@ async fn read_channel(server: &ServerArgs, name: &str) -> Result<Option<Value>, 
         Some(NOT_FOUND),
         read,
     )
-    .await
+    .await?;
+    found
+        .map(|json| read_as(json, &load.what, &progress))
+        .transpose()
 }
 
 /// The records of a file the channel `name` has committed: its offset, a
@@ -111,12 +121,13 @@ pub async fn committed_records(server: &ServerArgs, name: &str) -> Result<u64, E
     let Some(channel) = read_channel(server, name).await? else {
         return Ok(0);
     };
-    let offset = channel["committed_offset"].as_str().unwrap_or("");
+    let channel = channel.read;
+    let offset = &channel.committed_offset;
     offset.parse().map_err(|_| {
         eprintln!(
             "idem post: channel {name} has committed offset {offset:?} ({} offsets), not a \
              record number: it is fed by something else; use another channel",
-            channel["offset_kind"].as_str().unwrap_or("other")
+            channel.offset_kind
         );
         Exit::Usage
     })

@@ -6,14 +6,16 @@
 
 use std::sync::Arc;
 
+use idem::schema::AuditReport;
+use idem::wire::loads::{LoadReceipt, LoadView, OpenRequest, PartReceipt, PublishRequest, Target};
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::args::ServerArgs;
 use super::args::{LoadArgs, LoadIdArgs, LoadOpenArgs, LoadPartArgs, LoadPublishArgs, LoadStep};
 use super::progress::{watched, Progress, Unit};
-use super::receipts::{replayed, Written};
-use super::send::{report_audits, send_until_settled, FileBody, Load, Payload};
+use super::receipts::{Receipt, Written};
+use super::send::{report_audits, send_until_settled, Answer, FileBody, Load, Payload};
 use super::{load_key, say, Exit};
 
 /// Runs `idem load STEP`.
@@ -32,35 +34,32 @@ pub async fn load(args: LoadArgs) -> Exit {
     }
 }
 
-/// What a load replaces.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Target<'a> {
-    Partitions(&'a [String]),
-    Range { from: &'a str, to: &'a str },
-    Whole,
+/// The body of `POST /loads`.
+pub(super) fn open_body(table: &str, target: Target, audits: Option<Value>) -> OpenRequest {
+    OpenRequest {
+        table: table.to_string(),
+        target: target.to_value(),
+        audits,
+        ttl_seconds: None,
+    }
 }
 
-/// The body of `POST /loads`.
-pub(super) fn open_body(table: &str, target: Target<'_>, audits: Option<Value>) -> Value {
-    let target = match target {
-        Target::Partitions(partitions) => json!({ "partitions": partitions }),
-        Target::Range { from, to } => json!({ "range": { "from": from, "to": to } }),
-        Target::Whole => json!({ "table": true }),
-    };
-    let mut body = json!({ "table": table, "target": target });
-    if let Some(audits) = audits {
-        body["audits"] = audits;
-    }
-    body
+/// `request` as it is sent, and keyed (a JSON value: its members in name
+/// order, however its type declares them).
+pub(super) fn as_sent(request: &OpenRequest) -> Value {
+    serde_json::to_value(request).expect("a request serializes")
 }
 
 /// The body `idem load open`'s arguments say.
-fn open_body_of(args: &LoadOpenArgs) -> Result<Value, String> {
+fn open_body_of(args: &LoadOpenArgs) -> Result<OpenRequest, String> {
     let audits = audits_of(args.audit.as_deref())?;
     let target = match (&args.from, &args.to) {
-        (Some(from), Some(to)) => Target::Range { from, to },
-        _ if args.whole => Target::Whole,
-        _ => Target::Partitions(&args.partitions),
+        (Some(from), Some(to)) => Target::Range {
+            from: from.clone(),
+            to: to.clone(),
+        },
+        _ if args.whole => Target::TABLE,
+        _ => Target::Partitions(args.partitions.clone()),
     };
     Ok(open_body(&args.table, target, audits))
 }
@@ -98,18 +97,16 @@ fn quiet(what: &str) -> Arc<Progress> {
 }
 
 /// Opens (or finds again, under the same key) a load: its view.
-pub(super) async fn open(server: &ServerArgs, body: &Value, key: String) -> Result<Value, Exit> {
-    let table = body["table"].as_str().unwrap_or("");
-    let mut load = request(
-        server,
-        Method::POST,
-        &[],
-        &[],
-        format!("open a load of {table}"),
-    )?;
+pub(super) async fn open(
+    server: &ServerArgs,
+    body: &OpenRequest,
+    key: String,
+) -> Result<Answer<LoadView>, Exit> {
+    let what = format!("open a load of {}", body.table);
+    let mut load = request(server, Method::POST, &[], &[], what)?;
     load.key = Some(key);
     let payload = Payload::Bytes {
-        data: body.to_string().into(),
+        data: as_sent(body).to_string().into(),
         content_type: "application/json",
     };
     send_until_settled(server, &load, &payload, &quiet(&load.what)).await
@@ -124,7 +121,7 @@ pub(super) async fn send_part(
     part: (u16, Option<&str>),
     body: &FileBody,
     progress: Arc<Progress>,
-) -> Result<Value, Exit> {
+) -> Result<Answer<PartReceipt>, Exit> {
     let (n, ds) = part;
     let number = n.to_string();
     let query: Vec<_> = ds.map(|ds| ("ds", ds)).into_iter().collect();
@@ -152,14 +149,17 @@ pub(super) async fn publish(
     server: &ServerArgs,
     load_id: &str,
     force: Option<&str>,
-) -> Result<Value, Exit> {
+) -> Result<Answer<LoadReceipt>, Exit> {
     let what = format!("publish load {load_id}");
     let load = request(server, Method::POST, &[load_id, "publish"], &[], what)?;
     let payload = match force {
         Some(reason) => Payload::Bytes {
-            data: json!({ "force": true, "reason": reason })
-                .to_string()
-                .into(),
+            data: serde_json::to_string(&PublishRequest {
+                force: true,
+                reason: Some(reason.to_string()),
+            })
+            .expect("a request serializes")
+            .into(),
             content_type: "application/json",
         },
         None => Payload::Nothing,
@@ -175,13 +175,13 @@ async fn open_command(args: &LoadOpenArgs) -> Result<(), Exit> {
     let key = args
         .key
         .clone()
-        .unwrap_or_else(|| load_key(&args.table, &body));
+        .unwrap_or_else(|| load_key(&args.table, &as_sent(&body)));
     let view = open(&args.server, &body, key).await?;
     match args.json {
-        true => say(&view),
+        true => say(&view.json),
         false => {
-            say(view["load_id"].as_str().unwrap_or(""));
-            eprintln!("{view}");
+            say(view.read.load_id);
+            eprintln!("{}", view.json);
         }
     }
     Ok(())
@@ -203,21 +203,21 @@ async fn part_command(args: &LoadPartArgs) -> Result<(), Exit> {
     ));
     let part = (args.n, args.ds.as_deref());
     let receipt = send_part(&args.server, &args.load_id, part, &body, progress).await?;
-    say(&receipt);
+    say(&receipt.json);
     Ok(())
 }
 
 async fn publish_command(args: &LoadPublishArgs) -> Result<(), Exit> {
     let force = args.force.then_some(args.reason.as_deref().unwrap_or(""));
     let receipt = publish(&args.server, &args.load_id, force).await?;
-    if replayed(&receipt) {
+    if receipt.read.replayed() {
         eprintln!(
             "idem load publish: load {} was published before; its receipt is that publish's: {}",
             args.load_id,
-            Written::of(&receipt).said()
+            Written::of(&receipt.read).said()
         );
     }
-    say(&receipt);
+    say(&receipt.json);
     Ok(())
 }
 
@@ -232,15 +232,16 @@ async fn audit_command(args: &LoadIdArgs) -> Result<(), Exit> {
         what,
     )?;
     let progress = quiet(&load.what);
-    let report = send_until_settled(&args.server, &load, &Payload::Nothing, &progress).await?;
-    say(&report);
-    match report["passed"] == false {
-        true => {
+    let report: Answer<AuditReport> =
+        send_until_settled(&args.server, &load, &Payload::Nothing, &progress).await?;
+    say(&report.json);
+    match report.read.passed {
+        false => {
             progress.note(&format!("idem: load {}: an audit failed", args.load_id));
-            report_audits(&report, &progress);
+            report_audits(&report.read, &progress);
             Err(Exit::Refused)
         }
-        false => Ok(()),
+        true => Ok(()),
     }
 }
 
@@ -248,9 +249,9 @@ async fn audit_command(args: &LoadIdArgs) -> Result<(), Exit> {
 async fn simple(args: &LoadIdArgs, method: Method, step: &str) -> Result<(), Exit> {
     let what = format!("{step} load {}", args.load_id);
     let load = request(&args.server, method, &[&args.load_id], &[], what)?;
-    let answer =
+    let answer: Answer<Value> =
         send_until_settled(&args.server, &load, &Payload::Nothing, &quiet(&load.what)).await?;
-    say(&answer);
+    say(&answer.json);
     Ok(())
 }
 
@@ -258,6 +259,7 @@ async fn simple(args: &LoadIdArgs, method: Method, step: &str) -> Result<(), Exi
 mod tests {
     use super::*;
     use clap::Parser;
+    use serde_json::json;
 
     #[derive(Parser)]
     struct Cli {
@@ -276,8 +278,9 @@ mod tests {
     #[test]
     fn open_takes_exactly_one_target_and_says_it_as_the_contract_does() {
         let days = open_args(&["--partitions", "2026-10-01,2026-10-02"]).unwrap();
+        let sent = |args: &LoadOpenArgs| as_sent(&open_body_of(args).unwrap());
         assert_eq!(
-            open_body_of(&days).unwrap(),
+            sent(&days),
             json!({"table": "orders", "target": {"partitions": ["2026-10-01", "2026-10-02"]}})
         );
         let after = Cli::try_parse_from(["idem", "open", "--partitions", "2026-10-01", "orders"]);
@@ -290,12 +293,12 @@ mod tests {
         );
         let week = open_args(&["--from", "2026-10-01", "--to", "2026-10-07"]).unwrap();
         assert_eq!(
-            open_body_of(&week).unwrap()["target"],
+            open_body_of(&week).unwrap().target,
             json!({"range": {"from": "2026-10-01", "to": "2026-10-07"}})
         );
         let whole = open_args(&["--whole", "--audit", r#"{"min_rows":10}"#]).unwrap();
         assert_eq!(
-            open_body_of(&whole).unwrap(),
+            sent(&whole),
             json!({"table": "orders", "target": {"table": true}, "audits": {"min_rows": 10}})
         );
         assert!(open_args(&["--whole", "--audit", "[1]"]).is_err());

@@ -2,9 +2,10 @@
 //! orchestrators and people run to load files into an idem server, with the
 //! discipline every caller needs (one Idempotency-Key for every retry of a
 //! load, retries only of what a retry can cure, exit codes a task can act
-//! on). It talks to the server over HTTP only, and uses none of the server's
-//! modules but `period` (what a partition is called). It belongs to the
-//! binary, not to the library, so no part of the server can reach it.
+//! on). It talks to the server over HTTP only: of the library it uses the
+//! forms of the answers it reads (`wire`, and the types they are made of)
+//! and `period` (what a partition is called). It belongs to the binary, not
+//! to the library, so no part of the server can reach it.
 
 pub mod args;
 pub mod backfill;

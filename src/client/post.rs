@@ -9,13 +9,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
+use idem::wire::receipts::PostAnswer;
+use serde::Serialize;
 
 use super::args::PostArgs;
 use super::channels::committed_records;
 use super::progress::{watched, Progress, Unit};
 use super::put::file_sha256;
-use super::receipts::{table_created_warning, Written};
+use super::receipts::{table_created_warning, Receipt, Written};
 use super::records::Records;
 use super::row_groups::{row_group_count, row_group_file};
 use super::send::{is_columnar, send_until_settled, FileBody, Load, Payload, PARQUET};
@@ -73,7 +74,30 @@ struct Tally {
     /// By this run, and by the earlier runs whose batches were replayed.
     written: Written,
     /// The last committed offset a channel's answer named.
-    committed_offset: Option<serde_json::Value>,
+    committed_offset: Option<String>,
+}
+
+/// What `idem post` prints: the batches and rows, and on a channel where
+/// it started and the offset it left.
+#[derive(Serialize)]
+struct Summary<'a> {
+    table: &'a str,
+    batches: u64,
+    new: u64,
+    replayed: u64,
+    rows_received: u64,
+    #[serde(flatten)]
+    written: Written,
+    #[serde(flatten)]
+    channel: Option<ChannelSummary<'a>>,
+}
+
+/// A channel's part of the summary.
+#[derive(Serialize)]
+struct ChannelSummary<'a> {
+    channel: &'a str,
+    records_skipped: u64,
+    committed_offset: String,
 }
 
 async fn send_batches(
@@ -115,10 +139,12 @@ async fn send_batches(
             content_type: body.content_type,
         };
         let receipt = send_until_settled(&args.server, &load, &payload, progress).await?;
-        tally.add(&receipt, &args.table, progress);
+        tally.add(&receipt.read, &args.table, progress);
         progress.advance(batch.file_bytes);
         progress.add_rows(batch.rows);
-        catch_up(&receipt, &mut records).await.map_err(unreadable)?;
+        catch_up(&receipt.read, &mut records)
+            .await
+            .map_err(unreadable)?;
     }
     progress.finish();
     progress.note(&tally.said(&args.table, started));
@@ -175,7 +201,7 @@ async fn send_columnar(
         };
         let load = post_load(url, key, what);
         let receipt = send_until_settled(&args.server, &load, &payload, progress).await?;
-        tally.add(&receipt, &args.table, progress);
+        tally.add(&receipt.read, &args.table, progress);
     }
     progress.finish();
     progress.note(&tally.said(&args.table, started));
@@ -226,11 +252,9 @@ async fn skip_committed(
 /// killed with a request in flight, whose batch the server committed after
 /// this run read the offset), so that no next batch starts inside a range
 /// the server holds.
-async fn catch_up(receipt: &serde_json::Value, records: &mut Records) -> std::io::Result<()> {
-    let committed = match (&receipt["committed"], &receipt["committed_offset"]) {
-        (serde_json::Value::Bool(false), serde_json::Value::String(offset)) => {
-            offset.parse::<u64>()
-        }
+async fn catch_up(receipt: &PostAnswer, records: &mut Records) -> std::io::Result<()> {
+    let committed = match receipt.channel() {
+        Some(channel) if !channel.committed => channel.committed_offset.parse::<u64>(),
         _ => return Ok(()),
     };
     if let Ok(committed) = committed {
@@ -298,18 +322,17 @@ impl Tally {
     /// A receipt of `table`; a channel's `"committed": false` (the batch's
     /// offset was committed before) counts as replayed: the server has its
     /// rows. A write that made the table says so on `progress`.
-    fn add(&mut self, receipt: &serde_json::Value, table: &str, progress: &Progress) {
+    fn add(&mut self, receipt: &PostAnswer, table: &str, progress: &Progress) {
         if let Some(warning) = table_created_warning(table, receipt) {
             progress.note(&warning);
         }
-        let count = |field: &str| receipt[field].as_u64().unwrap_or(0);
         self.batches += 1;
-        let answered_before = receipt["replayed"] == true || receipt["committed"] == false;
-        self.replayed += u64::from(answered_before);
-        self.rows_received += count("rows_received");
+        let skipped = receipt.channel().is_some_and(|c| !c.committed);
+        self.replayed += u64::from(receipt.replayed() || skipped);
+        self.rows_received += receipt.rows_received();
         self.written.add(Written::of(receipt));
-        if !receipt["committed_offset"].is_null() {
-            self.committed_offset = Some(receipt["committed_offset"].clone());
+        if let Some(channel) = receipt.channel() {
+            self.committed_offset = Some(channel.committed_offset.clone());
         }
     }
 
@@ -329,24 +352,28 @@ impl Tally {
     /// The summary on stdout; with a channel, its name, the records skipped
     /// at the start and the offset committed at the end.
     fn summary(&self, table: &str, resume: &Resume) -> serde_json::Value {
-        let mut summary = json!({
-            "table": table,
-            "batches": self.batches,
-            "new": self.batches - self.replayed,
-            "replayed": self.replayed,
-            "rows_received": self.rows_received,
-            "rows_written": self.written.now,
-            "rows_written_before": self.written.before,
-        });
-        if let Resume::Channel { name, skipped } = resume {
-            summary["channel"] = json!(name);
-            summary["records_skipped"] = json!(skipped);
-            summary["committed_offset"] = match &self.committed_offset {
-                Some(offset) => offset.clone(),
+        let channel = match resume {
+            Resume::Channel { name, skipped } => Some(ChannelSummary {
+                channel: name,
+                records_skipped: *skipped,
                 // Nothing sent: the offset stands where it was.
-                None => json!(skipped.to_string()),
-            };
-        }
-        summary
+                committed_offset: self
+                    .committed_offset
+                    .clone()
+                    .unwrap_or_else(|| skipped.to_string()),
+            }),
+            Resume::Keys { .. } => None,
+        };
+        let summary = Summary {
+            table,
+            batches: self.batches,
+            new: self.batches - self.replayed,
+            replayed: self.replayed,
+            rows_received: self.rows_received,
+            written: self.written,
+            channel,
+        };
+        // A JSON value, so that its members print in name order.
+        serde_json::to_value(summary).expect("a summary serializes")
     }
 }

@@ -7,13 +7,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use idem::wire::receipts::PutAnswer;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use super::args::{BadRowsArg, CreateArg, PutArgs, ServerArgs};
 use super::progress::{watched, Progress, Unit};
-use super::receipts::{replayed, table_created_warning, Written};
-use super::send::{send_until_settled, FileBody, Load, Payload};
+use super::receipts::{table_created_warning, Receipt, Written};
+use super::send::{send_until_settled, Answer, FileBody, Load, Payload};
 use super::{put_key, say, Asks, Exit};
 
 /// Runs `idem put`: the receipt on stdout.
@@ -46,10 +47,10 @@ pub async fn put(args: PutArgs) -> Exit {
     let progress = Progress::new(&what, Unit::Bytes, None, watched(args.server.quiet));
     match put_file(&args.server, target, &body, Arc::new(progress)).await {
         Ok(receipt) => {
-            for line in notes(&what, target.table, &receipt) {
+            for line in notes(&what, target.table, &receipt.read) {
                 eprintln!("{line}");
             }
-            say(&receipt);
+            say(&receipt.json);
             Exit::Done
         }
         Err(outcome) => outcome,
@@ -59,9 +60,9 @@ pub async fn put(args: PutArgs) -> Exit {
 /// What stderr says beside a put's receipt: that the table was made by
 /// this write (or the one it replays), and that a replayed receipt's rows
 /// were written before this run.
-fn notes(what: &str, table: &str, receipt: &serde_json::Value) -> Vec<String> {
+fn notes(what: &str, table: &str, receipt: &PutAnswer) -> Vec<String> {
     let mut notes: Vec<String> = table_created_warning(table, receipt).into_iter().collect();
-    if replayed(receipt) {
+    if receipt.replayed() {
         notes.push(format!(
             "idem put: {what}: replayed from the server's record of an earlier run: {}",
             Written::of(receipt).said()
@@ -158,7 +159,7 @@ pub(super) async fn put_file(
     target: PutTarget<'_>,
     body: &FileBody,
     progress: Arc<Progress>,
-) -> Result<serde_json::Value, Exit> {
+) -> Result<Answer<PutAnswer>, Exit> {
     let unreadable = |e: std::io::Error| {
         progress.note(&format!("idem: cannot read {}: {e}", body.path().display()));
         Exit::Usage

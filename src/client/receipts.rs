@@ -5,13 +5,101 @@
 //! table (`"table_created": true`) is worth a warning, since a misspelt
 //! table name makes one too.
 
+use idem::wire::loads::LoadReceipt;
+use idem::wire::receipts::{PostAnswer, PutAnswer, PutReceipt, ReplayReceipt};
 use serde::Serialize;
-use serde_json::Value;
 
-/// Whether `receipt` was answered from the server's record of an earlier
-/// request.
-pub(super) fn replayed(receipt: &Value) -> bool {
-    receipt["replayed"] == true
+/// What the summaries read of a write's receipt, whatever its kind.
+pub(super) trait Receipt {
+    /// Answered from the server's record of an earlier request.
+    fn replayed(&self) -> bool;
+    /// The rows it says were written (by this request, or the one it
+    /// replays).
+    fn rows_written(&self) -> u64;
+    /// Its write made the table, which nobody had declared.
+    fn table_created(&self) -> bool {
+        false
+    }
+}
+
+impl Receipt for PutReceipt {
+    fn replayed(&self) -> bool {
+        self.replayed
+    }
+
+    fn rows_written(&self) -> u64 {
+        self.rows_written
+    }
+
+    fn table_created(&self) -> bool {
+        self.table_created
+    }
+}
+
+impl Receipt for LoadReceipt {
+    fn replayed(&self) -> bool {
+        self.replayed == Some(true)
+    }
+
+    fn rows_written(&self) -> u64 {
+        self.rows_written
+    }
+}
+
+impl Receipt for PutAnswer {
+    fn replayed(&self) -> bool {
+        match self {
+            PutAnswer::Day(r) => r.replayed(),
+            PutAnswer::Load(r) => r.replayed(),
+        }
+    }
+
+    fn rows_written(&self) -> u64 {
+        match self {
+            PutAnswer::Day(r) => r.rows_written(),
+            PutAnswer::Load(r) => r.rows_written(),
+        }
+    }
+
+    fn table_created(&self) -> bool {
+        match self {
+            PutAnswer::Day(r) => r.table_created(),
+            PutAnswer::Load(r) => r.table_created(),
+        }
+    }
+}
+
+impl Receipt for PostAnswer {
+    fn replayed(&self) -> bool {
+        match self {
+            PostAnswer::Rows(r) => r.replayed,
+            PostAnswer::Skipped(r) => r.replayed,
+        }
+    }
+
+    fn rows_written(&self) -> u64 {
+        match self {
+            PostAnswer::Rows(r) => r.rows_written,
+            PostAnswer::Skipped(_) => 0,
+        }
+    }
+
+    fn table_created(&self) -> bool {
+        match self {
+            PostAnswer::Rows(r) => r.table_created,
+            PostAnswer::Skipped(_) => false,
+        }
+    }
+}
+
+impl Receipt for ReplayReceipt {
+    fn replayed(&self) -> bool {
+        self.replayed
+    }
+
+    fn rows_written(&self) -> u64 {
+        self.rows_written
+    }
 }
 
 /// The rows `receipt` says were written: by this run, or (replayed)
@@ -25,9 +113,9 @@ pub(super) struct Written {
 }
 
 impl Written {
-    pub fn of(receipt: &Value) -> Self {
-        let rows = receipt["rows_written"].as_u64().unwrap_or(0);
-        match replayed(receipt) {
+    pub fn of(receipt: &impl Receipt) -> Self {
+        let rows = receipt.rows_written();
+        match receipt.replayed() {
             true => Written {
                 now: 0,
                 before: rows,
@@ -66,11 +154,11 @@ impl std::iter::Sum for Written {
 
 /// The warning (for stderr) when the write of `receipt` made `table`,
 /// which nobody had declared.
-pub(super) fn table_created_warning(table: &str, receipt: &Value) -> Option<String> {
-    if receipt["table_created"] != true {
+pub(super) fn table_created_warning(table: &str, receipt: &impl Receipt) -> Option<String> {
+    if !receipt.table_created() {
         return None;
     }
-    let by = match replayed(receipt) {
+    let by = match receipt.replayed() {
         true => "an earlier run of this write",
         false => "this write",
     };
@@ -83,12 +171,40 @@ pub(super) fn table_created_warning(table: &str, receipt: &Value) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    /// A receipt that says only what the summaries read.
+    struct Said {
+        rows_written: u64,
+        replayed: bool,
+        table_created: bool,
+    }
+
+    impl Receipt for Said {
+        fn replayed(&self) -> bool {
+            self.replayed
+        }
+
+        fn rows_written(&self) -> u64 {
+            self.rows_written
+        }
+
+        fn table_created(&self) -> bool {
+            self.table_created
+        }
+    }
+
+    fn said(rows_written: u64, replayed: bool, table_created: bool) -> Said {
+        Said {
+            rows_written,
+            replayed,
+            table_created,
+        }
+    }
 
     #[test]
     fn a_replayed_receipt_counts_as_written_before_not_now() {
-        let fresh = json!({"rows_written": 5, "replayed": false});
-        let replayed = json!({"rows_written": 7, "replayed": true});
+        let fresh = said(5, false, false);
+        let replayed = said(7, true, false);
         let mut total = Written::of(&fresh);
         total.add(Written::of(&replayed));
         assert_eq!(total, Written { now: 5, before: 7 });
@@ -101,14 +217,12 @@ mod tests {
 
     #[test]
     fn only_a_receipt_that_made_its_table_warns() {
-        let made = json!({"table_created": true, "replayed": false});
-        let warning = table_created_warning("nosuch", &made).unwrap();
+        let warning = table_created_warning("nosuch", &said(1, false, true)).unwrap();
         assert!(warning.contains("table nosuch was not declared; this write created it"));
-        let again = json!({"table_created": true, "replayed": true});
-        let warning = table_created_warning("nosuch", &again).unwrap();
+        let warning = table_created_warning("nosuch", &said(1, true, true)).unwrap();
         assert!(warning.contains("an earlier run of this write created it"));
         assert_eq!(
-            table_created_warning("orders", &json!({"changed": true})),
+            table_created_warning("orders", &said(1, false, false)),
             None
         );
     }

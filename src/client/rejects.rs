@@ -4,13 +4,17 @@
 
 use std::sync::Arc;
 
+use idem::ingest::reject_spool::Problem;
+use idem::wire::receipts::ReplayReceipt;
+use idem::wire::rejects::RejectView;
 use serde_json::{json, Value};
+use uuid::Uuid;
 
 use super::args::{RejectsArgs, ReplayArgs};
 use super::progress::{Progress, Unit};
-use super::receipts::{replayed, Written};
+use super::receipts::{Receipt, Written};
 use super::send::{send_until_settled, Load, Payload};
-use super::show::list;
+use super::show::{list, Column};
 use super::{say, Exit};
 
 /// Most calls one `idem replay` makes (each takes up to 10,000 rejects).
@@ -18,21 +22,34 @@ const MAX_REPLAY_CALLS: u32 = 1000;
 
 /// Runs `idem rejects`: oldest first, by load and record.
 pub async fn rejects(args: RejectsArgs) -> Exit {
-    let columns = [
-        ("load", "load_id"),
-        ("record", "record"),
-        ("line", "line"),
-        ("ds", "ds"),
-        ("status", "status"),
-        ("tries", "tries"),
-        ("errors", "errors"),
-        ("received", "received_at"),
+    let columns: [Column<RejectView>; 8] = [
+        ("load", |r| json!(r.load_id)),
+        ("record", |r| json!(r.record)),
+        ("line", |r| json!(r.line)),
+        ("ds", |r| json!(r.ds)),
+        ("status", |r| json!(r.status)),
+        ("tries", |r| json!(r.tries)),
+        ("errors", |r| json!(errors_said(&r.errors))),
+        ("received", |r| json!(r.received_at)),
     ];
     let mut query = vec![("table", args.table.as_str())];
     if let Some(status) = &args.status {
         query.push(("status", status.as_str()));
     }
     list(&args.list, &["rejects"], &query, &columns).await
+}
+
+/// A reject's problems in one cell: `column: message` each (the message
+/// alone for a row's own problem).
+fn errors_said(errors: &[Problem]) -> String {
+    errors
+        .iter()
+        .map(|problem| match problem.column.as_deref() {
+            Some(column) if !column.is_empty() => format!("{column}: {}", problem.message),
+            _ => problem.message.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What the replay calls added up to.
@@ -48,23 +65,22 @@ struct Tally {
     written: Written,
     expired: u64,
     still_pending: u64,
-    load_ids: Vec<Value>,
+    load_ids: Vec<Uuid>,
 }
 
 impl Tally {
-    fn add(&mut self, receipt: &Value) {
-        let count = |field: &str| receipt[field].as_u64().unwrap_or(0);
+    fn add(&mut self, receipt: &ReplayReceipt) {
         self.calls += 1;
         self.written.add(Written::of(receipt));
-        self.still_pending = count("still_pending");
-        self.load_ids.push(receipt["load_id"].clone());
-        if replayed(receipt) {
+        self.still_pending = receipt.still_pending;
+        self.load_ids.push(receipt.load_id);
+        if receipt.replayed() {
             self.answered_before += 1;
             return;
         }
-        self.tried += count("tried");
-        self.rows_replayed += count("rows_replayed");
-        self.expired += count("expired");
+        self.tried += receipt.tried;
+        self.rows_replayed += receipt.rows_replayed;
+        self.expired += receipt.expired;
     }
 
     /// The summary on stdout.
@@ -114,15 +130,15 @@ pub async fn replay(args: ReplayArgs) -> Exit {
             headers: Vec::new(),
             what: format!("replay {} (call {})", args.table, tally.calls + 1),
         };
-        let receipt =
-            match send_until_settled(&args.server, &load, &Payload::Nothing, &progress).await {
-                Ok(receipt) => receipt,
-                Err(outcome) => return outcome,
-            };
+        let sent = send_until_settled(&args.server, &load, &Payload::Nothing, &progress).await;
+        let receipt: ReplayReceipt = match sent {
+            Ok(receipt) => receipt.read,
+            Err(outcome) => return outcome,
+        };
         tally.add(&receipt);
         // Rejects that stay bad are tried again on the next call only after
         // the others: a call that replayed none has nothing more to gain.
-        if receipt["more_pending"] != true || receipt["rows_replayed"].as_u64() == Some(0) {
+        if !receipt.more_pending || receipt.rows_replayed == 0 {
             break;
         }
     }

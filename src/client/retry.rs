@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use chrono::{DateTime, Utc};
+use idem::problem::ProblemCode;
 
 /// What an answer (or its absence) means for the load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,11 +42,12 @@ pub fn verdict(status: Option<u16>, retry_after: Option<&str>, now: DateTime<Utc
 /// request (published, abandoned, expired), the table has no partitions,
 /// or a channel's offsets are of another kind, so waiting cures nothing.
 /// Other 409s ("not now") stay retried.
-pub fn final_conflict(status: u16, code: &str) -> bool {
+pub fn final_conflict(status: u16, code: Option<ProblemCode>) -> bool {
+    use ProblemCode::*;
     status == 409
         && matches!(
             code,
-            "load_not_open" | "load_published" | "not_partitioned" | "channel_kind"
+            Some(LoadNotOpen | LoadPublished | NotPartitioned | ChannelKind)
         )
 }
 
@@ -156,11 +158,16 @@ mod tests {
         );
         // A refusal's Retry-After changes nothing.
         assert_eq!(verdict(Some(422), Some("7"), now), Verdict::Refused);
-        assert!(final_conflict(409, "load_not_open"));
-        assert!(final_conflict(409, "load_published"));
-        assert!(final_conflict(409, "channel_kind"));
-        assert!(!final_conflict(409, "idempotency_key_in_flight"));
-        assert!(!final_conflict(422, "load_not_open"));
+        let code = |code| Some(code);
+        assert!(final_conflict(409, code(ProblemCode::LoadNotOpen)));
+        assert!(final_conflict(409, code(ProblemCode::LoadPublished)));
+        assert!(final_conflict(409, code(ProblemCode::ChannelKind)));
+        assert!(!final_conflict(
+            409,
+            code(ProblemCode::IdempotencyKeyInFlight)
+        ));
+        assert!(!final_conflict(409, None));
+        assert!(!final_conflict(422, code(ProblemCode::LoadNotOpen)));
     }
 
     #[test]

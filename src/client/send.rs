@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 use futures::TryStreamExt;
 
 use chrono::Utc;
+use idem::problem::ProblemCode;
+use idem::schema::AuditReport;
+use idem::wire::problem::Problem;
 use reqwest::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
+use serde::de::DeserializeOwned;
 use tokio_util::io::ReaderStream;
 
 use super::args::ServerArgs;
@@ -191,22 +195,50 @@ pub enum ReadFailure {
     Local(String),
 }
 
-/// Sends a write until it is settled: its receipt, or how it ended (why
-/// is said on stderr).
-pub async fn send_until_settled(
+/// A 2xx answer: its JSON as the server sent it (what a command prints,
+/// every field of it) and the same read as the type its request answers
+/// (what a command reads).
+pub struct Answer<T> {
+    pub json: serde_json::Value,
+    pub read: T,
+}
+
+/// `json`, an answer to `what`, read as `T`. An answer this client cannot
+/// read is said on `progress`, and ends the command (its outcome unknown:
+/// a rerun under the same key is answered from the server's record).
+pub fn read_as<T: DeserializeOwned>(
+    json: serde_json::Value,
+    what: &str,
+    progress: &Progress,
+) -> Result<Answer<T>, Exit> {
+    match T::deserialize(&json) {
+        Ok(read) => Ok(Answer { json, read }),
+        Err(e) => {
+            progress.note(&format!(
+                "idem: {what}: the server's answer is not one this client reads ({e}): {json}"
+            ));
+            Err(Exit::GaveUp)
+        }
+    }
+}
+
+/// Sends a write until it is settled: its answer (see `Answer`), or how
+/// it ended (why is said on stderr).
+pub async fn send_until_settled<T: DeserializeOwned>(
     server: &ServerArgs,
     load: &Load,
     body: &Payload<'_>,
     progress: &Arc<Progress>,
-) -> Result<serde_json::Value, Exit> {
-    settle(server, load, body, progress, |response| async move {
+) -> Result<Answer<T>, Exit> {
+    let json = settle(server, load, body, progress, |response| async move {
         let text = response
             .text()
             .await
             .map_err(|e| ReadFailure::Cut(with_causes(&e)))?;
         Ok(serde_json::from_str(&text).unwrap_or_default())
     })
-    .await
+    .await?;
+    read_as(json, &load.what, progress)
 }
 
 /// Sends `load` until a 2xx answer is read by `read` (an answer cut off is
@@ -236,7 +268,7 @@ pub async fn settle_unless_absent<T, F, Fut>(
     load: &Load,
     body: &Payload<'_>,
     progress: &Arc<Progress>,
-    absent: Option<&str>,
+    absent: Option<ProblemCode>,
     read: F,
 ) -> Result<Option<T>, Exit>
 where
@@ -253,9 +285,7 @@ where
         let (after, why) = match attempt_once(&client, server, load, body, progress, &read).await {
             Attempt::Read(value) => return Ok(Some(value)),
             Attempt::Answered { status, body, .. }
-                if status == 404
-                    && absent.is_some()
-                    && problem_code(&body).as_deref() == absent =>
+                if status == 404 && absent.is_some() && problem_code(&body) == absent =>
             {
                 return Ok(None)
             }
@@ -301,16 +331,17 @@ where
 /// The verdict on an answer: a final 409 (see `final_conflict`) is a
 /// refusal, whatever its status alone would say.
 fn settled_verdict(status: u16, retry_after: Option<&str>, body: &str) -> Verdict {
-    match final_conflict(status, problem_code(body).as_deref().unwrap_or("")) {
+    match final_conflict(status, problem_code(body)) {
         true => Verdict::Refused,
         false => verdict(Some(status), retry_after, Utc::now()),
     }
 }
 
 /// The `code` of a problem body, if it is one.
-fn problem_code(body: &str) -> Option<String> {
-    let problem: serde_json::Value = serde_json::from_str(body).ok()?;
-    problem["code"].as_str().map(str::to_string)
+fn problem_code(body: &str) -> Option<ProblemCode> {
+    serde_json::from_str::<Problem>(body)
+        .ok()
+        .map(|problem| problem.code)
 }
 
 /// What to do about a 401: the token is where the client looks for it.
@@ -411,11 +442,9 @@ pub(super) fn with_causes(error: &dyn std::error::Error) -> String {
 }
 
 /// One line with the problem's title, detail and code, then the first bad
-/// rows of a 422.
+/// rows of a 422, or the failed audits of a refused publish.
 fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
-    let problem: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    let text = |field: &str| problem[field].as_str().unwrap_or("").to_string();
-    if problem["title"].is_null() {
+    let Ok(problem) = serde_json::from_str::<Problem>(body) else {
         // Not a problem (a proxy's page, say): its first words.
         let start: String = body.chars().take(200).collect();
         let start = start.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -424,57 +453,46 @@ fn report_refusal(load: &Load, status: u16, body: &str, progress: &Progress) {
             load.what
         ));
         return;
-    }
+    };
     progress.note(&format!(
         "idem: {}: refused, HTTP {status} {}: {} (code {})",
-        load.what,
-        text("title"),
-        text("detail"),
-        text("code")
+        load.what, problem.title, problem.detail, problem.code
     ));
-    report_audits(&problem["report"], progress);
-    for row in problem["errors"].as_array().into_iter().flatten().take(5) {
+    if let Some(report) = &problem.report {
+        report_audits(report, progress);
+    }
+    for row in problem.errors.iter().flatten().take(5) {
         progress.note(&format!(
             "  line {}, column {}: {}",
-            row["line"],
-            row["column"].as_str().unwrap_or("-"),
-            row["message"].as_str().unwrap_or("")
+            row.line,
+            row.column.as_deref().unwrap_or("-"),
+            row.message
         ));
     }
 }
 
 /// The failed audits of an `audit_failed` problem's report, said one line
 /// each (expected, found), then its first example row.
-pub(super) fn report_audits(report: &serde_json::Value, progress: &Progress) {
+pub(super) fn report_audits(report: &AuditReport, progress: &Progress) {
     for line in audit_lines(report) {
         progress.note(&line);
     }
 }
 
 /// The lines `report_audits` says.
-fn audit_lines(report: &serde_json::Value) -> Vec<String> {
+fn audit_lines(report: &AuditReport) -> Vec<String> {
     let mut lines = Vec::new();
-    let audits = report["audits"].as_array().into_iter().flatten();
-    for audit in audits.filter(|audit| audit["passed"] == false) {
-        let scope = match (&audit["partition"], &audit["columns"]) {
-            (serde_json::Value::String(ds), _) => format!(" {ds}"),
-            (_, serde_json::Value::Array(columns)) => format!(
-                " ({})",
-                columns
-                    .iter()
-                    .map(|c| c.as_str().unwrap_or("?"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            _ => String::new(),
+    for audit in report.audits.iter().filter(|audit| !audit.passed) {
+        let scope = match (&audit.partition, &audit.columns) {
+            (Some(ds), _) => format!(" {ds}"),
+            (None, Some(columns)) => format!(" ({})", columns.join(", ")),
+            (None, None) => String::new(),
         };
         lines.push(format!(
             "  audit {}{scope} failed: expected {}, found {}",
-            audit["audit"].as_str().unwrap_or("?"),
-            audit["expected"],
-            audit["found"]
+            audit.audit, audit.expected, audit.found
         ));
-        if let Some(example) = audit["examples"].get(0) {
+        if let Some(example) = audit.examples.first() {
             lines.push(format!("    e.g. {example}"));
         }
     }
@@ -487,14 +505,16 @@ mod tests {
 
     #[test]
     fn a_failed_audit_is_said_with_its_partition_or_columns_and_an_example() {
-        let report = serde_json::json!({"passed": false, "audits": [
-            {"audit": "min_rows", "partition": "2026-10-04", "columns": null, "passed": false,
-             "expected": 5, "found": 2, "examples": []},
-            {"audit": "not_null", "partition": null, "columns": ["status"], "passed": false,
-             "expected": 0, "found": 1, "examples": [{"order_id": 7, "status": null}]},
-            {"audit": "max_rows", "partition": "2026-10-04", "columns": null, "passed": true,
-             "expected": 9, "found": 2, "examples": []}
-        ]});
+        let report: AuditReport =
+            serde_json::from_value(serde_json::json!({"passed": false, "audits": [
+                {"audit": "min_rows", "partition": "2026-10-04", "columns": null, "passed": false,
+                 "expected": 5, "found": 2, "examples": []},
+                {"audit": "not_null", "partition": null, "columns": ["status"], "passed": false,
+                 "expected": 0, "found": 1, "examples": [{"order_id": 7, "status": null}]},
+                {"audit": "max_rows", "partition": "2026-10-04", "columns": null, "passed": true,
+                 "expected": 9, "found": 2, "examples": []}
+            ]}))
+            .unwrap();
         assert_eq!(
             audit_lines(&report),
             [

@@ -8,14 +8,20 @@ use std::sync::Arc;
 
 use comfy_table::Table;
 use futures::TryStreamExt;
+use idem::period::Grain;
+use idem::wire::keys::KeyRecord;
+use idem::wire::loads::LedgerLoad;
+use idem::wire::tables::{PartitionView, TableView};
 use reqwest::header::LINK;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
 use super::args::{GetArgs, KeyArgs, ListArgs, LoadsArgs, PartitionsArgs, RowsFormat, ServerArgs};
 use super::progress::{Progress, Unit};
 use super::send::{
-    content_type_of, settle, with_causes, Load, Payload, ReadFailure, ARROW_STREAM, PARQUET,
+    content_type_of, read_as, settle, with_causes, Load, Payload, ReadFailure, ARROW_STREAM,
+    PARQUET,
 };
 use super::{say, Exit};
 
@@ -144,33 +150,34 @@ async fn deliver(file: tempfile::NamedTempFile, output: Option<&Path>) -> std::i
 
 /// Runs `idem tables`.
 pub async fn tables(args: ListArgs) -> Exit {
-    let columns = [
-        ("table", "name"),
-        ("partitions", "partitions"),
-        ("rows", "rows"),
-        ("grain", "grain"),
-        ("primary key", "primary_key"),
-        ("updated", "updated_at"),
+    let columns: [Column<TableView>; 6] = [
+        ("table", |t| json!(t.def.name)),
+        ("partitions", partitions_shown),
+        ("rows", |t| json!(t.rows)),
+        ("grain", |t| json!(t.def.grain)),
+        ("primary key", |t| json!(t.def.primary_key)),
+        ("updated", |t| json!(t.updated_at)),
     ];
-    list_shown(&args, &["tables"], &[], &columns, whole_has_no_partitions).await
+    list(&args, &["tables"], &[], &columns).await
 }
 
 /// A table without partitions shows `whole` for them, not a count of 0
 /// that reads as a partitioned table still empty.
-fn whole_has_no_partitions(table: &mut Value) {
-    if table["grain"] == "whole" {
-        table["partitions"] = Value::from("whole");
+fn partitions_shown(table: &TableView) -> Value {
+    match table.def.grain {
+        Grain::Whole => json!("whole"),
+        _ => json!(table.partitions),
     }
 }
 
 /// Runs `idem partitions TABLE`.
 pub async fn partitions(args: PartitionsArgs) -> Exit {
-    let columns = [
-        ("ds", "ds"),
-        ("rows", "rows"),
-        ("published", "published_at"),
-        ("load", "load_id"),
-        ("sha256", "content_sha256"),
+    let columns: [Column<PartitionView>; 5] = [
+        ("ds", |p| json!(p.ds)),
+        ("rows", |p| json!(p.rows)),
+        ("published", |p| json!(p.published_at)),
+        ("load", |p| json!(p.load_id)),
+        ("sha256", |p| json!(p.content_sha256)),
     ];
     let path = ["partitions", args.table.as_str()];
     list(&args.list, &path, &[], &columns).await
@@ -178,16 +185,16 @@ pub async fn partitions(args: PartitionsArgs) -> Exit {
 
 /// Runs `idem loads`.
 pub async fn loads(args: LoadsArgs) -> Exit {
-    let columns = [
-        ("load", "load_id"),
-        ("table", "table"),
-        ("ds", "ds"),
-        ("mode", "mode"),
-        ("status", "status"),
-        ("rows", "rows_written"),
-        ("changed", "changed"),
-        ("key", "idempotency_key"),
-        ("finished", "finished_at"),
+    let columns: [Column<LedgerLoad>; 9] = [
+        ("load", |l| json!(l.load_id)),
+        ("table", |l| json!(l.table)),
+        ("ds", |l| json!(l.ds)),
+        ("mode", |l| json!(l.mode)),
+        ("status", |l| json!(l.status)),
+        ("rows", |l| json!(l.rows_written)),
+        ("changed", |l| json!(l.changed)),
+        ("key", |l| json!(l.idempotency_key)),
+        ("finished", |l| json!(l.finished_at)),
     ];
     let mut query = Vec::new();
     if let Some(table) = &args.table {
@@ -205,60 +212,69 @@ pub async fn key(args: KeyArgs) -> Exit {
         let url = args
             .server
             .endpoint(&["idempotency-keys", &args.key], &[])?;
-        fetch_page(&args.server, url, &args.key).await
+        let (record, _) = fetch_page(&args.server, url, &args.key).await?;
+        let progress = Progress::new(&args.key, Unit::Bytes, None, false);
+        read_as::<KeyRecord>(record, &args.key, &progress)
     };
     let record = match fetched.await {
-        Ok((record, _)) => record,
+        Ok(record) => record,
         Err(outcome) => return outcome,
     };
     if args.json {
-        say(&record);
+        say(&record.json);
         return Exit::Done;
     }
     let mut table = Table::new();
     table.load_style(comfy_table::presets::NOTHING);
-    let response = &record["response"];
-    for (name, value) in [
-        ("key", &record["key"]),
-        ("status", &record["status"]),
-        ("load", &record["load_id"]),
-        ("created", &record["created_at"]),
-        ("expires", &record["expires_at"]),
-        ("answer", &response["status"]),
-        ("table", &response["body"]["table"]),
-        ("ds", &response["body"]["ds"]),
-        ("changed", &response["body"]["changed"]),
-        ("rows written", &response["body"]["rows_written"]),
-    ] {
+    for (name, value) in key_rows(&record.read) {
         if !value.is_null() {
-            table.add_row([name.to_string(), cell(value)]);
+            table.add_row([name.to_string(), cell(&value)]);
         }
     }
     say(&table);
     Exit::Done
 }
 
-/// Lists the items at `path` (following the server's `Link` pages up to
-/// `--limit`) as a table of `columns` (heading, field), or as JSON.
-pub(super) async fn list(
-    args: &ListArgs,
-    path: &[&str],
-    query: &[(&str, &str)],
-    columns: &[(&str, &str)],
-) -> Exit {
-    list_shown(args, path, query, columns, |_| {}).await
+/// What `idem key` shows of a key's record (a null is left out): the key,
+/// and, once its request completed, the answer it keeps.
+fn key_rows(record: &KeyRecord) -> Vec<(&'static str, Value)> {
+    match record {
+        KeyRecord::InFlight(key) => vec![("key", json!(key.key)), ("status", json!(key.status))],
+        KeyRecord::Completed(key) => {
+            let receipt = key.response.receipt();
+            let receipt = receipt.as_ref();
+            vec![
+                ("key", json!(key.key)),
+                ("status", json!(key.status)),
+                ("load", json!(key.load_id)),
+                ("created", json!(key.created_at)),
+                ("expires", json!(key.expires_at)),
+                ("answer", json!(key.response.status)),
+                ("table", json!(receipt.map(|r| r.table()))),
+                ("ds", json!(receipt.and_then(|r| r.ds()))),
+                ("changed", json!(receipt.and_then(|r| r.changed()))),
+                (
+                    "rows written",
+                    json!(receipt.and_then(|r| r.rows_written())),
+                ),
+            ]
+        }
+    }
 }
 
-/// `list`, each item passed through `shown` before its row of the table
-/// (not for `--json`, which prints the items as the server sent them).
-async fn list_shown(
+/// A column of a list: its heading, and its cell of an item.
+pub(super) type Column<T> = (&'static str, fn(&T) -> Value);
+
+/// Lists the items at `path` (following the server's `Link` pages up to
+/// `--limit`) as a table of `columns`, or as JSON (the items as the server
+/// sent them).
+pub(super) async fn list<T: DeserializeOwned>(
     args: &ListArgs,
     path: &[&str],
     query: &[(&str, &str)],
-    columns: &[(&str, &str)],
-    shown: fn(&mut Value),
+    columns: &[Column<T>],
 ) -> Exit {
-    let mut items = match fetch_all(&args.server, path, query, args.limit).await {
+    let items = match fetch_all(&args.server, path, query, args.limit).await {
         Ok(items) => items,
         Err(outcome) => return outcome,
     };
@@ -266,29 +282,27 @@ async fn list_shown(
         say(Value::Array(items));
         return Exit::Done;
     }
+    let what = path.join("/");
+    let progress = Progress::new(&what, Unit::Bytes, None, false);
     let mut table = Table::new();
     table.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
     table.set_header(columns.iter().map(|(heading, _)| *heading));
-    for item in &mut items {
-        shown(item);
-        table.add_row(columns.iter().map(|(_, field)| cell(&item[*field])));
+    for item in items {
+        let item = match read_as::<T>(item, &what, &progress) {
+            Ok(item) => item.read,
+            Err(outcome) => return outcome,
+        };
+        table.add_row(columns.iter().map(|(_, shown)| cell(&shown(&item))));
     }
     say(&table);
     Exit::Done
 }
 
-/// A value as a table cell: strings bare, lists joined, a problem with a
-/// message as `column: message`, nothing for null.
+/// A value as a table cell: strings bare, lists joined, nothing for null.
 fn cell(value: &Value) -> String {
     match value {
         Value::Null => String::new(),
         Value::String(text) => text.clone(),
-        Value::Object(fields) if fields.contains_key("message") => {
-            match (cell(&value["column"]), cell(&value["message"])) {
-                (column, message) if column.is_empty() => message,
-                (column, message) => format!("{column}: {message}"),
-            }
-        }
         Value::Array(items) => items.iter().map(cell).collect::<Vec<_>>().join(", "),
         other => other.to_string(),
     }

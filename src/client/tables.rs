@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::args::{DeclareArgs, DropArgs};
 use super::progress::{Progress, Unit};
-use super::send::{send_until_settled, Load, Payload};
+use super::send::{send_until_settled, Answer, Load, Payload};
 use super::{say, Exit};
 
 /// Runs `idem declare`: the table as the server has it after, with its
@@ -37,7 +37,7 @@ pub async fn declare(args: DeclareArgs) -> Exit {
     };
     match send(&args.server, &load, &payload).await {
         Ok(table) => {
-            say(&table);
+            say(&table.json);
             Exit::Done
         }
         Err(outcome) => outcome,
@@ -88,11 +88,13 @@ pub async fn drop(args: DropArgs) -> Exit {
     }
 }
 
+/// Sends `load` until it is settled: the answer, printed as it came (the
+/// table as declared, or a drop's receipt, or nothing).
 async fn send(
     server: &super::args::ServerArgs,
     load: &Load,
     payload: &Payload<'_>,
-) -> Result<serde_json::Value, Exit> {
+) -> Result<Answer<serde_json::Value>, Exit> {
     let progress = Arc::new(Progress::new(&load.what, Unit::Bytes, None, false));
     send_until_settled(server, load, payload, &progress).await
 }

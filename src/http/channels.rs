@@ -12,9 +12,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use uuid::Uuid;
+use serde::Deserialize;
 
 use super::auth::Caller;
 use super::extract::{ApiPath, ApiQuery};
@@ -23,6 +21,7 @@ use super::state::AppState;
 use crate::channel::ChannelName;
 use crate::http::error::{ApiError, ApiResult};
 use crate::store::channels::ChannelInfo;
+use crate::wire::channels::ChannelView;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -30,25 +29,12 @@ pub fn router() -> Router<AppState> {
         .route("/channels/{name}", get(get_channel).delete(reset_channel))
 }
 
-/// A channel as answered. Offsets are strings: an integer offset or an LSN
-/// may not fit a JSON number as JavaScript reads it.
-#[derive(Serialize)]
-struct ChannelView {
-    name: String,
-    offset_kind: &'static str,
-    committed_offset: String,
-    /// The table and load of the last commit.
-    table: Option<String>,
-    load_id: Option<Uuid>,
-    committed_at: Option<DateTime<Utc>>,
-    commits: i64,
-}
-
+/// A channel as answered.
 impl From<ChannelInfo> for ChannelView {
     fn from(c: ChannelInfo) -> Self {
         ChannelView {
             name: c.name,
-            offset_kind: c.offset_kind.as_str(),
+            offset_kind: c.offset_kind.as_str().to_string(),
             committed_offset: c.committed_offset,
             table: c.table,
             load_id: c.load_id,

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 
 use crate::channel::ChannelError;
 use crate::ingest::BadRow;
@@ -15,6 +14,7 @@ use crate::pipeline::{BodyError, WriteError};
 use crate::problem::ProblemCode;
 use crate::schema::{AuditReport, SchemaError};
 use crate::store::StoreError;
+use crate::wire::problem::Problem;
 
 /// Everything a request can fail with. Each has a stable `code` that
 /// clients may match on; the `detail` is for people.
@@ -103,22 +103,6 @@ const RETRY_BUSY: Duration = Duration::from_secs(1);
 /// A full spool frees as the writes that fill it end (their files go when
 /// closed), or when an operator makes room.
 const RETRY_SPOOL_FULL: Duration = Duration::from_secs(5);
-
-#[derive(Serialize)]
-struct Problem<'a> {
-    #[serde(rename = "type")]
-    type_: String,
-    title: &'static str,
-    status: u16,
-    detail: String,
-    code: ProblemCode,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    errors: Option<&'a [BadRow]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rejected: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    report: Option<&'a AuditReport>,
-}
 
 impl ApiError {
     /// The stable, machine-readable code.
@@ -312,17 +296,10 @@ impl IntoResponse for ApiError {
         }
         let row_errors = self.row_errors();
         let problem = Problem {
-            type_: format!(
-                "https://idem.dev/problems/{}",
-                code.as_str().replace('_', "-")
-            ),
-            title,
-            status: status.as_u16(),
-            detail: self.detail(),
-            code,
-            errors: row_errors.map(|(errors, _)| errors),
+            errors: row_errors.map(|(errors, _)| errors.to_vec()),
             rejected: row_errors.and_then(|(_, count)| count),
-            report: self.report(),
+            report: self.report().cloned(),
+            ..Problem::new(code, title, status.as_u16(), self.detail())
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();

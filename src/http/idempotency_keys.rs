@@ -3,7 +3,6 @@
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::json;
 
 use super::auth::Caller;
 use super::extract::ApiPath;
@@ -11,6 +10,8 @@ use super::state::AppState;
 use crate::http::error::{ApiError, ApiResult};
 use crate::idempotency::IdempotencyKey;
 use crate::store::idempotency::KeyState;
+use crate::wire::keys::{CompletedKey, KeptAnswer, KeyInFlight, KeyRecord};
+use crate::wire::status::KeyStatus;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/idempotency-keys/{key}", get(get_key))
@@ -20,7 +21,7 @@ async fn get_key(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(key): ApiPath<String>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<KeyRecord>> {
     let retention = state.settings.idempotency_retention_secs;
     // The path names a key as stored: one a header would have to trim or
     // unquote, or could not send, names none.
@@ -31,22 +32,25 @@ async fn get_key(
         _ => KeyState::Absent,
     };
     match state_of {
-        KeyState::Completed(stored) => Ok(Json(json!({
-            "key": stored.key,
-            "principal": stored.principal,
-            "status": "completed",
-            "load_id": stored.load_id,
-            "fingerprint": stored.fingerprint,
-            "created_at": stored.created_at,
-            "expires_at": stored.expires_at,
-            "retention_seconds": retention,
-            "response": {"status": stored.response_status, "body": stored.response_body},
+        KeyState::Completed(stored) => Ok(Json(KeyRecord::Completed(CompletedKey {
+            created_at: stored.created_at,
+            expires_at: stored.expires_at,
+            fingerprint: stored.fingerprint,
+            key: stored.key,
+            load_id: stored.load_id,
+            principal: stored.principal,
+            response: KeptAnswer {
+                body: stored.response_body,
+                status: stored.response_status,
+            },
+            retention_seconds: retention,
+            status: KeyStatus::Completed,
         }))),
-        KeyState::InFlight => Ok(Json(json!({
-            "key": key,
-            "principal": caller.principal,
-            "status": "in_flight",
-            "retention_seconds": retention,
+        KeyState::InFlight => Ok(Json(KeyRecord::InFlight(KeyInFlight {
+            key,
+            principal: caller.principal,
+            retention_seconds: retention,
+            status: KeyStatus::InFlight,
         }))),
         KeyState::Absent => Err(ApiError::NotFound(format!(
             "no completed request with Idempotency-Key {key:?} (keys are kept {retention} s)"

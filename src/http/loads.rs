@@ -15,6 +15,8 @@ use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::store::ledger::{Load, LoadFilter};
+use crate::wire::loads::LedgerLoad;
+use crate::wire::status::LoadStatus;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/loads", get(list_loads)).route(
@@ -32,7 +34,7 @@ async fn get_load(
     ApiPath(load_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     if let Some(view) = staged_loads::visible_load(&state, &caller, &load_id, Scope::Read).await? {
-        return Ok(Json(staged_loads::view_json(&view)).into_response());
+        return Ok(Json(staged_loads::wire_view(&view)).into_response());
     }
     let load_id = parse_id(&load_id, "load id")?;
     state
@@ -43,7 +45,7 @@ async fn get_load(
             TableName::parse(&load.table_name)
                 .is_ok_and(|table| caller.grants.allows(Scope::Read, &table))
         })
-        .map(|load| Json(load).into_response())
+        .map(|load| Json(LedgerLoad::from(load)).into_response())
         .ok_or_else(|| ApiError::NotFound(format!("no load {load_id}")))
 }
 
@@ -79,9 +81,7 @@ async fn list_loads(
         .as_deref()
         .map(|t| parse_id(t, "load id"))
         .transpose()?;
-    if let Some(status) = q.status.as_deref() {
-        check_load_status(status)?;
-    }
+    let status = q.status.as_deref().map(parse_load_status).transpose()?;
     if let Some(token) = q.token.as_deref() {
         check_token_filter(token)?;
     }
@@ -90,34 +90,51 @@ async fn list_loads(
     let filter = LoadFilter {
         table: table.as_ref(),
         ds,
-        status: q.status.as_deref(),
+        status,
         token: q.token.as_deref(),
         visible: &visible,
     };
     let loads = state.store.loads(filter, before, limit).await?;
-    Ok(page(&uri, loads, limit, |load: &Load| {
+    let loads: Vec<LedgerLoad> = loads.into_iter().map(LedgerLoad::from).collect();
+    Ok(page(&uri, loads, limit, |load: &LedgerLoad| {
         load.load_id.to_string()
     }))
 }
 
-/// The states a finished load can have in the ledger.
-pub const LOAD_STATUSES: [&str; 5] = [
-    "published",
-    "unchanged",
-    "rejected",
-    "failed",
-    "audit_failed",
-];
+/// A `status` filter of the ledger: one of `LoadStatus::ALL`.
+pub fn parse_load_status(text: &str) -> ApiResult<LoadStatus> {
+    LoadStatus::parse(text).ok_or_else(|| {
+        ApiError::InvalidRequest(format!(
+            "status {text:?} is not one of {}",
+            LoadStatus::listed()
+        ))
+    })
+}
 
-/// A `status` filter of the ledger: one of `LOAD_STATUSES`.
-pub fn check_load_status(text: &str) -> ApiResult<()> {
-    if LOAD_STATUSES.contains(&text) {
-        return Ok(());
+impl From<Load> for LedgerLoad {
+    fn from(load: Load) -> Self {
+        LedgerLoad {
+            load_id: load.load_id,
+            table: load.table_name,
+            ds: load.ds,
+            mode: load.mode,
+            status: load.status,
+            rows_received: load.rows_received,
+            rows_written: load.rows_written,
+            duplicates: load.duplicates,
+            rejected: load.rejected,
+            content_sha256: load.content_sha256,
+            changed: load.changed,
+            idempotency_key: load.idempotency_key,
+            error: load.error,
+            started_at: load.started_at,
+            finished_at: load.finished_at,
+            duration_ms: load.duration_ms,
+            token_id: load.token_id,
+            token_name: load.token_name,
+            dropped_by: load.dropped_by,
+        }
     }
-    Err(ApiError::InvalidRequest(format!(
-        "status {text:?} is not one of {}",
-        LOAD_STATUSES.join(", ")
-    )))
 }
 
 /// A `token` filter of the ledger: a name a token can have.

@@ -24,7 +24,8 @@ use super::write::{
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
-use crate::pipeline::{DigestMode, LoadReceipt, LoadTarget, PutMany, WriteError};
+use crate::pipeline::{DigestMode, LoadTarget, PutMany, WriteError};
+use crate::wire::loads::LoadReceipt;
 
 pub fn router() -> Router<AppState> {
     Router::new()

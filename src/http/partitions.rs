@@ -31,6 +31,7 @@ use crate::pipeline::{DigestMode, KeyedWrite, LoadTarget, PutPartition};
 use crate::schema::TableDef;
 use crate::store::partitions::PartitionInfo;
 use crate::store::read::RowFormat;
+use crate::wire::tables::PartitionView;
 
 /// The row count of a partition, on GET and HEAD.
 pub const ROW_COUNT_HEADER: &str = "idem-row-count";
@@ -293,25 +294,18 @@ async fn delete_partition(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// A partition as listed: the registry's entry and the bounds of its period
-/// (`from` inclusive, `to` exclusive, UTC).
-#[derive(serde::Serialize)]
-struct Listed {
-    #[serde(flatten)]
-    info: PartitionInfo,
-    from: Option<String>,
-    to: Option<String>,
-}
-
-impl Listed {
-    fn new(info: PartitionInfo, grain: Grain) -> Listed {
-        let period = Period::parse(&info.ds, grain);
-        let instant = |t: chrono::NaiveDateTime| t.format("%Y-%m-%dT%H:%M:%SZ").to_string();
-        Listed {
-            from: period.map(|p| instant(p.start())),
-            to: period.map(|p| instant(p.end())),
-            info,
-        }
+/// A partition as listed: the registry's entry and the bounds of its period.
+fn listed(info: PartitionInfo, grain: Grain) -> PartitionView {
+    let period = Period::parse(&info.ds, grain);
+    let instant = |t: chrono::NaiveDateTime| t.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    PartitionView {
+        from: period.map(|p| instant(p.start())),
+        to: period.map(|p| instant(p.end())),
+        ds: info.ds,
+        rows: info.rows,
+        content_sha256: info.content_sha256,
+        load_id: info.load_id,
+        published_at: info.published_at,
     }
 }
 
@@ -342,9 +336,9 @@ async fn list_partitions(
         true => Vec::new(),
         false => state.store.partitions(&table, after, limit).await?,
     };
-    let listed: Vec<Listed> = partitions
+    let listed: Vec<PartitionView> = partitions
         .into_iter()
-        .map(|info| Listed::new(info, def.grain))
+        .map(|info| listed(info, def.grain))
         .collect();
-    Ok(page(&uri, listed, limit, |p: &Listed| p.info.ds.clone()))
+    Ok(page(&uri, listed, limit, |p: &PartitionView| p.ds.clone()))
 }

@@ -1,18 +1,17 @@
-//! The JSON form of the pipeline's receipts: the fields a client reads, the
-//! link to a load's rejects, and `replayed`. An unkeyed PUT is answered with
-//! these structs as they serialize (their field order on the wire); a keyed
-//! write's answer is stored and sent as a JSON value (`ReceiptForm`, the
-//! form `pipeline/keyed/` stores it in).
+//! The pipeline's receipts as the wire's (`wire::receipts`): the fields a
+//! client reads, the link to a load's rejects, and `replayed`. An unkeyed
+//! PUT is answered with its `PutReceipt` as it serializes; a keyed write's
+//! answer is stored and sent as a JSON value (`ReceiptForm`, the form
+//! `pipeline/keyed/` stores it in).
 
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::channel::{ChannelName, ChannelSkipped, Offset};
 use crate::names::TableName;
-use crate::period::Period;
 use crate::pipeline::{AnswerForm, DropReceipt, Receipt, ReplayReceipt, RowsReceipt};
-use crate::schema::MergeMode;
 use crate::store::write::merge::PartitionAfter;
+use crate::wire::receipts as wire;
 
 /// The form keyed writes store their answers in.
 pub static RECEIPTS: &dyn AnswerForm = &ReceiptForm;
@@ -35,9 +34,9 @@ impl AnswerForm for ReceiptForm {
     }
 
     fn channel_skipped(&self, skipped: &ChannelSkipped) -> serde_json::Value {
-        json(&SkippedAnswer {
-            table: &skipped.table,
-            channel: ChannelFields::skipped(skipped),
+        json(&wire::SkippedReceipt {
+            table: skipped.table.clone(),
+            channel: skipped_fields(skipped),
             replayed: false,
         })
     }
@@ -52,48 +51,13 @@ pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<S
     (rejected > 0).then(|| format!("/rejects?table={table}&load_id={load_id}"))
 }
 
-/// For counts shown only when there is something to count.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-/// For flags shown only when they are set.
-fn is_false(flag: &bool) -> bool {
-    !flag
-}
-
-/// The answer to an accepted PUT (the receipt; see the README).
-#[derive(Serialize)]
-pub struct PutAnswer<'a> {
-    load_id: Uuid,
-    table: &'a TableName,
-    ds: Period,
-    mode: &'static str,
-    rows_received: u64,
-    rows_written: u64,
-    duplicates: u64,
-    rejected: u64,
-    /// Where the rejected rows are listed (absent when none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rejects: Option<String>,
-    #[serde(skip_serializing_if = "is_zero")]
-    discarded_fields: u64,
-    row_count: u64,
-    content_sha256: &'a str,
-    changed: bool,
-    /// The write made the table, nobody having declared it (absent
-    /// otherwise): a typo in a table's name shows here.
-    #[serde(skip_serializing_if = "is_false")]
-    table_created: bool,
-    replayed: bool,
-}
-
-pub fn put(r: &Receipt) -> PutAnswer<'_> {
-    PutAnswer {
+/// The answer to an accepted PUT.
+pub fn put(r: &Receipt) -> wire::PutReceipt {
+    wire::PutReceipt {
         load_id: r.load_id,
-        table: &r.table,
+        table: r.table.clone(),
         ds: r.ds,
-        mode: r.mode,
+        mode: r.mode.to_string(),
         rows_received: r.rows_received,
         rows_written: r.rows_written,
         duplicates: r.duplicates,
@@ -101,36 +65,19 @@ pub fn put(r: &Receipt) -> PutAnswer<'_> {
         rejects: rejects_link(&r.table, r.rejected_by, r.rejected),
         discarded_fields: r.discarded_fields,
         row_count: r.row_count,
-        content_sha256: &r.content_sha256,
+        content_sha256: r.content_sha256.clone(),
         changed: r.changed,
         table_created: r.table_created,
         replayed: false,
     }
 }
 
-/// The answer to `DELETE /tables/{table}` that dropped a table: its load
-/// in the ledger, and what went with the table besides its rows.
-#[derive(Serialize)]
-pub struct DropAnswer<'a> {
-    load_id: Uuid,
-    table: &'a TableName,
-    mode: &'static str,
-    /// Idempotency-Keys of the table's loads: the same request sent again
-    /// writes again.
-    idempotency_keys_removed: u64,
-    /// Channels whose last commit wrote to the table: their producers
-    /// start over from the beginning.
-    channels_removed: u64,
-    /// Loads still open on the table, abandoned.
-    loads_abandoned: u64,
-    changed: bool,
-}
-
-pub fn dropped(r: &DropReceipt) -> DropAnswer<'_> {
-    DropAnswer {
+/// The answer to a drop of a table.
+pub fn dropped(r: &DropReceipt) -> wire::DropReceipt {
+    wire::DropReceipt {
         load_id: r.load_id,
-        table: &r.table,
-        mode: crate::pipeline::DROP_MODE,
+        table: r.table.clone(),
+        mode: crate::pipeline::DROP_MODE.to_string(),
         idempotency_keys_removed: r.removed.idempotency_keys,
         channels_removed: r.removed.channels,
         loads_abandoned: r.removed.open_loads,
@@ -138,95 +85,46 @@ pub fn dropped(r: &DropReceipt) -> DropAnswer<'_> {
     }
 }
 
-/// The answer to an accepted POST.
-#[derive(Serialize)]
-struct RowsAnswer<'a> {
-    load_id: Uuid,
-    table: &'a TableName,
-    mode: MergeMode,
-    ds: Option<Period>,
-    partitions: &'a [PartitionAfter],
-    rows_received: u64,
-    rows_written: u64,
-    inserted: u64,
-    updated: u64,
-    deleted: u64,
-    unchanged: u64,
-    already_present: u64,
-    conflicts: u64,
-    /// Versions written to the table's history (absent when none).
-    #[serde(skip_serializing_if = "is_zero")]
-    history_written: u64,
-    duplicates: u64,
-    rejected: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rejects: Option<String>,
-    #[serde(skip_serializing_if = "is_zero")]
-    discarded_fields: u64,
-    changed: bool,
-    /// A POST on a channel: the offset it committed.
-    #[serde(flatten)]
-    channel: Option<ChannelFields<'a>>,
-    /// As in `PutAnswer`.
-    #[serde(skip_serializing_if = "is_false")]
-    table_created: bool,
-    replayed: bool,
+/// Each partition a write moved, and by how many rows.
+fn deltas(partitions: &[PartitionAfter]) -> Vec<wire::PartitionDelta> {
+    partitions
+        .iter()
+        .map(|p| wire::PartitionDelta {
+            ds: p.ds,
+            row_delta: p.row_delta,
+        })
+        .collect()
 }
 
-/// A channel POST's fields in its answer; offsets are strings, since an
-/// integer offset or an LSN may not fit a JSON number as JavaScript reads it.
-#[derive(Serialize)]
-struct ChannelFields<'a> {
-    channel: &'a str,
-    offset: String,
-    offset_kind: &'static str,
-    /// Whether this POST committed its offset (and wrote its rows).
-    committed: bool,
-    /// The channel's offset after this POST.
-    committed_offset: String,
-}
-
-impl<'a> ChannelFields<'a> {
-    /// A POST that committed `offset`.
-    fn committed(name: &'a ChannelName, offset: &Offset) -> Self {
-        ChannelFields {
-            channel: name.as_str(),
-            offset: offset.to_string(),
-            offset_kind: offset.kind().as_str(),
-            committed: true,
-            committed_offset: offset.to_string(),
-        }
-    }
-
-    /// A POST whose `offset` was not after the channel's `committed`.
-    fn skipped(skipped: &'a ChannelSkipped) -> Self {
-        ChannelFields {
-            channel: skipped.name.as_str(),
-            offset: skipped.offset.to_string(),
-            offset_kind: skipped.offset.kind().as_str(),
-            committed: false,
-            committed_offset: skipped.committed.to_string(),
-        }
+/// A POST on a channel that committed `offset`.
+fn committed_fields(name: &ChannelName, offset: &Offset) -> wire::ChannelFields {
+    wire::ChannelFields {
+        channel: name.as_str().to_string(),
+        offset: offset.to_string(),
+        offset_kind: offset.kind().as_str().to_string(),
+        committed: true,
+        committed_offset: offset.to_string(),
     }
 }
 
-/// The answer to a POST on a channel whose offset was committed already:
-/// nothing was written.
-#[derive(Serialize)]
-struct SkippedAnswer<'a> {
-    table: &'a TableName,
-    #[serde(flatten)]
-    channel: ChannelFields<'a>,
-    replayed: bool,
+/// A POST whose offset was not after the channel's committed one.
+fn skipped_fields(skipped: &ChannelSkipped) -> wire::ChannelFields {
+    wire::ChannelFields {
+        channel: skipped.name.as_str().to_string(),
+        offset: skipped.offset.to_string(),
+        offset_kind: skipped.offset.kind().as_str().to_string(),
+        committed: false,
+        committed_offset: skipped.committed.to_string(),
+    }
 }
 
-fn rows(r: &RowsReceipt) -> RowsAnswer<'_> {
-    RowsAnswer {
+fn rows(r: &RowsReceipt) -> wire::RowsReceipt {
+    wire::RowsReceipt {
         load_id: r.load_id,
-        table: &r.table,
+        table: r.table.clone(),
         mode: r.mode,
         ds: r.ds,
-        partitions: &r.partitions,
+        partitions: deltas(&r.partitions),
         rows_received: r.rows_received,
         rows_written: r.rows_written,
         inserted: r.inserted,
@@ -244,40 +142,17 @@ fn rows(r: &RowsReceipt) -> RowsAnswer<'_> {
         channel: r
             .channel
             .as_ref()
-            .map(|c| ChannelFields::committed(&c.name, &c.offset)),
+            .map(|c| committed_fields(&c.name, &c.offset)),
         table_created: r.table_created,
         replayed: false,
     }
 }
 
-/// The answer to a replay of rejects.
-#[derive(Serialize)]
-struct ReplayAnswer<'a> {
-    load_id: Uuid,
-    table: &'a str,
-    mode: &'static str,
-    tried: u64,
-    rows_replayed: u64,
-    still_pending: u64,
-    expired: u64,
-    more_pending: bool,
-    rows_written: u64,
-    inserted: u64,
-    updated: u64,
-    unchanged: u64,
-    #[serde(skip_serializing_if = "is_zero")]
-    history_written: u64,
-    duplicates: u64,
-    partitions: &'a [PartitionAfter],
-    changed: bool,
-    replayed: bool,
-}
-
-fn replay(r: &ReplayReceipt) -> ReplayAnswer<'_> {
-    ReplayAnswer {
+fn replay(r: &ReplayReceipt) -> wire::ReplayReceipt {
+    wire::ReplayReceipt {
         load_id: r.load_id,
-        table: &r.table,
-        mode: r.mode,
+        table: r.table.clone(),
+        mode: r.mode.to_string(),
         tried: r.tried,
         rows_replayed: r.rows_replayed,
         still_pending: r.still_pending,
@@ -289,7 +164,7 @@ fn replay(r: &ReplayReceipt) -> ReplayAnswer<'_> {
         unchanged: r.unchanged,
         history_written: r.history_written,
         duplicates: r.duplicates,
-        partitions: &r.partitions,
+        partitions: deltas(&r.partitions),
         changed: r.changed,
         replayed: false,
     }

@@ -22,6 +22,8 @@ use crate::idempotency::KeyedRequest;
 use crate::names::TableName;
 use crate::pipeline::{BodySource, KeyedAnswer, KeyedWrite, ReplayRejects};
 use crate::store::rejects::{RejectCursor, RejectFilter, StoredReject};
+use crate::wire::rejects::{DeletedRejects, RejectView};
+use crate::wire::status::RejectStatus;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -98,26 +100,23 @@ async fn delete_rejects(
     State(state): State<AppState>,
     caller: Caller,
     ApiQuery(query): ApiQuery<TableQuery>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<DeletedRejects>> {
     let table = query.table("DELETE /rejects")?;
     caller.require(Scope::Write, &table)?;
     let status = query.status.as_deref().ok_or_else(|| {
         ApiError::InvalidRequest(format!(
             "the status query parameter is required, one of {}",
-            STATUSES.join(", ")
+            RejectStatus::listed()
         ))
     })?;
-    let deleted = state
-        .store
-        .delete_rejects(&table, parse_status(status)?)
-        .await?;
-    Ok(Json(
-        serde_json::json!({"table": table, "status": status, "deleted": deleted}),
-    ))
+    let status = parse_status(status)?;
+    let deleted = state.store.delete_rejects(&table, status).await?;
+    Ok(Json(DeletedRejects {
+        deleted,
+        status,
+        table,
+    }))
 }
-
-/// The states a reject can be in.
-pub const STATUSES: [&str; 4] = ["pending", "replayed", "expired", "superseded"];
 
 #[derive(Deserialize)]
 struct RejectsQuery {
@@ -165,7 +164,8 @@ async fn list_rejects(
         visible: &visible,
     };
     let rejects = state.store.rejects(&filter, after, limit).await?;
-    let cursor_of = |r: &StoredReject| {
+    let rejects: Vec<RejectView> = rejects.into_iter().map(RejectView::from).collect();
+    let cursor_of = |r: &RejectView| {
         RejectCursor {
             load_id: r.load_id,
             record: r.record,
@@ -179,13 +179,38 @@ async fn list_rejects(
     })
 }
 
-pub fn parse_status(text: &str) -> ApiResult<&str> {
-    STATUSES.into_iter().find(|s| *s == text).ok_or_else(|| {
+pub fn parse_status(text: &str) -> ApiResult<RejectStatus> {
+    RejectStatus::parse(text).ok_or_else(|| {
         ApiError::InvalidRequest(format!(
             "status {text:?} is not one of {}",
-            STATUSES.join(", ")
+            RejectStatus::listed()
         ))
     })
+}
+
+impl From<StoredReject> for RejectView {
+    fn from(r: StoredReject) -> Self {
+        RejectView {
+            table: r.table,
+            load_id: r.load_id,
+            record: r.record,
+            line: r.line,
+            ds: r.ds,
+            origin: r.origin,
+            mode: r.mode,
+            format: r.format,
+            raw: r.raw,
+            raw_base64: r.raw_base64,
+            csv_header: r.csv_header,
+            errors: r.errors,
+            idempotency_key: r.idempotency_key,
+            received_at: r.received_at,
+            tries: r.tries,
+            status: r.status,
+            replayed_by: r.replayed_by,
+            last_tried_at: r.last_tried_at,
+        }
+    }
 }
 
 fn parse_time(text: &str) -> ApiResult<DateTime<Utc>> {

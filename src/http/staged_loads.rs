@@ -25,6 +25,7 @@ use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
 use crate::pipeline::{DigestMode, LoadView, OpenLoad, PartUpload, RunLoad};
+use crate::wire::loads::{self as wire, OpenRequest, PublishRequest};
 
 /// The longest a load may stay open: a year.
 const MAX_TTL_SECONDS: u64 = 366 * 24 * 3600;
@@ -38,18 +39,6 @@ pub fn router() -> Router<AppState> {
         .route("/loads/{load_id}/parts/{part}", put(put_part))
         .route("/loads/{load_id}/audit", post(audit_load))
         .route("/loads/{load_id}/publish", post(publish_load))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OpenRequest {
-    table: String,
-    target: serde_json::Value,
-    #[serde(default)]
-    audits: Option<serde_json::Value>,
-    /// How long it stays open (`IDEM_LOAD_TTL` when absent).
-    #[serde(default)]
-    ttl_seconds: Option<u64>,
 }
 
 /// A small JSON body; `None` when there is none (or only white space).
@@ -103,7 +92,7 @@ async fn open_load(
     };
     let pipeline = state.pipeline();
     let (view, created) = spawn_write(async move { pipeline.open_load(open).await }).await?;
-    let mut response = (StatusCode::CREATED, Json(view_json(&view))).into_response();
+    let mut response = (StatusCode::CREATED, Json(wire_view(&view))).into_response();
     let headers = response.headers_mut();
     let location = format!("/loads/{}", view.load.load_id);
     headers.insert(
@@ -204,14 +193,6 @@ async fn audit_load(
     run(&state, &caller, view, None, true).await
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct PublishRequest {
-    #[serde(default)]
-    force: bool,
-    reason: Option<String>,
-}
-
 async fn publish_load(
     State(state): State<AppState>,
     caller: Caller,
@@ -280,19 +261,19 @@ pub async fn abandon_load(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(load_id): ApiPath<String>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<wire::LoadView>> {
     let view = load_for(&state, &caller, &load_id, Scope::Write).await?;
     let pipeline = state.pipeline();
     let id = view.load.load_id;
     let view = spawn_write(async move { pipeline.abandon_load(id).await }).await?;
-    Ok(Json(view_json(&view)))
+    Ok(Json(wire_view(&view)))
 }
 
 /// A staged load as `GET /loads/{id}` shows it.
-pub fn view_json(view: &LoadView) -> serde_json::Value {
+pub fn wire_view(view: &LoadView) -> wire::LoadView {
     let load = &view.load;
     let mut partitions: BTreeMap<String, u64> = BTreeMap::new();
-    let parts: Vec<serde_json::Value> = view
+    let parts = view
         .parts
         .iter()
         .map(|part| {
@@ -302,16 +283,28 @@ pub fn view_json(view: &LoadView) -> serde_json::Value {
                     *partitions.entry(ds.clone()).or_default() += rows;
                 }
             }
-            json!({"part": part.part, "rows": part.rows, "rows_received": part.rows_received,
-                   "rejected": part.rejected, "content_sha256": part.content_sha256,
-                   "uploaded_at": part.uploaded_at})
+            wire::PartView {
+                content_sha256: part.content_sha256.clone(),
+                part: part.part,
+                rejected: part.rejected,
+                rows: part.rows,
+                rows_received: part.rows_received,
+                uploaded_at: part.uploaded_at,
+            }
         })
         .collect();
-    json!({
-        "load_id": load.load_id, "table": load.table, "status": load.status,
-        "target": load.target, "audits": load.audits,
-        "created_at": load.created_at, "expires_at": load.expires_at,
-        "parts": parts, "partitions": partitions,
-        "audit_report": load.audit_report, "receipt": load.receipt, "forced": load.forced,
-    })
+    wire::LoadView {
+        audit_report: load.audit_report.clone(),
+        audits: load.audits.clone(),
+        created_at: load.created_at,
+        expires_at: load.expires_at,
+        forced: load.forced.clone(),
+        load_id: load.load_id,
+        partitions,
+        parts,
+        receipt: load.receipt.clone(),
+        status: load.status,
+        table: load.table.clone(),
+        target: load.target.clone(),
+    }
 }

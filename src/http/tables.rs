@@ -20,6 +20,7 @@ use crate::names::TableName;
 use crate::pipeline::WriteError;
 use crate::schema::TableDeclaration;
 use crate::store::catalog::{Declared, Origin, SchemaVersion, TableInfo};
+use crate::wire::tables::TableView;
 
 /// A declaration is small; anything larger is a mistake.
 const MAX_DECLARATION_BYTES: usize = 1 << 20;
@@ -52,7 +53,8 @@ async fn list_tables(
     let limit = page_limit(q.limit)?;
     let visible = caller.grants.readable_like();
     let tables = state.store.tables(after.as_ref(), &visible, limit).await?;
-    Ok(page(&uri, tables, limit, |t: &TableInfo| {
+    let tables: Vec<TableView> = tables.into_iter().map(TableView::from).collect();
+    Ok(page(&uri, tables, limit, |t: &TableView| {
         t.def.name.to_string()
     }))
 }
@@ -82,9 +84,9 @@ async fn get_table(
     State(state): State<AppState>,
     caller: Caller,
     TablePath(table): TablePath,
-) -> ApiResult<Json<TableInfo>> {
+) -> ApiResult<Json<TableView>> {
     caller.require(Scope::Read, &table)?;
-    Ok(Json(table_info(&state, table).await?))
+    Ok(Json(table_info(&state, table).await?.into()))
 }
 
 /// Declaring needs `write` on the table (or `admin`).
@@ -109,7 +111,7 @@ async fn put_table(
         Declared::Unchanged(_) => (StatusCode::OK, json!([])),
         Declared::Changed(_, changes) => (StatusCode::OK, json!(changes)),
     };
-    let info = table_info(&state, table).await?;
+    let info = TableView::from(table_info(&state, table).await?);
     let mut answer = serde_json::to_value(info).map_err(anyhow::Error::from)?;
     answer["changes"] = changes;
     Ok((status, Json(answer)))
@@ -142,4 +144,17 @@ async fn drop_table(
         Some(receipt) => Json(receipts::dropped(&receipt)).into_response(),
         None => StatusCode::NO_CONTENT.into_response(),
     })
+}
+
+impl From<TableInfo> for TableView {
+    fn from(info: TableInfo) -> Self {
+        TableView {
+            def: info.def,
+            inferred: info.inferred,
+            partitions: info.partitions,
+            rows: info.rows,
+            created_at: info.created_at,
+            updated_at: info.updated_at,
+        }
+    }
 }

@@ -19,7 +19,7 @@ pub(crate) mod temporal;
 mod text;
 mod tuple_size;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use column_hint::not_a_column;
 pub use encode::{EncodeOptions, EncodedRow, RowEncoder};
@@ -57,7 +57,7 @@ impl std::fmt::Display for RowError {
 }
 
 /// One problem of a bad row: the column it is in, and what is wrong.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ColumnProblem {
     pub column: String,
     pub message: String,
@@ -66,11 +66,11 @@ pub struct ColumnProblem {
 /// One bad row as a refusal lists it: where it is, its first problem (as
 /// `column` and `message`, the shape clients have always read), and every
 /// problem that names a column, in the order they were found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BadRow {
     pub line: u64,
     pub record: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub column: Option<String>,
     pub message: String,
     pub columns: Vec<ColumnProblem>,

@@ -52,7 +52,6 @@ pub use keyed::key::KeyedWrite;
 pub use loads::many::PutMany;
 pub use loads::open::{LoadView, OpenLoad};
 pub use loads::part::PartUpload;
-pub use loads::publish::LoadReceipt;
 pub use loads::run::RunLoad;
 pub use loads::target::LoadTarget;
 pub use rows::receipt::{ReplayReceipt, RowsReceipt};

@@ -17,9 +17,8 @@ use crate::names::TableName;
 use crate::schema::{check_width, plan_changes, SchemaChange, SchemaPolicy, SchemaWants, TableDef};
 use uuid::Uuid;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct TableInfo {
-    #[serde(flatten)]
     pub def: TableDef,
     pub inferred: bool,
     pub partitions: i64,

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{Store, StoreError, StoreResult};
 use crate::names::TableName;
+use crate::wire::status::LoadStatus;
 
 /// The most rows a count on a page goes to before it says "more".
 pub const COUNT_CAP: i64 = 10_000;
@@ -30,7 +31,7 @@ pub struct SessionRow {
 #[derive(Clone, Debug)]
 pub struct LoadMark {
     pub id: Uuid,
-    pub status: String,
+    pub status: LoadStatus,
     pub at: DateTime<Utc>,
 }
 

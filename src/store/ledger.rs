@@ -1,7 +1,6 @@
 //! The loads ledger: what each write received, wrote, dropped and refused.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::{PgConnection, Postgres};
@@ -11,51 +10,18 @@ use super::{count, Store, StoreResult};
 use crate::access::Actor;
 use crate::names::TableName;
 use crate::period::Period;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadStatus {
-    Published,
-    Unchanged,
-    Rejected,
-    Failed,
-    /// A load whose audits failed: nothing was published.
-    AuditFailed,
-}
-
-impl LoadStatus {
-    /// An accepted merge's status: published when it changed rows.
-    pub fn of_merge(changed: bool) -> Self {
-        if changed {
-            LoadStatus::Published
-        } else {
-            LoadStatus::Unchanged
-        }
-    }
-}
-
-impl LoadStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            LoadStatus::Published => "published",
-            LoadStatus::Unchanged => "unchanged",
-            LoadStatus::Rejected => "rejected",
-            LoadStatus::Failed => "failed",
-            LoadStatus::AuditFailed => "audit_failed",
-        }
-    }
-}
+/// A ledger row's status is the wire's.
+pub use crate::wire::status::LoadStatus;
 
 /// One ledger row.
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Load {
     pub load_id: Uuid,
     #[sqlx(rename = "table_name")]
-    #[serde(rename = "table")]
     pub table_name: String,
     pub ds: Option<String>,
     pub mode: String,
-    pub status: String,
+    pub status: LoadStatus,
     pub rows_received: i64,
     pub rows_written: i64,
     pub duplicates: i64,
@@ -87,7 +53,7 @@ const LOAD_COLUMNS: &str = "load_id, table_name, ds, mode, status, rows_received
 pub struct LoadFilter<'a> {
     pub table: Option<&'a TableName>,
     pub ds: Option<Period>,
-    pub status: Option<&'a str>,
+    pub status: Option<LoadStatus>,
     /// The name of the token that made the load.
     pub token: Option<&'a str>,
     /// `LIKE` patterns of the tables the caller may read.
@@ -288,7 +254,7 @@ impl Store {
         .bind(before)
         .bind(limit)
         .bind(filter.visible)
-        .bind(filter.status)
+        .bind(filter.status.map(LoadStatus::as_str))
         .bind(filter.token)
         .fetch_all(&mut *self.acquire().await?)
         .await?)

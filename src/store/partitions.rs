@@ -4,7 +4,6 @@
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::PgConnection;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -19,7 +18,7 @@ use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::TableDef;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct PartitionInfo {
     /// The partition's label (`2026-10-12`, `2026-10-12T13`, `2026-10`).
     pub ds: String,

@@ -9,7 +9,6 @@
 use std::io::{self, Read};
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -18,6 +17,7 @@ use crate::binary_copy;
 use crate::ingest::reject_spool::{Problem, RejectSpool, COPY_COLUMNS};
 use crate::names::TableName;
 use crate::period::Period;
+use crate::wire::status::RejectStatus;
 
 /// A spilled spool is sent to Postgres in chunks of this size.
 const SEND_CHUNK: usize = 1 << 20;
@@ -86,7 +86,7 @@ pub async fn supersede(
 }
 
 /// A stored reject, as listed.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct StoredReject {
     pub table: String,
     pub load_id: Uuid,
@@ -101,16 +101,14 @@ pub struct StoredReject {
     /// it was too large to keep.
     pub raw: Option<String>,
     /// The record as sent, base64, when it is not UTF-8.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub raw_base64: Option<String>,
     /// The CSV header the record was read under.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub csv_header: Option<String>,
     pub errors: Vec<Problem>,
     pub idempotency_key: Option<String>,
     pub received_at: DateTime<Utc>,
     pub tries: u32,
-    pub status: String,
+    pub status: RejectStatus,
     pub replayed_by: Option<Uuid>,
     pub last_tried_at: DateTime<Utc>,
 }
@@ -119,7 +117,7 @@ pub struct StoredReject {
 pub struct RejectFilter<'a> {
     pub table: Option<&'a TableName>,
     pub load_id: Option<Uuid>,
-    pub status: Option<&'a str>,
+    pub status: Option<RejectStatus>,
     pub since: Option<DateTime<Utc>>,
     /// The column of the first error (`""` for a row's own error).
     pub error_column: Option<&'a str>,
@@ -176,7 +174,7 @@ pub async fn list(
     ))
     .bind(filter.table.map(TableName::as_str))
     .bind(filter.load_id)
-    .bind(filter.status)
+    .bind(filter.status.map(RejectStatus::as_str))
     .bind(filter.since)
     .bind(after.map(|c| c.load_id))
     .bind(after_record)
@@ -205,7 +203,7 @@ struct RejectRow {
     idempotency_key: Option<String>,
     received_at: DateTime<Utc>,
     tries: i32,
-    status: String,
+    status: RejectStatus,
     replayed_by: Option<Uuid>,
     last_tried_at: DateTime<Utc>,
 }
@@ -262,11 +260,15 @@ impl super::Store {
     }
 
     /// Deletes the table's rejects in `status`; returns how many.
-    pub async fn delete_rejects(&self, table: &TableName, status: &str) -> StoreResult<u64> {
+    pub async fn delete_rejects(
+        &self,
+        table: &TableName,
+        status: RejectStatus,
+    ) -> StoreResult<u64> {
         // language=PostgreSQL
         let done = sqlx::query("delete from idem.rejects where table_name = $1 and status = $2")
             .bind(table.as_str())
-            .bind(status)
+            .bind(status.as_str())
             .execute(&mut *self.acquire().await?)
             .await?;
         Ok(done.rows_affected())

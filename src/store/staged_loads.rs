@@ -9,53 +9,16 @@
 //! reads a part that is being replaced.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::locks::{lock_load_exclusive, try_lock_load};
 use super::sql::staging_table;
-use super::{stored_count, Store, StoreError, StoreResult};
+use super::{stored_count, Store, StoreResult};
 use crate::names::TableName;
 
-/// Where a staged load stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StagedStatus {
-    Open,
-    Published,
-    AuditFailed,
-    Abandoned,
-    Expired,
-}
-
-impl StagedStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StagedStatus::Open => "open",
-            StagedStatus::Published => "published",
-            StagedStatus::AuditFailed => "audit_failed",
-            StagedStatus::Abandoned => "abandoned",
-            StagedStatus::Expired => "expired",
-        }
-    }
-
-    fn parse(text: &str) -> StoreResult<Self> {
-        Ok(match text {
-            "open" => StagedStatus::Open,
-            "published" => StagedStatus::Published,
-            "audit_failed" => StagedStatus::AuditFailed,
-            "abandoned" => StagedStatus::Abandoned,
-            "expired" => StagedStatus::Expired,
-            _ => return Err(StoreError::Corrupt("a staged load's status is unknown")),
-        })
-    }
-
-    /// Whether parts may still be staged and the load published.
-    pub fn is_open(self) -> bool {
-        matches!(self, StagedStatus::Open | StagedStatus::AuditFailed)
-    }
-}
+/// A staged load's status is the wire's.
+pub use crate::wire::status::StagedStatus;
 
 /// A load as opened, before it is stored.
 pub struct NewLoad<'a> {
@@ -113,7 +76,7 @@ fn staged_load(row: &sqlx::postgres::PgRow) -> StoreResult<StagedLoad> {
         table: row.try_get("table_name")?,
         target: row.try_get("target")?,
         audits: row.try_get("audits")?,
-        status: StagedStatus::parse(row.try_get("status")?)?,
+        status: row.try_get("status")?,
         principal: row.try_get("principal")?,
         fingerprint: row.try_get("fingerprint")?,
         created_at: row.try_get("created_at")?,

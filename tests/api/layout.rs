@@ -44,6 +44,7 @@ const LAYERS: &[&[&str]] = &[
     &["pipeline"],
     &["config", "metrics", "log_writer"],
     &["store"],
+    &["wire"],
     &["ingest", "render"],
     &["schema"],
     &[

@@ -12,10 +12,11 @@ use super::session::Signed;
 use super::text::{grouped, query_string};
 use crate::access::Scope;
 use crate::http::extract::{parse_id, parse_label};
-use crate::http::loads::{check_load_status, check_token_filter, LOAD_STATUSES};
+use crate::http::loads::{check_token_filter, parse_load_status};
 use crate::http::state::AppState;
 use crate::names::TableName;
 use crate::store::ledger::{Load, LoadFilter};
+use crate::wire::status::LoadStatus;
 
 /// Loads a page.
 const PAGE: i64 = 50;
@@ -79,9 +80,9 @@ async fn filtered(state: &AppState, signed: &Signed, q: &LoadsQuery) -> PageResu
     let some = |text: &str| (!text.is_empty()).then(|| text.to_string());
     let table = signed.readable_table(&q.table)?;
     let ds = some(&q.ds).map(|ds| parse_label(&ds)).transpose()?;
-    if !q.status.is_empty() {
-        check_load_status(&q.status)?;
-    }
+    let status = some(&q.status)
+        .map(|status| parse_load_status(&status))
+        .transpose()?;
     if !q.token.is_empty() {
         check_token_filter(&q.token)?;
     }
@@ -92,7 +93,7 @@ async fn filtered(state: &AppState, signed: &Signed, q: &LoadsQuery) -> PageResu
     let filter = LoadFilter {
         table: table.as_ref(),
         ds,
-        status: (!q.status.is_empty()).then_some(q.status.as_str()),
+        status,
         token: (!q.token.is_empty()).then_some(q.token.as_str()),
         visible: &visible,
     };
@@ -117,7 +118,7 @@ fn filters(q: &LoadsQuery) -> Markup {
             label { "Status "
                 select name="status" {
                     option value="" { "any" }
-                    @for status in LOAD_STATUSES {
+                    @for status in LoadStatus::ALL.iter().map(|s| s.as_str()) {
                         option value=(status) selected[q.status == status] { (status) }
                     }
                 }
@@ -145,7 +146,7 @@ fn load_row(load: &Load) -> Markup {
             td { a href={ "/console/tables/" (load.table_name) } { (load.table_name) } }
             td { (load.ds.as_deref().unwrap_or("")) }
             td { (load.mode) }
-            td { span class={ "status " (load.status) } { (load.status) } }
+            td { span class={ "status " (load.status.as_str()) } { (load.status.as_str()) } }
             td.num { (grouped(load.rows_received)) }
             td.num { (grouped(load.rows_written)) }
             td.num { (grouped(load.duplicates)) }

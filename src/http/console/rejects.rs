@@ -16,12 +16,14 @@ use super::text::{grouped, query_string, shown_count};
 use crate::access::Scope;
 use crate::http::extract::parse_id;
 use crate::http::observe::RequestSpan;
-use crate::http::rejects::{check_error_column, parse_status, replay as replay_rejects};
+use crate::http::rejects::{check_error_column, replay as replay_rejects};
 use crate::http::state::AppState;
 use crate::idempotency::{IdempotencyKey, KeyedRequest};
 use crate::names::TableName;
 use crate::store::console::{ErrorGroup, COUNT_CAP};
 use crate::store::rejects::{RejectCursor, RejectFilter, StoredReject};
+use crate::wire::rejects::DeletedRejects;
+use crate::wire::status::RejectStatus;
 
 /// Rejects a page.
 const PAGE: i64 = 50;
@@ -119,7 +121,7 @@ async fn page_of_rejects(
     let filter = RejectFilter {
         table,
         load_id,
-        status: Some(parse_status("pending")?),
+        status: Some(RejectStatus::Pending),
         since: None,
         // Only with a table: the groups are a table's.
         error_column: table.and(column).map(check_error_column).transpose()?,
@@ -293,11 +295,14 @@ pub async fn delete_expired(
     signed.check_form(&form)?;
     let table = TableName::parse(form.required("table")?)?;
     signed.caller.require(Scope::Write, &table)?;
-    let deleted = state
-        .store
-        .delete_rejects(&table, parse_status("expired")?)
-        .await?;
-    let receipt = serde_json::json!({"table": table, "status": "expired", "deleted": deleted});
+    let status = RejectStatus::Expired;
+    let deleted = state.store.delete_rejects(&table, status).await?;
+    let deleted = DeletedRejects {
+        deleted,
+        status,
+        table: table.clone(),
+    };
+    let receipt = serde_json::to_value(deleted).expect("a receipt serializes");
     let q = RejectsQuery {
         table: table.to_string(),
         ..RejectsQuery::default()

@@ -123,7 +123,7 @@ fn load_mark(mark: Option<&LoadMark>) -> Markup {
                 a href={ "/console/loads?" (query_string(&[("load_id", &id.to_string())])) } {
                     time datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M:%S UTC")) }
                 }
-                " " span class={ "status " (status) } { (status) }
+                " " span class={ "status " (status.as_str()) } { (status.as_str()) }
             }
             None => "none",
         }

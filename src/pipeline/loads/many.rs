@@ -4,7 +4,7 @@
 //! target partition replaced in one transaction, or none.
 
 use super::part::StagedBody;
-use super::publish::{Finish, Finishing, LoadReceipt, PartSource};
+use super::publish::{Finish, Finishing, PartSource};
 use super::target::{target_periods, LoadTarget};
 use crate::access::Actor;
 use crate::ingest::reject_spool::RejectSpool;
@@ -19,6 +19,7 @@ use crate::schema::BadRowPolicy;
 use crate::store::catalog;
 use crate::store::write::stage::{self, StageFate};
 use crate::versions::Expected;
+use crate::wire::loads::LoadReceipt;
 
 /// A range or whole-table PUT.
 pub struct PutMany {

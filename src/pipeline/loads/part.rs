@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde::Serialize;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
@@ -29,6 +28,7 @@ use crate::store::catalog;
 use crate::store::staged_loads::StagedStatus;
 use crate::store::write::parts::{self, PartFacts, Registered};
 use crate::store::write::stage::{self, StageFate};
+use crate::wire::loads::PartReceipt;
 
 /// A part as sent.
 pub struct PartUpload {
@@ -38,22 +38,6 @@ pub struct PartUpload {
     /// `?ds=`: the partition of rows that give none.
     pub ds: Option<Period>,
     pub actor: Actor,
-}
-
-/// What a part upload did.
-#[derive(Clone, Debug, Serialize)]
-pub struct PartReceipt {
-    pub load_id: Uuid,
-    pub part: u32,
-    pub rows_received: u64,
-    pub rows_staged: u64,
-    pub rejected: u64,
-    pub discarded_fields: u64,
-    pub content_sha256: String,
-    /// False when part `n` already held these rows.
-    pub changed: bool,
-    /// Rows per partition.
-    pub partitions: BTreeMap<String, u64>,
 }
 
 /// A staged body: its table (claimed by the connection that staged it) and

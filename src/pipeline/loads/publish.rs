@@ -6,13 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
-use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::ticket::LoadTicket;
@@ -31,53 +28,14 @@ use crate::store::write::publish_many::{
 };
 use crate::store::write::stage::{self, StageFate};
 use crate::versions::Expected;
+use crate::wire::loads::{LoadReceipt, PartitionReceipt};
+use crate::wire::status::ReceiptStatus;
 
 /// A staged part as the publish reads it: its table and its rows' content
 /// per partition.
 pub struct PartSource {
     pub stage_name: String,
     pub contents: BTreeMap<Period, ContentHash>,
-}
-
-/// What a load of several partitions did (or, in a dry run, would do).
-#[derive(Clone, Debug, Serialize)]
-pub struct LoadReceipt {
-    pub load_id: Uuid,
-    pub table: TableName,
-    /// `load` (a staged load), `replace_range`, `replace_table`.
-    pub mode: &'static str,
-    /// The one partition of a one-partition load.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ds: Option<Period>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from: Option<Period>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<Period>,
-    pub status: &'static str,
-    pub partitions: Vec<PartitionReceipt>,
-    pub rows_received: u64,
-    pub rows_written: u64,
-    pub duplicates: u64,
-    pub rejected: u64,
-    pub discarded_fields: u64,
-    /// Rows in the target after the load.
-    pub row_count: u64,
-    pub content_sha256: String,
-    pub changed: bool,
-    pub dry_run: bool,
-    pub audit: Option<AuditReport>,
-    pub forced: Option<serde_json::Value>,
-}
-
-/// One target partition in a receipt (`ds` null for a plain table).
-#[derive(Clone, Debug, Serialize)]
-pub struct PartitionReceipt {
-    pub ds: Option<String>,
-    pub rows_written: u64,
-    pub row_count: u64,
-    pub content_sha256: String,
-    pub changed: bool,
-    pub dropped: bool,
 }
 
 /// How far a load goes.
@@ -128,7 +86,7 @@ impl Pipeline {
             result
                 .as_ref()
                 .is_ok_and(|(outcomes, stages, receipt): &Finished| {
-                    receipt.status == "published"
+                    receipt.status == ReceiptStatus::Published
                         && stages.iter().any(|s| {
                             s.stage_name == name
                                 && outcomes
@@ -300,15 +258,15 @@ fn receipt(
     LoadReceipt {
         load_id: load.ticket.load_id,
         table: load.def.name.clone(),
-        mode: load.ticket.mode,
+        mode: load.ticket.mode.to_string(),
         ds: load.ticket.ds,
         from: load.range.map(|r| r.0),
         to: load.range.map(|r| r.1),
         status: match (load.how, changed) {
-            (Finishing::Publish, true) => "published",
-            (Finishing::Publish, false) => "unchanged",
-            (Finishing::DryRun, _) => "dry_run",
-            (Finishing::AuditOnly, _) => "staged",
+            (Finishing::Publish, true) => ReceiptStatus::Published,
+            (Finishing::Publish, false) => ReceiptStatus::Unchanged,
+            (Finishing::DryRun, _) => ReceiptStatus::DryRun,
+            (Finishing::AuditOnly, _) => ReceiptStatus::Staged,
         },
         rows_written: partitions.iter().map(|p| p.rows_written).sum(),
         partitions,
@@ -322,6 +280,7 @@ fn receipt(
         dry_run: load.how == Finishing::DryRun,
         audit,
         forced: load.forced.clone(),
+        replayed: None,
     }
 }
 

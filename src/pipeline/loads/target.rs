@@ -8,6 +8,7 @@ use crate::period::Period;
 use crate::pipeline::error::{TargetError, MAX_TARGET_PARTITIONS};
 use crate::problem::ProblemCode;
 use crate::schema::TableDef;
+use crate::wire::loads::Target;
 
 /// What a load replaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,12 +80,16 @@ impl LoadTarget {
     /// Its stored (and wire) form.
     pub fn to_json(&self) -> serde_json::Value {
         match self {
-            LoadTarget::Partitions(periods) => serde_json::json!({"partitions": periods}),
-            LoadTarget::Range { from, to } => {
-                serde_json::json!({"range": {"from": from, "to": to}})
+            LoadTarget::Partitions(periods) => {
+                Target::Partitions(periods.iter().map(Period::label).collect())
             }
-            LoadTarget::Table => serde_json::json!({"table": true}),
+            LoadTarget::Range { from, to } => Target::Range {
+                from: from.label(),
+                to: to.label(),
+            },
+            LoadTarget::Table => Target::TABLE,
         }
+        .to_value()
     }
 }
 
