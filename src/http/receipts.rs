@@ -66,7 +66,7 @@ fn is_false(flag: &bool) -> bool {
     !flag
 }
 
-/// The answer to an accepted PUT (the receipt; see the README).
+/// The answer to an accepted PUT (the receipt; see docs/guide/partitions.md).
 #[derive(Serialize)]
 pub struct PutAnswer<'a> {
     load_id: Uuid,
