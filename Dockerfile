@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # idem's image: `docker build -t idem .`, then configure it with environment
-# variables only (DATABASE_URL, IDEM_ADMIN_TOKEN, IDEM_*; see README,
-# "Running in production"). Needs BuildKit (the default builder of Docker 23
+# variables only (DATABASE_URL, IDEM_ADMIN_TOKEN, IDEM_*; see
+# docs/operations/docker.md). Needs BuildKit (the default builder of Docker 23
 # and later) for the cache mounts. In a container `localhost` is the
 # container: a Postgres on the host is host.docker.internal in DATABASE_URL
 # (on Linux with --add-host=host.docker.internal:host-gateway), one in a

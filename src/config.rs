@@ -41,7 +41,7 @@ fn cpu_cores() -> usize {
 /// (fewer wake-ups across threads) and leave cores to a Postgres on the
 /// same machine, but serve less of what idem does alone: on 2 cores, one
 /// thread took 1-row POSTs from 0.52 to 0.70 of pgbench and uncached
-/// replays from 0.24 down to 0.16 (README, "Speed on every path").
+/// replays from 0.24 down to 0.16 (docs/performance/results.md, "History").
 fn default_worker_threads() -> usize {
     cpu_cores()
 }

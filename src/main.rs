@@ -8,7 +8,7 @@ use cli::{usage_error, Cli, Command};
 // Small POSTs allocate and free many short-lived buffers across the
 // runtime's threads; with mimalloc idem spends about a fifth less CPU per
 // 100-row POST than with glibc's malloc (bench/small_writes.sh (b),
-// measured in alternating runs; README).
+// measured in alternating runs; docs/performance/results.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

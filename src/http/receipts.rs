@@ -51,7 +51,7 @@ pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<S
     (rejected > 0).then(|| format!("/rejects?table={table}&load_id={load_id}"))
 }
 
-/// The answer to an accepted PUT.
+/// The answer to an accepted PUT (the receipt; see docs/guide/partitions.md).
 pub fn put(r: &Receipt) -> wire::PutReceipt {
     wire::PutReceipt {
         load_id: r.load_id,

@@ -4,7 +4,7 @@
 //! A completed POST key's row never changes until it expires (only an
 //! expired row is taken over or reaped) or its table is dropped (which
 //! deletes it; the dropping process forgets its copies, other processes
-//! keep theirs: a known limit, said in the README). Nothing is served past
+//! keep theirs: a known limit, said in docs/guide/schema.md). Nothing is served past
 //! `expires_at`. A PUT's key is
 //! completed again when its day no longer holds what it recorded (see
 //! `pipeline/keyed/key.rs`): a copy elsewhere may then name the earlier load of

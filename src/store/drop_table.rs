@@ -73,7 +73,8 @@ impl Store {
         ledger::insert(&mut tx, entry).await?;
         tx.commit().await?;
         // Replays of the dropped loads' keys must not outlive their rows
-        // here. (Another process forgets them when it restarts; see README.)
+        // here. (Another process forgets them when it restarts; see
+        // docs/guide/schema.md, "Dropping a table".)
         self.completed.forget_all();
         Ok(Some(dropped))
     }

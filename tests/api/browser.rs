@@ -5,8 +5,8 @@
 //! process and a fresh profile of its own, gone when it drops.
 //!
 //! Screenshots go to `target/console-screenshots/` (or
-//! `IDEM_SCREENSHOTS_DIR`): the test run's artifacts, and the README's
-//! pictures.
+//! `IDEM_SCREENSHOTS_DIR`): the test run's artifacts, and the pictures of
+//! the docs' console page (copied to `docs/console/`).
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;

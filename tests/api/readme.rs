@@ -1,10 +1,21 @@
-//! The README's quick start and tour, run as a new user pastes them: every
-//! `sh` block of the two sections, in order, in one bash, in a folder that
-//! stands in for a fresh clone, with idem started by the quick start's own
-//! `scripts/serve --background` (on a fresh database, and on a free port
-//! instead of 8080). Each answer a block shows must be what its command
-//! printed; then `examples/run_twice.sh` runs with nothing but what the
-//! quick start set up.
+//! The docs run as a new user pastes them: every `sh` block of `README.md`
+//! and of each page under `docs/`, each page in one bash of its own, in a
+//! folder that stands in for a fresh clone, against idem started by the
+//! quick start's own `scripts/serve --background` (on a fresh database, and
+//! on a free port instead of 8080). Each answer a block shows must be what
+//! its command printed.
+//!
+//! - The README's blocks are its quick start; after them
+//!   `examples/run_twice.sh` runs with nothing but what they set up.
+//! - Each page of `docs/` runs after the quick start's first block (the
+//!   server started, `IDEM_URL`, `IDEM_TOKEN` and `PATH` exported): a page
+//!   sets up what it needs itself, so the pages run side by side, each on
+//!   a database and server of its own, in any order.
+//! - A `sh` block that another test runs instead says so on the line
+//!   before it, `<!-- run by FILE, FILE -->`; it is not run here, and each
+//!   of its commands must be named in one of those files. Any other code
+//!   block shows no command to paste: a command not run is written as a
+//!   transcript, after a `$ ` prompt (a Docker command, a source database).
 //!
 //! An answer is a run of comment lines at the start of a line, after the
 //! command that prints it. Each such line is a piece (a line indented after
@@ -13,34 +24,116 @@
 //! that does not end with `…` ends the command's output. Comments that are
 //! not answers go at the end of a command's line.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use crate::doc_links::{pages, read_page, root, Fence};
 use crate::support::*;
 
-/// The sections run, in this order; each runs to the next `## ` heading.
-const SECTIONS: [&str; 2] = ["## Quick start", "## A tour with curl"];
-/// The address the README serves on; the test replaces it with its own.
+/// The address the quick start serves on; the test replaces it with its own.
 const README_URL: &str = "http://127.0.0.1:8080";
 /// Printed in place of each answer, to cut the output into commands' outputs.
 const MARK: &str = "@@readme-answer@@";
+/// Pages run at once (each a server of its own and its Postgres work, on a
+/// machine of two cores).
+const AT_ONCE: usize = 3;
+/// The most one page may take.
+const PAGE_TIME: Duration = Duration::from_secs(300);
 
-/// The `sh` blocks of the section under `heading`, subsections included.
-fn sh_blocks(readme: &str, heading: &str) -> Vec<String> {
-    let mut lines = readme.lines().skip_while(|l| *l != heading).skip(1);
-    let mut blocks = Vec::new();
-    while let Some(line) = lines.next() {
-        if line.starts_with("## ") {
-            break;
-        }
-        if line == "```sh" {
-            let block: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
-            blocks.push(block.join("\n"));
-        }
-    }
-    blocks
+/// The test that runs a block instead of this one, as the line before it
+/// names it (`<!-- run by FILE, FILE -->`).
+fn run_by(fence: &Fence) -> Option<Vec<String>> {
+    let names = fence
+        .before
+        .strip_prefix("<!-- run by ")?
+        .strip_suffix("-->")?;
+    Some(names.split(',').map(|n| n.trim().to_string()).collect())
 }
 
-/// What the README shows a command printing.
+/// The `sh` blocks of `page` that this test runs, in order.
+fn runnable(page: &Path) -> Vec<String> {
+    read_page(page)
+        .fences
+        .iter()
+        .filter(|f| f.info == "sh" && run_by(f).is_none())
+        .map(|f| f.lines.join("\n"))
+        .collect()
+}
+
+/// The program a command line runs: its first word after any `NAME=value`.
+fn program(line: &str) -> Option<&str> {
+    line.split_whitespace()
+        .find(|word| !word.split('/').next().unwrap_or_default().contains('='))
+}
+
+/// A line of a code block that is a command to paste (not a transcript's
+/// `$ ` line, not output).
+fn looks_like_a_command(line: &str) -> bool {
+    let Some(first) = line.split_whitespace().next() else {
+        return false;
+    };
+    let tools = ["curl", "idem", "docker", "cargo", "psql", "python3"];
+    let scripts = ["scripts/", "bench/", "examples/"];
+    tools.contains(&first)
+        || scripts
+            .iter()
+            .any(|dir| first.starts_with(dir) && first.len() > dir.len())
+}
+
+#[test]
+fn every_sh_block_is_run_here_or_by_the_test_it_names() {
+    let mut findings = Vec::new();
+    for path in pages() {
+        let page = read_page(&path);
+        let at = |fence: &Fence| format!("{}:{}", path.display(), fence.line);
+        for fence in &page.fences {
+            if ["bash", "shell", "console", "zsh"].contains(&fence.info.as_str()) {
+                findings.push(format!(
+                    "{}: a `{}` block: write `sh` (run) or a transcript",
+                    at(fence),
+                    fence.info
+                ));
+            }
+            if fence.info == "sh" {
+                let Some(files) = run_by(fence) else {
+                    if path != Path::new("README.md") {
+                        let script = fence.lines.join("\n");
+                        if script.contains(README_URL) || script.contains("localhost") {
+                            findings
+                                .push(format!("{}: names the server; use $IDEM_URL", at(fence)));
+                        }
+                    }
+                    continue;
+                };
+                let texts: Vec<String> = files
+                    .iter()
+                    .map(|f| std::fs::read_to_string(root().join(f)).unwrap_or_default())
+                    .collect();
+                for line in fence.lines.iter().map(|l| l.trim()) {
+                    let Some(program) = program(line).filter(|_| !line.starts_with('#')) else {
+                        continue;
+                    };
+                    if !texts.iter().any(|t| t.contains(program)) {
+                        findings.push(format!(
+                            "{}: `{program}` is run by none of {files:?}",
+                            at(fence)
+                        ));
+                    }
+                }
+            } else {
+                for line in fence.lines.iter().filter(|l| looks_like_a_command(l)) {
+                    findings.push(format!(
+                        "{}: `{line}` is neither run (a `sh` block) nor a transcript (`$ `)",
+                        at(fence)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(findings.is_empty(), "{}", findings.join("\n"));
+}
+
+/// What a page shows a command printing.
 struct Answer {
     shown: String,
     pieces: Vec<String>,
@@ -133,8 +226,7 @@ impl Drop for Background<'_> {
 /// the binary where `scripts/serve` builds it (this test's debug build), and
 /// the project's Python environment (made once, shared rather than
 /// installed again in each clone).
-fn fresh_clone() -> tempfile::TempDir {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+fn fresh_clone(venv: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for file in [
         "scripts/serve",
@@ -146,9 +238,8 @@ fn fresh_clone() -> tempfile::TempDir {
     ] {
         let to = dir.path().join(file);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(root.join(file), to).unwrap();
+        std::fs::copy(root().join(file), to).unwrap();
     }
-    let venv = arrow_python().parent().unwrap().parent().unwrap();
     std::fs::create_dir_all(dir.path().join(".idem")).unwrap();
     std::os::unix::fs::symlink(venv, dir.path().join(".idem/venv-arrow")).unwrap();
     let bin = dir.path().join("target/release");
@@ -157,35 +248,30 @@ fn fresh_clone() -> tempfile::TempDir {
     dir
 }
 
-#[tokio::test]
-async fn the_readme_quick_start_and_tour_run_as_written_and_print_what_they_show() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let blocks: Vec<String> = SECTIONS
-        .iter()
-        .flat_map(|heading| {
-            let blocks = sh_blocks(&readme, heading);
-            assert!(!blocks.is_empty(), "no sh blocks under {heading:?}");
-            blocks
-        })
-        .collect();
-    let (script, answers) = script_and_answers(&blocks);
-    assert_eq!(
-        script.matches(README_URL).count(),
-        1,
-        "only the quick start's IDEM_URL names the server; every call uses $IDEM_URL"
-    );
-    assert!(!script.contains("localhost"), "every call uses $IDEM_URL");
+/// One bash session: a page's blocks (after the quick start's first, for a
+/// page of `docs/`), then `then`.
+struct Session {
+    page: PathBuf,
+    blocks: Vec<String>,
+    then: &'static str,
+}
 
+/// What a session printed, or why it failed.
+async fn run(session: Session, venv: PathBuf) -> Result<Duration, String> {
+    let started = Instant::now();
+    let page = session.page.display().to_string();
+    let (script, answers) = script_and_answers(&session.blocks);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let clone = fresh_clone();
+    let clone = fresh_clone(&venv);
     let script = script.replace(README_URL, &format!("http://127.0.0.1:{port}"));
-    let script =
-        format!("set -euo pipefail\n{script}printf '\\n%s\\n' '{MARK}'\nexamples/run_twice.sh\n");
+    let script = format!(
+        "set -euo pipefail\n{script}printf '\\n%s\\n' '{MARK}'\n{}\n",
+        session.then
+    );
     std::fs::write(clone.path().join("first-hour.sh"), script).unwrap();
     let (_, database_url, _database) = fresh_database_url().await;
     let _server = Background(clone.path());
@@ -198,29 +284,114 @@ async fn the_readme_quick_start_and_tour_run_as_written_and_print_what_they_show
         .env("DATABASE_URL", database_url)
         .env("IDEM_LISTEN", format!("127.0.0.1:{port}"))
         .env("IDEM_BIN", env!("CARGO_BIN_EXE_idem"))
+        .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(300), run)
-        .await
-        .expect("the blocks end within 5 minutes")
-        .unwrap();
+    let out = match tokio::time::timeout(PAGE_TIME, run).await {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            return Err(format!(
+                "{page}: the blocks did not end within {PAGE_TIME:?}"
+            ))
+        }
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the blocks failed:\n{stdout}\n{stderr}"
-    );
-
+    if !out.status.success() {
+        return Err(format!("{page}: the blocks failed:\n{stdout}\n{stderr}"));
+    }
     let printed: Vec<&str> = stdout.split(MARK).collect();
-    assert_eq!(printed.len(), answers.len() + 2, "{stdout}");
+    if printed.len() != answers.len() + 2 {
+        return Err(format!(
+            "{page}: {} answers, output cut in {}:\n{stdout}",
+            answers.len(),
+            printed.len()
+        ));
+    }
     let wrong: Vec<String> = answers
         .iter()
         .zip(&printed)
         .filter(|(answer, printed)| !shows(printed, answer))
-        .map(|(answer, printed)| format!("README shows:\n{}printed:\n{printed}\n", answer.shown))
+        .map(|(answer, printed)| format!("{page} shows:\n{}printed:\n{printed}\n", answer.shown))
         .collect();
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    if !wrong.is_empty() {
+        return Err(wrong.join("\n"));
+    }
+    let after = printed[answers.len() + 1];
+    if session.then.contains("run_twice") && !after.contains("plain inserts: 3 -> 6; idem: 2 -> 2")
+    {
+        return Err(format!(
+            "{page}: examples/run_twice.sh printed:\n{after}\n{stderr}"
+        ));
+    }
+    Ok(started.elapsed())
+}
+
+#[tokio::test]
+async fn the_readme_and_every_page_of_the_docs_run_as_written_and_print_what_they_show() {
+    let started = Instant::now();
+    let quick_start = runnable(Path::new("README.md"));
     assert!(
-        printed[answers.len() + 1].contains("plain inserts: 3 -> 6; idem: 2 -> 2"),
-        "{stdout}\n{stderr}"
+        quick_start
+            .first()
+            .is_some_and(|b| b.contains("scripts/serve --background")),
+        "the README's first block to run starts idem: {quick_start:?}"
     );
+    assert_eq!(
+        quick_start.concat().matches(README_URL).count(),
+        1,
+        "only the quick start's IDEM_URL names the server; every call uses $IDEM_URL"
+    );
+    let mut sessions = vec![Session {
+        page: PathBuf::from("README.md"),
+        blocks: quick_start.clone(),
+        then: "examples/run_twice.sh",
+    }];
+    for page in pages().into_iter().filter(|p| p.starts_with("docs")) {
+        let blocks = runnable(&page);
+        if !blocks.is_empty() {
+            let blocks = std::iter::once(quick_start[0].clone())
+                .chain(blocks)
+                .collect();
+            sessions.push(Session {
+                page,
+                blocks,
+                then: "",
+            });
+        }
+    }
+    assert!(sessions.len() > 5, "the guide's pages have blocks to run");
+    // Made once, before the sessions share it.
+    let venv = arrow_python()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
+    let mut running = tokio::task::JoinSet::new();
+    for session in sessions {
+        let (slots, venv) = (slots.clone(), venv.clone());
+        running.spawn(async move {
+            let _slot = slots.acquire_owned().await.unwrap();
+            let page = session.page.clone();
+            (page, run(session, venv).await)
+        });
+    }
+    let mut failures = Vec::new();
+    while let Some(joined) = running.join_next().await {
+        let (page, result) = joined.unwrap();
+        match result {
+            Ok(took) => eprintln!(
+                "readme: {} ran in {:.1} s",
+                page.display(),
+                took.as_secs_f64()
+            ),
+            Err(failure) => failures.push(failure),
+        }
+    }
+    eprintln!(
+        "readme: every page in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
