@@ -10,8 +10,8 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use uuid::Uuid;
 
+use crate::ids::{Principal, TokenId};
 use crate::names::{TableName, MAX_NAME_LEN};
 
 /// What a token may do.
@@ -166,21 +166,18 @@ impl Grants {
 }
 
 /// Who made a load, as the ledger records it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Actor {
-    /// `None` for the bootstrap admin token and in open mode.
-    pub token_id: Option<Uuid>,
+    /// What Idempotency-Keys, channels and load slots are kept apart by:
+    /// the token, or a caller without one (the bootstrap admin, open mode).
+    pub principal: Principal,
     pub token_name: String,
 }
 
 impl Actor {
-    /// The principal it acts as (as `Caller::principal`): the token's id,
-    /// or the name of a caller without a token (`admin`, `anonymous`).
-    pub fn principal(&self) -> String {
-        match self.token_id {
-            Some(id) => id.to_string(),
-            None => self.token_name.clone(),
-        }
+    /// `None` for the bootstrap admin token and in open mode.
+    pub fn token_id(&self) -> Option<TokenId> {
+        self.principal.token_id()
     }
 }
 

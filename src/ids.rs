@@ -28,8 +28,18 @@ macro_rules! uuid_id {
                 $name(Uuid::now_v7())
             }
 
+            /// The id a UUID already names (`From<Uuid>`, usable in a `const`).
+            pub const fn from_uuid(uuid: Uuid) -> $name {
+                $name(uuid)
+            }
+
             pub fn as_uuid(&self) -> Uuid {
                 self.0
+            }
+
+            /// Its 16 bytes, as binary COPY and hashes take them.
+            pub fn as_bytes(&self) -> &[u8; 16] {
+                self.0.as_bytes()
             }
         }
 
@@ -162,6 +172,12 @@ impl sqlx::Type<sqlx::Postgres> for Principal {
 
     fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
         <String as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl sqlx::postgres::PgHasArrayType for Principal {
+    fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+        <String as sqlx::postgres::PgHasArrayType>::array_type_info()
     }
 }
 

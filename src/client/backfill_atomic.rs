@@ -239,10 +239,8 @@ async fn send_day(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use std::collections::{BTreeMap, HashMap};
     use std::sync::Mutex;
-
-    use std::collections::BTreeMap;
 
     use axum::extract::{Path, Query, State};
     use axum::http::{HeaderMap, StatusCode};
@@ -251,6 +249,7 @@ mod tests {
     use axum::{Json, Router};
     use chrono::{DateTime, Utc};
     use clap::Parser;
+    use idem::ids::LoadId;
     use idem::names::TableName;
     use idem::problem::ProblemCode;
     use idem::wire::loads::{LoadView, OpenRequest, PartReceipt};
@@ -274,7 +273,7 @@ mod tests {
     type Shared = Arc<Mutex<Seen>>;
 
     /// The load the stand-in server opens.
-    const LOAD: Uuid = Uuid::from_u128(1);
+    const LOAD: LoadId = LoadId::from_uuid(Uuid::from_u128(1));
 
     fn at() -> DateTime<Utc> {
         DateTime::UNIX_EPOCH

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
+use idem::ids::LoadId;
 use idem::ingest::reject_spool::Problem;
 use idem::wire::receipts::ReplayReceipt;
 use idem::wire::rejects::RejectView;
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 use super::args::{RejectsArgs, ReplayArgs};
 use super::progress::{Progress, Unit};
@@ -65,7 +65,7 @@ struct Tally {
     written: Written,
     expired: u64,
     still_pending: u64,
-    load_ids: Vec<Uuid>,
+    load_ids: Vec<LoadId>,
 }
 
 impl Tally {

@@ -13,6 +13,7 @@ use super::observe::RequestSpan;
 use super::state::AppState;
 use crate::access::{digests_equal, secret_digest, Actor, Grants, Scope};
 use crate::http::error::{ApiError, ApiResult};
+use crate::ids::Principal;
 use crate::names::TableName;
 use crate::store::tokens::TokenLookup;
 
@@ -43,10 +44,8 @@ pub const METRICS_PATH: &str = "/metrics";
 /// Who is calling, and what they may do.
 #[derive(Clone, Debug)]
 pub struct Caller {
-    /// What Idempotency-Keys are scoped by: the token's id (`admin` for the
-    /// bootstrap token, `anonymous` in open mode).
-    pub principal: String,
-    /// Who the ledger says made a load.
+    /// Who the ledger says made a load, and what its Idempotency-Keys are
+    /// scoped by (`actor.principal`).
     pub actor: Actor,
     pub grants: Grants,
 }
@@ -55,9 +54,8 @@ impl Caller {
     /// Open mode: one anonymous principal that may do everything.
     fn anonymous() -> Caller {
         Caller {
-            principal: "anonymous".into(),
             actor: Actor {
-                token_id: None,
+                principal: Principal::Anonymous,
                 token_name: "anonymous".into(),
             },
             grants: Grants::all(),
@@ -67,9 +65,8 @@ impl Caller {
     /// A scraper let in by `local_scrape`: it may do nothing but scrape.
     fn local_scraper() -> Caller {
         Caller {
-            principal: "local-scraper".into(),
             actor: Actor {
-                token_id: None,
+                principal: Principal::LocalScraper,
                 token_name: "local-scraper".into(),
             },
             grants: Grants {
@@ -81,14 +78,13 @@ impl Caller {
 
     /// Whether this is the tokenless local scraper.
     pub fn is_local_scraper(&self) -> bool {
-        self.principal == "local-scraper" && self.actor.token_id.is_none()
+        self.actor.principal == Principal::LocalScraper
     }
 
     fn bootstrap_admin() -> Caller {
         Caller {
-            principal: "admin".into(),
             actor: Actor {
-                token_id: None,
+                principal: Principal::Admin,
                 token_name: "admin".into(),
             },
             grants: Grants::all(),
@@ -183,10 +179,9 @@ pub async fn caller_of_digest(state: &AppState, digest: &[u8; 32]) -> ApiResult<
     };
     match state.tokens.lookup(&state.store, &digest).await? {
         TokenLookup::Valid { token, .. } => Ok(Caller {
-            principal: token.id.to_string(),
             grants: token.grants(),
             actor: Actor {
-                token_id: Some(token.id),
+                principal: Principal::Token(token.id),
                 token_name: token.name,
             },
         }),

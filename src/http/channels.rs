@@ -20,6 +20,7 @@ use super::paging::{page, page_limit};
 use super::state::AppState;
 use crate::channel::ChannelName;
 use crate::http::error::{ApiError, ApiResult};
+use crate::ids::Principal;
 use crate::store::channels::ChannelInfo;
 use crate::wire::channels::ChannelView;
 
@@ -65,7 +66,7 @@ async fn list_channels(
         .transpose()?;
     let channels = state
         .store
-        .channels(&caller.principal, after.as_ref(), limit)
+        .channels(&caller.actor.principal, after.as_ref(), limit)
         .await?;
     let views: Vec<ChannelView> = channels.into_iter().map(ChannelView::from).collect();
     Ok(page(&uri, views, limit, |c: &ChannelView| c.name.clone()))
@@ -79,7 +80,7 @@ async fn get_channel(
     let name = ChannelName::parse(&name)?;
     state
         .store
-        .channel(&caller.principal, &name)
+        .channel(&caller.actor.principal, &name)
         .await?
         .map(|c| Json(ChannelView::from(c)))
         .ok_or_else(|| {
@@ -92,9 +93,11 @@ async fn get_channel(
 
 /// A principal named in a query: a token's id, or the name of a caller
 /// without a token (`admin`, `anonymous`).
-fn parse_principal(text: String) -> ApiResult<String> {
-    if uuid::Uuid::parse_str(&text).is_ok() || text == "admin" || text == "anonymous" {
-        return Ok(text);
+fn parse_principal(text: String) -> ApiResult<Principal> {
+    if let Ok(principal @ (Principal::Token(_) | Principal::Admin | Principal::Anonymous)) =
+        text.parse()
+    {
+        return Ok(principal);
     }
     let shown: String = text.chars().take(40).collect();
     Err(ApiError::InvalidRequest(format!(
@@ -121,7 +124,7 @@ async fn reset_channel(
     let name = ChannelName::parse(&name)?;
     let principal = match query.principal {
         Some(principal) => parse_principal(principal)?,
-        None => caller.principal,
+        None => caller.actor.principal,
     };
     if state.store.reset_channel(&principal, &name).await? {
         tracing::info!(channel = %name, principal = %principal, "channel reset");

@@ -99,8 +99,8 @@ pub fn parse_label(text: &str) -> ApiResult<Period> {
 }
 
 /// An id in a path or a cursor (`what`: "load id", "token id").
-pub fn parse_id(text: &str, what: &str) -> ApiResult<uuid::Uuid> {
-    uuid::Uuid::parse_str(text).map_err(|_| {
+pub fn parse_id<Id: From<uuid::Uuid>>(text: &str, what: &str) -> ApiResult<Id> {
+    uuid::Uuid::parse_str(text).map(Id::from).map_err(|_| {
         let shown: String = text.chars().take(40).collect();
         ApiError::InvalidRequest(format!("{shown:?} is not a {what} (a UUID)"))
     })

@@ -27,7 +27,10 @@ async fn get_key(
     // unquote, or could not send, names none.
     let state_of = match IdempotencyKey::parse(&key) {
         Ok(parsed) if parsed.as_str() == key => {
-            state.store.key_state(&caller.principal, &parsed).await?
+            state
+                .store
+                .key_state(&caller.actor.principal, &parsed)
+                .await?
         }
         _ => KeyState::Absent,
     };
@@ -48,7 +51,7 @@ async fn get_key(
         }))),
         KeyState::InFlight => Ok(Json(KeyRecord::InFlight(KeyInFlight {
             key,
-            principal: caller.principal,
+            principal: caller.actor.principal,
             retention_seconds: retention,
             status: KeyStatus::InFlight,
         }))),

@@ -5,9 +5,9 @@
 //! `pipeline/keyed/` stores it in).
 
 use serde::Serialize;
-use uuid::Uuid;
 
 use crate::channel::{ChannelName, ChannelSkipped, Offset};
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::pipeline::{AnswerForm, DropReceipt, Receipt, ReplayReceipt, RowsReceipt};
 use crate::store::write::merge::PartitionAfter;
@@ -47,7 +47,7 @@ fn json(value: &impl Serialize) -> serde_json::Value {
 }
 
 /// Where a load's rejects are listed, when it has any.
-pub fn rejects_link(table: &TableName, load_id: Uuid, rejected: u64) -> Option<String> {
+pub fn rejects_link(table: &TableName, load_id: LoadId, rejected: u64) -> Option<String> {
     (rejected > 0).then(|| format!("/rejects?table={table}&load_id={load_id}"))
 }
 

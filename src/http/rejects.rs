@@ -78,7 +78,7 @@ pub async fn replay(
     span.record("table", tracing::field::display(table));
     let replay = ReplayRejects {
         table: table.clone(),
-        principal: caller.principal.clone(),
+        principal: caller.actor.principal.clone(),
         idempotency_key: request.key.clone(),
         actor: caller.actor.clone(),
         // What it asks for is all in its path: its fingerprint is of no body.

@@ -106,7 +106,7 @@ async fn post_rows(
         table: table.clone(),
         mode,
         body,
-        principal: caller.principal.clone(),
+        principal: caller.actor.principal.clone(),
         idempotency_key: key.clone(),
         channel: channel.map(Box::new),
         actor: caller.actor.clone(),

@@ -16,8 +16,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use uuid::Uuid;
-
+use crate::ids::TokenId;
 use crate::store::tokens::{TokenInfo, TokenLookup};
 use crate::store::Store;
 
@@ -105,7 +104,7 @@ impl TokenCache {
     }
 
     /// Forgets a revoked token (this process revoked it, or heard of it).
-    pub fn forget(&self, id: Uuid) {
+    pub fn forget(&self, id: TokenId) {
         let mut inner = self.lock();
         inner.epoch += 1;
         inner.tokens.retain(|_, cached| cached.token.id != id);

@@ -15,6 +15,7 @@ use super::paging::{page, page_limit};
 use super::state::AppState;
 use crate::access::{new_secret, secret_digest, Grants, Scope, TablePattern};
 use crate::http::error::{ApiError, ApiResult};
+use crate::ids::TokenId;
 use crate::store::tokens::{NewToken, TokenInfo};
 
 pub fn router() -> Router<AppState> {
@@ -178,7 +179,7 @@ async fn revoke_token(
 
 /// Revokes at once (an admin's act): every idem process reads the token on
 /// every request.
-pub async fn revoke(state: &AppState, caller: &Caller, id: uuid::Uuid) -> ApiResult<()> {
+pub async fn revoke(state: &AppState, caller: &Caller, id: TokenId) -> ApiResult<()> {
     caller.require_admin()?;
     if !state.store.revoke_token(id).await? {
         return Err(ApiError::NotFound(format!("no token {id}")));

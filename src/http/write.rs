@@ -90,7 +90,7 @@ pub fn keyed_request(
     headers: &HeaderMap,
 ) -> KeyedRequest {
     KeyedRequest {
-        principal: caller.principal,
+        principal: caller.actor.principal,
         key,
         method,
         path_and_query: uri

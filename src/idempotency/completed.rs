@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use chrono::Utc;
 
 use super::{IdempotencyKey, StoredKey};
+use crate::ids::Principal;
 
 /// Bytes of keys and answers remembered at most.
 const MAX_BYTES: usize = 16 * 1024 * 1024;
@@ -40,9 +41,9 @@ struct Remembered {
 
 #[derive(Default)]
 struct Inner {
-    keys: HashMap<(String, String), Remembered>,
+    keys: HashMap<(Principal, String), Remembered>,
     /// The keys in the order they were remembered, oldest first.
-    order: VecDeque<(String, String)>,
+    order: VecDeque<(Principal, String)>,
     bytes: usize,
 }
 
@@ -50,7 +51,7 @@ struct Inner {
 /// in the order) and its answer's text.
 fn size_of(remembered: &Remembered) -> usize {
     let stored = &remembered.stored;
-    2 * (stored.principal.len() + stored.key.len())
+    2 * (std::mem::size_of::<Principal>() + stored.key.len())
         + stored.fingerprint.len()
         + stored.response_etag.as_ref().map_or(0, String::len)
         + remembered.body.len()
@@ -63,8 +64,8 @@ impl CompletedKeys {
     }
 
     /// The completed key, if remembered and not expired.
-    pub fn get(&self, principal: &str, key: &IdempotencyKey) -> Option<StoredKey> {
-        let id = (principal.to_string(), key.as_str().to_string());
+    pub fn get(&self, principal: &Principal, key: &IdempotencyKey) -> Option<StoredKey> {
+        let id = (principal.clone(), key.as_str().to_string());
         let (mut stored, body) = {
             let inner = self.lock();
             let remembered = inner.keys.get(&id)?;
@@ -125,7 +126,7 @@ mod tests {
 
     fn stored(key: &str, expires_in_secs: i64) -> StoredKey {
         StoredKey {
-            principal: "p".into(),
+            principal: Principal::Admin,
             key: key.into(),
             fingerprint: "f".into(),
             load_id: None,
@@ -142,12 +143,12 @@ mod tests {
         let cache = CompletedKeys::default();
         cache.remember(&stored("live", 60));
         cache.remember(&stored("expired", -1));
-        let live = cache.get("p", &key("live")).unwrap();
+        let live = cache.get(&Principal::Admin, &key("live")).unwrap();
         assert_eq!(live.fingerprint, "f");
         assert_eq!(live.response_body, serde_json::json!({"rows_written": 1}));
-        assert!(cache.get("p", &key("expired")).is_none());
+        assert!(cache.get(&Principal::Admin, &key("expired")).is_none());
         assert!(
-            cache.get("q", &key("live")).is_none(),
+            cache.get(&Principal::Anonymous, &key("live")).is_none(),
             "keys belong to a principal"
         );
     }
@@ -163,9 +164,15 @@ mod tests {
         for i in 0..fit + 10 {
             cache.remember(&stored(&format!("k-{i}"), 60));
         }
-        assert!(cache.get("p", &key("k-0")).is_none(), "the oldest went");
+        assert!(
+            cache.get(&Principal::Admin, &key("k-0")).is_none(),
+            "the oldest went"
+        );
         let newest = format!("k-{}", fit + 9);
-        assert!(cache.get("p", &key(&newest)).is_some(), "the newest stays");
+        assert!(
+            cache.get(&Principal::Admin, &key(&newest)).is_some(),
+            "the newest stays"
+        );
         assert!(cache.lock().bytes <= MAX_BYTES);
     }
 }

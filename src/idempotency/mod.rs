@@ -10,10 +10,11 @@ pub mod completed;
 
 use std::fmt;
 
+use crate::ids::LoadId;
+use crate::ids::Principal;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
 /// An `Idempotency-Key`: 1 to 255 visible ASCII characters, without the
 /// surrounding whitespace and double quotes a client may send.
@@ -59,7 +60,7 @@ impl fmt::Display for IdempotencyKey {
 
 /// What the fingerprint of a keyed request is made of.
 pub struct KeyedRequest {
-    pub principal: String,
+    pub principal: Principal,
     pub key: IdempotencyKey,
     pub method: &'static str,
     pub path_and_query: String,
@@ -92,10 +93,10 @@ pub const COMPLETED_STATUS: u16 = 200;
 /// A completed key, as stored.
 #[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
 pub struct StoredKey {
-    pub principal: String,
+    pub principal: Principal,
     pub key: String,
     pub fingerprint: String,
-    pub load_id: Option<Uuid>,
+    pub load_id: Option<LoadId>,
     pub response_status: i32,
     pub response_body: serde_json::Value,
     /// The `ETag` the response carried, if any (a keyed PUT's).

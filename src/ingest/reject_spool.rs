@@ -11,11 +11,11 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use uuid::Uuid;
 
 use super::temporal::PG_EPOCH_UNIX_MICROS;
 use super::BadRow;
 use crate::binary_copy::TupleWriter;
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::period::Period;
 
@@ -31,7 +31,7 @@ pub const COPY_COLUMNS: &str = "table_name, load_id, record, line, ds, origin, m
 #[derive(Clone, Debug)]
 pub struct RejectSource {
     pub table: TableName,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     /// `put` or `post`.
     pub origin: &'static str,
     /// A POST's mode (`MergeMode::as_str`), which a replay writes by.

@@ -3,6 +3,7 @@
 //! the HTTP status is the edge's business (`crate::http::error`).
 
 use crate::channel::ChannelError;
+use crate::ids::LoadId;
 use crate::ingest::BadRow;
 use crate::names::TableName;
 use crate::period::{Grain, Period};
@@ -78,15 +79,15 @@ pub enum WriteError {
     #[error("this token's writes already hold its share of the turns to write (IDEM_LOAD_SLOTS_PER_TOKEN); retry later")]
     ShareTaken,
     #[error("no load {0}")]
-    LoadNotFound(uuid::Uuid),
+    LoadNotFound(LoadId),
     /// The load takes no parts and no publish any more.
     #[error("load {load_id} is {status}; it takes no parts and no publish")]
     LoadNotOpen {
-        load_id: uuid::Uuid,
+        load_id: LoadId,
         status: &'static str,
     },
     #[error("load {0} is published; it can no longer be abandoned")]
-    LoadPublished(uuid::Uuid),
+    LoadPublished(LoadId),
     /// One or more audits failed; nothing was published.
     #[error("{} of the load's audits failed; nothing was published", .0.audits.iter().filter(|a| !a.passed).count())]
     AuditFailed(AuditReport),

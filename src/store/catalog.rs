@@ -13,9 +13,9 @@ use super::sql::{
     column_change_ddl, column_ddl, key_index_columns, parent_table, partition_key, Ident,
 };
 use super::{Store, StoreResult};
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::schema::{check_width, plan_changes, SchemaChange, SchemaPolicy, SchemaWants, TableDef};
-use uuid::Uuid;
 
 #[derive(Clone, Debug)]
 pub struct TableInfo {
@@ -36,7 +36,7 @@ pub struct SchemaVersion {
     pub changes: sqlx::types::Json<serde_json::Value>,
     /// The load whose rows needed the change (`schema: evolve`); none for a
     /// declaration.
-    pub load_id: Option<Uuid>,
+    pub load_id: Option<LoadId>,
 }
 
 pub enum Declared {
@@ -225,7 +225,7 @@ enum ChangeCause {
     /// `PUT /tables`: the table is declared from now on.
     Declaration,
     /// A write under `schema: evolve` (its load, when known).
-    Write(Option<Uuid>),
+    Write(Option<LoadId>),
 }
 
 /// Makes `changes` to the stored definition `stored`: the DDL, the new
@@ -278,7 +278,7 @@ pub async fn evolve_to_fit(
     conn: &mut PgConnection,
     name: &TableName,
     wants: &SchemaWants,
-    load_id: Uuid,
+    load_id: LoadId,
     lock_wait: Option<std::time::Duration>,
 ) -> StoreResult<Option<TableDef>> {
     let mut tx = conn.begin().await?;

@@ -7,10 +7,11 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Row};
-use uuid::Uuid;
 
 use super::{Store, StoreError, StoreResult};
 use crate::channel::{ChannelName, Offset, OffsetKind};
+use crate::ids::LoadId;
+use crate::ids::Principal;
 use crate::names::TableName;
 use crate::schema::TableDef;
 
@@ -31,7 +32,7 @@ pub struct ChannelInfo {
     pub offset_kind: OffsetKind,
     pub committed_offset: String,
     pub table: Option<String>,
-    pub load_id: Option<Uuid>,
+    pub load_id: Option<LoadId>,
     pub committed_at: Option<DateTime<Utc>>,
     pub commits: i64,
 }
@@ -62,7 +63,7 @@ fn locked(row: &PgRow) -> StoreResult<LockedChannel> {
 /// channel that exists, costs one statement.
 pub async fn lock_channel(
     conn: &mut PgConnection,
-    principal: &str,
+    principal: &Principal,
     name: &ChannelName,
     kind: OffsetKind,
     table: &TableName,
@@ -140,10 +141,10 @@ pub struct LockedChannels {
 /// with them: a wait for a channel may outlast a change of the table.
 pub async fn lock_channels(
     conn: &mut PgConnection,
-    channels: &[(&str, &ChannelName)],
+    channels: &[(&Principal, &ChannelName)],
     table: &TableName,
 ) -> StoreResult<LockedChannels> {
-    let principals: Vec<&str> = channels.iter().map(|(p, _)| *p).collect();
+    let principals: Vec<&Principal> = channels.iter().map(|(p, _)| *p).collect();
     let names: Vec<&str> = channels.iter().map(|(_, n)| n.as_str()).collect();
     // The definition comes on the first row only: it may be large.
     // language=PostgreSQL
@@ -173,7 +174,7 @@ pub async fn lock_channels(
         let kind = OffsetKind::parse(&kind).map_err(|_| corrupt())?;
         let committed: String = row.try_get("committed_offset")?;
         let committed = Offset::parse(kind, &committed).map_err(|_| corrupt())?;
-        let key: (String, String) = (row.try_get("principal")?, row.try_get("name")?);
+        let key: (Principal, String) = (row.try_get("principal")?, row.try_get("name")?);
         found.insert(key, (kind, committed));
         if let Some(Json(read)) = row.try_get::<Option<Json<TableDef>>, _>("definition")? {
             def = Some(read);
@@ -181,7 +182,7 @@ pub async fn lock_channels(
     }
     let channels = channels
         .iter()
-        .map(|(p, n)| found.remove(&(p.to_string(), n.to_string())))
+        .map(|(p, n)| found.remove(&((*p).clone(), n.to_string())))
         .collect();
     Ok(LockedChannels { channels, def })
 }
@@ -198,7 +199,7 @@ pub async fn commit_offsets(
     let names = column(&|c| c.name.to_string());
     let offsets = column(&|c| c.offset.to_string());
     let tables = column(&|c| c.table.to_string());
-    let loads: Vec<Uuid> = commits.iter().map(|c| c.load_id).collect();
+    let loads: Vec<LoadId> = commits.iter().map(|c| c.load_id).collect();
     // language=PostgreSQL
     sqlx::query(
         "update idem.channels c
@@ -220,11 +221,11 @@ pub async fn commit_offsets(
 
 /// What a write commits on its channel, in its transaction.
 pub struct OffsetCommit<'a> {
-    pub principal: &'a str,
+    pub principal: &'a Principal,
     pub name: &'a ChannelName,
     pub offset: &'a Offset,
     pub table: &'a TableName,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
 }
 
 /// Records the offset on the channel's row, which `lock_channel` locked.
@@ -267,7 +268,7 @@ impl Store {
     /// `principal`'s channels by name, `limit` of them after `after`.
     pub async fn channels(
         &self,
-        principal: &str,
+        principal: &Principal,
         after: Option<&ChannelName>,
         limit: i64,
     ) -> StoreResult<Vec<ChannelInfo>> {
@@ -290,7 +291,7 @@ impl Store {
     /// One of `principal`'s channels, if it committed an offset.
     pub async fn channel(
         &self,
-        principal: &str,
+        principal: &Principal,
         name: &ChannelName,
     ) -> StoreResult<Option<ChannelInfo>> {
         // language=PostgreSQL
@@ -307,7 +308,11 @@ impl Store {
 
     /// Forgets the channel, its kind included: its next write starts it
     /// afresh. Waits for a write in flight on it. Whether there was one.
-    pub async fn reset_channel(&self, principal: &str, name: &ChannelName) -> StoreResult<bool> {
+    pub async fn reset_channel(
+        &self,
+        principal: &Principal,
+        name: &ChannelName,
+    ) -> StoreResult<bool> {
         // language=PostgreSQL
         let done = sqlx::query("delete from idem.channels where principal = $1 and name = $2")
             .bind(principal)

@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{Connection, PgConnection, Postgres, Row};
-use uuid::Uuid;
 
+use crate::ids::LoadId;
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::names::TableName;
 use crate::period::Period;
@@ -42,7 +42,7 @@ pub struct Live {
     pub ds: String,
     pub content: ContentHash,
     /// The last write's load (a merge's, or the swap's).
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub published_at: DateTime<Utc>,
     /// What the registry keeps of the body the partition was last swapped
     /// from; merges since then leave them, and `settled` says so.
@@ -70,14 +70,14 @@ impl Live {
         content.apply(&delta).ok_or(StoreError::Corrupt(
             "deltas take away more rows than stored",
         ))?;
-        let base_load: Uuid = row.try_get("load_id")?;
+        let base_load: LoadId = row.try_get("load_id")?;
         let base_at: DateTime<Utc> = row.try_get("published_at")?;
         let delta_at: Option<DateTime<Utc>> = row.try_get("delta_written_at")?;
         Ok(Live {
             ds: row.try_get("ds")?,
             content,
             load_id: row
-                .try_get::<Option<Uuid>, _>("delta_load_id")?
+                .try_get::<Option<LoadId>, _>("delta_load_id")?
                 .unwrap_or(base_load),
             published_at: delta_at.map_or(base_at, |at| at.max(base_at)),
             // Merged into since its swap: no longer the body's content.
@@ -159,7 +159,7 @@ pub(super) fn deltas_sql(first: usize) -> String {
 pub struct PartitionDelta<'a> {
     pub table: &'a TableName,
     pub ds: Period,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub delta: ContentDelta,
 }
 
@@ -172,7 +172,7 @@ pub(super) fn bind_deltas<'q>(
     let changed = || deltas.iter().filter(|d| !d.delta.is_empty());
     let tables: Vec<String> = changed().map(|d| d.table.as_str().to_string()).collect();
     let labels: Vec<String> = changed().map(|d| d.ds.label()).collect();
-    let loads: Vec<Uuid> = changed().map(|d| d.load_id).collect();
+    let loads: Vec<LoadId> = changed().map(|d| d.load_id).collect();
     let rows: Vec<i64> = changed().map(|d| d.delta.rows()).collect();
     let sums: Vec<Vec<u8>> = changed().map(|d| d.delta.sum_bytes().to_vec()).collect();
     query
@@ -290,7 +290,7 @@ fn fold(base: &PgRow, folded: &[PgRow]) -> StoreResult<Settled> {
 /// A registry row with its deltas folded in.
 struct Settled {
     content: ContentHash,
-    load_id: Uuid,
+    load_id: LoadId,
     published_at: DateTime<Utc>,
 }
 

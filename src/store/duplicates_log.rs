@@ -5,8 +5,8 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use uuid::Uuid;
 
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::store::{Store, StoreResult};
 
@@ -18,7 +18,7 @@ pub const LOG_TABLE: &str = "idem.duplicates";
 pub struct LoggedVersion {
     #[sqlx(rename = "table_name")]
     pub table: String,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     /// None for a plain table (its one partition is stored as `''`).
     pub ds: Option<String>,
     /// The key's row id, hex.
@@ -36,7 +36,7 @@ pub struct LoggedVersion {
 /// Where a page of the log starts: after this version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogCursor {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub row_id: Vec<u8>,
     pub version: i32,
 }
@@ -62,7 +62,7 @@ impl LogCursor {
     pub fn parse(text: &str) -> Option<Self> {
         let mut parts = text.split('.');
         let cursor = LogCursor {
-            load_id: Uuid::parse_str(parts.next()?).ok()?,
+            load_id: parts.next()?.parse().ok()?,
             row_id: hex::decode(parts.next()?).ok()?,
             version: parts.next()?.parse().ok()?,
         };
@@ -75,7 +75,7 @@ impl Store {
     pub async fn duplicates(
         &self,
         table: Option<&TableName>,
-        load_id: Option<Uuid>,
+        load_id: Option<LoadId>,
         visible: &[String],
         after: Option<&LogCursor>,
         limit: i64,

@@ -12,12 +12,13 @@ use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, Postgres, Row, Transaction};
-use uuid::Uuid;
 
 use super::locks::lock_key;
 use super::sql::array_params;
 use super::{Store, StoreError, StoreResult};
 use crate::idempotency::{IdempotencyKey, OnCompleted, StoredKey};
+use crate::ids::LoadId;
+use crate::ids::Principal;
 use crate::names::TableName;
 use crate::schema::TableDef;
 
@@ -52,8 +53,8 @@ const STORED_KEY_SQL: &str =
 /// The advisory lock every claimer of a key takes before it inserts the
 /// key's row: so that no insert of a key row ever waits for another's, and
 /// a batch can skip the keys in flight (`claim_keys`) instead of waiting.
-pub fn key_lock(principal: &str, key: &str) -> i64 {
-    lock_key("idempotency-key", &[principal, key])
+pub fn key_lock(principal: &Principal, key: &str) -> i64 {
+    lock_key("idempotency-key", &[&principal.to_string(), key])
 }
 
 /// Takes the key's lock (waiting, within the transaction's `lock_timeout`,
@@ -63,7 +64,7 @@ pub fn key_lock(principal: &str, key: &str) -> i64 {
 /// same statement to spare the write a round trip.
 async fn insert_placeholder(
     conn: &mut PgConnection,
-    principal: &str,
+    principal: &Principal,
     key: &str,
     table: Option<&TableName>,
     retention: Duration,
@@ -96,10 +97,10 @@ async fn insert_placeholder(
 /// What `claim_keys` found of a batch's keys.
 pub struct ClaimedKeys {
     /// The keys claimed: the batch writes their requests.
-    pub claimed: HashSet<(String, String)>,
+    pub claimed: HashSet<(Principal, String)>,
     /// The keys found completed (and live), with their stored answers: their
     /// requests are replays, answered without a write.
-    pub completed: HashMap<(String, String), StoredKey>,
+    pub completed: HashMap<(Principal, String), StoredKey>,
     /// The tables' definitions as they are now, by name (a table not
     /// declared is not there).
     pub defs: HashMap<String, TableDef>,
@@ -120,15 +121,15 @@ pub struct ClaimedKeys {
 /// holds a lock it took twice).
 pub async fn claim_keys(
     conn: &mut PgConnection,
-    keys: &[(&str, &IdempotencyKey)],
+    keys: &[(&Principal, &IdempotencyKey)],
     tables: &[&TableName],
 ) -> StoreResult<ClaimedKeys> {
-    let principals: Vec<&str> = keys.iter().map(|(p, _)| *p).collect();
+    let principals: Vec<String> = keys.iter().map(|(p, _)| p.to_string()).collect();
     let names: Vec<&str> = keys.iter().map(|(_, k)| k.as_str()).collect();
     let locks: Vec<i64> = keys.iter().map(|(p, k)| key_lock(p, k.as_str())).collect();
     // language=PostgreSQL
     type Claimed = (
-        Vec<String>,
+        Vec<Principal>,
         Vec<String>,
         Json<Vec<StoredKey>>,
         Json<HashMap<String, TableDef>>,
@@ -176,7 +177,7 @@ impl Store {
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn claim_key(
         &self,
-        principal: &str,
+        principal: &Principal,
         key: &IdempotencyKey,
         wait: Duration,
         table: Option<&TableName>,
@@ -225,7 +226,7 @@ impl Store {
     /// statement (a write needs it next).
     pub async fn completed_key_and_table(
         &self,
-        principal: &str,
+        principal: &Principal,
         key: &IdempotencyKey,
         table: &TableName,
     ) -> StoreResult<(Option<StoredKey>, Option<TableDef>)> {
@@ -243,7 +244,7 @@ impl Store {
         .fetch_one(&mut *self.acquire().await?)
         .await?;
         let def: Option<Json<TableDef>> = row.try_get("definition")?;
-        let stored = match row.try_get::<Option<String>, _>("principal")? {
+        let stored = match row.try_get::<Option<Principal>, _>("principal")? {
             Some(_) => Some(StoredKey::from_row(&row)?),
             None => None,
         };
@@ -264,7 +265,7 @@ impl Store {
     /// the whole cost of a replay.
     pub async fn completed_key(
         &self,
-        principal: &str,
+        principal: &Principal,
         key: &IdempotencyKey,
     ) -> StoreResult<Option<StoredKey>> {
         if let Some(stored) = self.completed.get(principal, key) {
@@ -279,7 +280,7 @@ impl Store {
     }
 
     /// The key's completed request, if this process remembers it.
-    pub fn remembered_key(&self, principal: &str, key: &IdempotencyKey) -> Option<StoredKey> {
+    pub fn remembered_key(&self, principal: &Principal, key: &IdempotencyKey) -> Option<StoredKey> {
         self.completed.get(principal, key)
     }
 
@@ -288,7 +289,11 @@ impl Store {
         self.completed.remember(stored);
     }
 
-    pub async fn key_state(&self, principal: &str, key: &IdempotencyKey) -> StoreResult<KeyState> {
+    pub async fn key_state(
+        &self,
+        principal: &Principal,
+        key: &IdempotencyKey,
+    ) -> StoreResult<KeyState> {
         if let Some(stored) = self.completed_key(principal, key).await? {
             return Ok(KeyState::Completed(stored));
         }
@@ -334,10 +339,10 @@ impl Store {
 /// A completed request, as its key keeps it.
 #[derive(Clone, Debug)]
 pub struct Completion<'a> {
-    pub principal: &'a str,
+    pub principal: &'a Principal,
     pub key: &'a IdempotencyKey,
     pub fingerprint: &'a str,
-    pub load_id: Option<Uuid>,
+    pub load_id: Option<LoadId>,
     pub status: u16,
     pub body: &'a serde_json::Value,
     pub etag: Option<&'a str>,
@@ -350,7 +355,7 @@ impl Completion<'_> {
     /// clock counts it, so the copy never outlives the row).
     pub fn stored(&self, claimed_at: DateTime<Utc>) -> StoredKey {
         StoredKey {
-            principal: self.principal.to_string(),
+            principal: self.principal.clone(),
             key: self.key.as_str().to_string(),
             fingerprint: self.fingerprint.to_string(),
             load_id: self.load_id,
@@ -379,7 +384,7 @@ pub async fn unbound_lock_waits(conn: &mut PgConnection) -> StoreResult<()> {
 /// record. Until the transaction commits, others see the old record.
 pub async fn renew_key(
     conn: &mut PgConnection,
-    principal: &str,
+    principal: &Principal,
     key: &IdempotencyKey,
     retention: Duration,
 ) -> StoreResult<()> {

@@ -8,6 +8,8 @@ use uuid::Uuid;
 
 use super::{count, Store, StoreResult};
 use crate::access::Actor;
+use crate::ids::LoadId;
+use crate::ids::TokenId;
 use crate::names::TableName;
 use crate::period::Period;
 /// A ledger row's status is the wire's.
@@ -16,7 +18,7 @@ pub use crate::wire::status::LoadStatus;
 /// One ledger row.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Load {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     #[sqlx(rename = "table_name")]
     pub table_name: String,
     pub ds: Option<String>,
@@ -35,11 +37,11 @@ pub struct Load {
     /// `finished_at - started_at`, in whole milliseconds.
     pub duration_ms: i64,
     /// The token that made the load (none for the bootstrap admin token).
-    pub token_id: Option<Uuid>,
+    pub token_id: Option<TokenId>,
     pub token_name: Option<String>,
     /// The drop (`DELETE /tables/{table}`) that removed what this load
     /// wrote; none while its table stands.
-    pub dropped_by: Option<Uuid>,
+    pub dropped_by: Option<LoadId>,
 }
 
 /// Every column of a ledger row, and its duration.
@@ -63,7 +65,7 @@ pub struct LoadFilter<'a> {
 /// What a finished load reports to the ledger.
 #[derive(Clone, Debug)]
 pub struct LoadEntry<'a> {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: &'a TableName,
     pub ds: Option<Period>,
     pub mode: &'a str,
@@ -84,7 +86,7 @@ impl<'a> LoadEntry<'a> {
     /// An entry for a load that has written nothing (yet): the caller sets
     /// what it did.
     pub fn new(
-        load_id: Uuid,
+        load_id: LoadId,
         table: &'a TableName,
         ds: Option<Period>,
         mode: &'a str,
@@ -192,7 +194,12 @@ pub(super) fn bind_entries<'q>(
         )
         .bind(entries.iter().map(|e| e.started_at).collect::<Vec<_>>())
         .bind(column(&|e| e.idempotency_key.map(str::to_string)))
-        .bind(entries.iter().map(|e| e.actor.token_id).collect::<Vec<_>>())
+        .bind(
+            entries
+                .iter()
+                .map(|e| e.actor.token_id())
+                .collect::<Vec<_>>(),
+        )
         .bind(column(&|e| Some(e.actor.token_name.clone()))))
 }
 
@@ -222,7 +229,7 @@ impl Store {
         insert(&mut conn, entry).await
     }
 
-    pub async fn load(&self, load_id: Uuid) -> StoreResult<Option<Load>> {
+    pub async fn load(&self, load_id: LoadId) -> StoreResult<Option<Load>> {
         Ok(sqlx::query_as(&format!(
             "select {LOAD_COLUMNS} from idem.loads where load_id = $1"
         ))

@@ -8,6 +8,7 @@
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::store::StoreResult;
@@ -69,13 +70,13 @@ pub async fn lock_partition(
 /// The lock of a staged load: held (session-level, exclusively) by whoever
 /// publishes, expires or abandons it, and shared by a part being registered,
 /// so that no part changes under a publish.
-pub fn load_lock_key(load_id: uuid::Uuid) -> i64 {
+pub fn load_lock_key(load_id: LoadId) -> i64 {
     lock_key("load", &[&load_id.to_string()])
 }
 
 /// Takes the load's lock exclusively until the transaction ends; false when
 /// someone else holds it (a publish in progress).
-pub async fn try_lock_load(conn: &mut PgConnection, load_id: uuid::Uuid) -> StoreResult<bool> {
+pub async fn try_lock_load(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<bool> {
     Ok(sqlx::query_scalar("select pg_try_advisory_xact_lock($1)")
         .bind(load_lock_key(load_id))
         .fetch_one(conn)
@@ -84,7 +85,7 @@ pub async fn try_lock_load(conn: &mut PgConnection, load_id: uuid::Uuid) -> Stor
 
 /// Takes the load's lock shared until the transaction ends (a part's
 /// registration).
-pub async fn lock_load_shared(conn: &mut PgConnection, load_id: uuid::Uuid) -> StoreResult<()> {
+pub async fn lock_load_shared(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<()> {
     sqlx::query("select pg_advisory_xact_lock_shared($1)")
         .bind(load_lock_key(load_id))
         .execute(conn)
@@ -94,7 +95,7 @@ pub async fn lock_load_shared(conn: &mut PgConnection, load_id: uuid::Uuid) -> S
 
 /// Holds the load's lock for this session (a publish, from its first read
 /// of the parts to its commit); `unlock_load` lets it go.
-pub async fn lock_load(conn: &mut PgConnection, load_id: uuid::Uuid) -> StoreResult<()> {
+pub async fn lock_load(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<()> {
     sqlx::query("select pg_advisory_lock($1)")
         .bind(load_lock_key(load_id))
         .execute(conn)
@@ -102,7 +103,7 @@ pub async fn lock_load(conn: &mut PgConnection, load_id: uuid::Uuid) -> StoreRes
     Ok(())
 }
 
-pub async fn unlock_load(conn: &mut PgConnection, load_id: uuid::Uuid) -> StoreResult<()> {
+pub async fn unlock_load(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<()> {
     sqlx::query("select pg_advisory_unlock($1)")
         .bind(load_lock_key(load_id))
         .execute(conn)
@@ -112,7 +113,7 @@ pub async fn unlock_load(conn: &mut PgConnection, load_id: uuid::Uuid) -> StoreR
 
 /// Takes the load's lock exclusively until the transaction ends, waiting
 /// for a publish in progress (an abandonment).
-pub async fn lock_load_exclusive(conn: &mut PgConnection, load_id: uuid::Uuid) -> StoreResult<()> {
+pub async fn lock_load_exclusive(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<()> {
     sqlx::query("select pg_advisory_xact_lock($1)")
         .bind(load_lock_key(load_id))
         .execute(conn)

@@ -6,13 +6,13 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use tokio::sync::mpsc;
-use uuid::Uuid;
 
 use super::contents::{self, Live, LIVE_GROUP, LIVE_SELECT};
 use super::read::{RowFormat, RowsRead};
 use super::sql::{column_list, parent_table, partition_key, period_literal};
 use super::StoreError;
 use super::{Store, StoreResult};
+use crate::ids::LoadId;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
@@ -24,7 +24,7 @@ pub struct PartitionInfo {
     pub ds: String,
     pub rows: u64,
     pub content_sha256: String,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub published_at: DateTime<Utc>,
 }
 

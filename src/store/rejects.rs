@@ -10,10 +10,10 @@ use std::io::{self, Read};
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 use super::{count, StoreError, StoreResult};
 use crate::binary_copy;
+use crate::ids::LoadId;
 use crate::ingest::reject_spool::{Problem, RejectSpool, COPY_COLUMNS};
 use crate::names::TableName;
 use crate::period::Period;
@@ -64,7 +64,7 @@ pub async fn supersede(
     conn: &mut PgConnection,
     table: &TableName,
     ds: Period,
-    load_id: Uuid,
+    load_id: LoadId,
 ) -> StoreResult<()> {
     // language=PostgreSQL
     // Rows a replay holds are skipped, not waited for: the replay holds the
@@ -89,7 +89,7 @@ pub async fn supersede(
 #[derive(Clone, Debug)]
 pub struct StoredReject {
     pub table: String,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub record: u64,
     pub line: u64,
     pub ds: Option<String>,
@@ -109,14 +109,14 @@ pub struct StoredReject {
     pub received_at: DateTime<Utc>,
     pub tries: u32,
     pub status: RejectStatus,
-    pub replayed_by: Option<Uuid>,
+    pub replayed_by: Option<LoadId>,
     pub last_tried_at: DateTime<Utc>,
 }
 
 /// Which rejects a list shows.
 pub struct RejectFilter<'a> {
     pub table: Option<&'a TableName>,
-    pub load_id: Option<Uuid>,
+    pub load_id: Option<LoadId>,
     pub status: Option<RejectStatus>,
     pub since: Option<DateTime<Utc>>,
     /// The column of the first error (`""` for a row's own error).
@@ -128,7 +128,7 @@ pub struct RejectFilter<'a> {
 /// Where a page of rejects starts: after this load's record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RejectCursor {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub record: u64,
 }
 
@@ -143,7 +143,7 @@ impl RejectCursor {
         let record: u64 = record.parse().ok()?;
         i64::try_from(record).ok()?;
         Some(RejectCursor {
-            load_id: Uuid::parse_str(load_id).ok()?,
+            load_id: load_id.parse().ok()?,
             record,
         })
     }
@@ -190,7 +190,7 @@ pub async fn list(
 #[derive(sqlx::FromRow)]
 struct RejectRow {
     table_name: String,
-    load_id: Uuid,
+    load_id: LoadId,
     record: i64,
     line: i64,
     ds: Option<String>,
@@ -204,7 +204,7 @@ struct RejectRow {
     received_at: DateTime<Utc>,
     tries: i32,
     status: RejectStatus,
-    replayed_by: Option<Uuid>,
+    replayed_by: Option<LoadId>,
     last_tried_at: DateTime<Utc>,
 }
 
@@ -300,7 +300,7 @@ pub async fn expire(
 /// A pending reject taken for a replay.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct PendingReject {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub record: i64,
     pub origin: String,
     pub mode: Option<String>,
@@ -330,7 +330,7 @@ pub async fn take_pending(
     bounds: ReplayBounds,
 ) -> StoreResult<(Vec<PendingReject>, bool)> {
     // language=PostgreSQL
-    let sizes: Vec<(Uuid, i64, i64)> = sqlx::query_as(
+    let sizes: Vec<(LoadId, i64, i64)> = sqlx::query_as(
         "select load_id, record,
                 (length(raw) + coalesce(length(csv_header), 0))::bigint from idem.rejects
           where table_name = $1 and status = 'pending' and raw is not null
@@ -354,7 +354,7 @@ pub async fn take_pending(
         taken += 1;
     }
     let more = taken < sizes.len();
-    let (load_ids, records): (Vec<Uuid>, Vec<i64>) =
+    let (load_ids, records): (Vec<LoadId>, Vec<i64>) =
         sizes[..taken].iter().map(|(l, r, _)| (*l, *r)).unzip();
     // language=PostgreSQL
     let pending = sqlx::query_as(
@@ -376,7 +376,7 @@ pub async fn take_pending(
 /// What a replay made of one reject: written (by `load_id`), or still bad
 /// for these problems.
 pub struct Tried<'a> {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub record: i64,
     pub problems: Option<&'a [Problem]>,
 }
@@ -386,10 +386,10 @@ pub struct Tried<'a> {
 pub async fn mark_tried(
     conn: &mut PgConnection,
     table: &TableName,
-    replay_load: Uuid,
+    replay_load: LoadId,
     tried: &[Tried<'_>],
 ) -> StoreResult<()> {
-    let load_ids: Vec<Uuid> = tried.iter().map(|t| t.load_id).collect();
+    let load_ids: Vec<LoadId> = tried.iter().map(|t| t.load_id).collect();
     let records: Vec<i64> = tried.iter().map(|t| t.record).collect();
     let problems: Vec<Option<String>> = tried
         .iter()

@@ -10,11 +10,12 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
-use uuid::Uuid;
 
 use super::locks::{lock_load_exclusive, try_lock_load};
 use super::sql::staging_table;
 use super::{stored_count, Store, StoreResult};
+use crate::ids::LoadId;
+use crate::ids::{Principal, TokenId};
 use crate::names::TableName;
 
 /// A staged load's status is the wire's.
@@ -22,26 +23,26 @@ pub use crate::wire::status::StagedStatus;
 
 /// A load as opened, before it is stored.
 pub struct NewLoad<'a> {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: &'a TableName,
     pub target: serde_json::Value,
     pub audits: serde_json::Value,
-    pub principal: &'a str,
+    pub principal: &'a Principal,
     pub idempotency_key: &'a str,
     pub fingerprint: &'a str,
-    pub token_id: Option<Uuid>,
+    pub token_id: Option<TokenId>,
     pub expires_at: DateTime<Utc>,
 }
 
 /// A staged load's row.
 #[derive(Clone, Debug)]
 pub struct StagedLoad {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: String,
     pub target: serde_json::Value,
     pub audits: serde_json::Value,
     pub status: StagedStatus,
-    pub principal: String,
+    pub principal: Principal,
     pub fingerprint: String,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -127,7 +128,7 @@ pub async fn open(conn: &mut PgConnection, load: &NewLoad<'_>) -> StoreResult<(S
 /// transaction ends (a status change waits for it).
 pub async fn get(
     conn: &mut PgConnection,
-    load_id: Uuid,
+    load_id: LoadId,
     lock: bool,
 ) -> StoreResult<Option<StagedLoad>> {
     let lock = if lock { " for update" } else { "" };
@@ -141,7 +142,7 @@ pub async fn get(
 }
 
 /// The load's parts, in order.
-pub async fn parts(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<Vec<LoadPart>> {
+pub async fn parts(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<Vec<LoadPart>> {
     // language=PostgreSQL
     let rows = sqlx::query(
         "select part, stage_name, rows, rows_received, rejected, content_sha256, additions,
@@ -179,7 +180,7 @@ pub struct StatusChange<'a> {
 /// Sets the load's status, and what `change` holds (the rest is kept).
 pub async fn set_status(
     conn: &mut PgConnection,
-    load_id: Uuid,
+    load_id: LoadId,
     status: StagedStatus,
     change: StatusChange<'_>,
 ) -> StoreResult<()> {
@@ -204,7 +205,7 @@ pub async fn set_status(
 /// `audit_failed` (an open load stays open when they pass).
 pub async fn record_audit(
     conn: &mut PgConnection,
-    load_id: Uuid,
+    load_id: LoadId,
     report: &serde_json::Value,
     passed: bool,
 ) -> StoreResult<()> {
@@ -226,7 +227,10 @@ pub async fn record_audit(
 /// Abandons the load (its parts dropped) unless it is published or done
 /// with already; waits for a publish in progress. Returns the status it
 /// had, `None` when there is no such load.
-pub async fn abandon(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<Option<StagedStatus>> {
+pub async fn abandon(
+    conn: &mut PgConnection,
+    load_id: LoadId,
+) -> StoreResult<Option<StagedStatus>> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     lock_load_exclusive(&mut tx, load_id).await?;
     let Some(load) = get(&mut tx, load_id, true).await? else {
@@ -250,7 +254,7 @@ pub async fn abandon(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<Opti
 /// dropped.
 pub async fn abandon_all(conn: &mut PgConnection, table: &TableName) -> StoreResult<u64> {
     // language=PostgreSQL
-    let open: Vec<Uuid> = sqlx::query_scalar(
+    let open: Vec<LoadId> = sqlx::query_scalar(
         "update idem.staged_loads set status = 'abandoned'
           where table_name = $1 and status in ('open', 'audit_failed')
          returning load_id",
@@ -265,7 +269,7 @@ pub async fn abandon_all(conn: &mut PgConnection, table: &TableName) -> StoreRes
 }
 
 /// Makes a load whose audits failed open again (a part was sent again).
-pub async fn reopen(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<()> {
+pub async fn reopen(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<()> {
     sqlx::query(
         "update idem.staged_loads set status = 'open' where load_id = $1 and status = 'audit_failed'",
     )
@@ -278,7 +282,7 @@ pub async fn reopen(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<()> {
 /// Drops the tables of the load's parts (their rows are no longer wanted,
 /// or were moved into partitions); the parts' rows stay, for the load's
 /// view.
-pub async fn drop_parts(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<()> {
+pub async fn drop_parts(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<()> {
     let names: Vec<String> =
         sqlx::query_scalar("select stage_name from idem.load_parts where load_id = $1")
             .bind(load_id)
@@ -295,7 +299,7 @@ pub async fn drop_parts(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<(
 impl Store {
     /// Drops the tables of a published load's parts (best effort: the
     /// load is published whatever becomes of them).
-    pub async fn drop_published_parts(&self, load_id: Uuid) {
+    pub async fn drop_published_parts(&self, load_id: LoadId) {
         let dropped = async { drop_parts(&mut *self.acquire().await?, load_id).await }.await;
         if let Err(e) = dropped {
             tracing::warn!(error = %e, %load_id, "could not drop a published load's parts");
@@ -303,12 +307,12 @@ impl Store {
     }
 
     /// The staged load `load_id`, if there is one.
-    pub async fn staged_load(&self, load_id: Uuid) -> StoreResult<Option<StagedLoad>> {
+    pub async fn staged_load(&self, load_id: LoadId) -> StoreResult<Option<StagedLoad>> {
         get(&mut *self.acquire().await?, load_id, false).await
     }
 
     /// The parts of load `load_id`.
-    pub async fn load_parts(&self, load_id: Uuid) -> StoreResult<Vec<LoadPart>> {
+    pub async fn load_parts(&self, load_id: LoadId) -> StoreResult<Vec<LoadPart>> {
         parts(&mut *self.acquire().await?, load_id).await
     }
 
@@ -316,7 +320,7 @@ impl Store {
     /// parts, one load per transaction; returns how many.
     pub async fn expire_loads(&self) -> StoreResult<usize> {
         let mut conn = self.acquire().await?;
-        let due: Vec<Uuid> = sqlx::query_scalar(
+        let due: Vec<LoadId> = sqlx::query_scalar(
             "select load_id from idem.staged_loads
               where status in ('open', 'audit_failed') and expires_at < now()",
         )
@@ -333,7 +337,7 @@ impl Store {
 
     /// Expires load `load_id` if it is open past its time (a load is
     /// expired when next touched, not only by the sweep).
-    pub async fn expire_if_due(&self, load_id: Uuid) -> StoreResult<()> {
+    pub async fn expire_if_due(&self, load_id: LoadId) -> StoreResult<()> {
         expire_due(&mut *self.acquire().await?, load_id).await?;
         Ok(())
     }
@@ -342,10 +346,10 @@ impl Store {
 /// Expires the load if it is open past its time and no publish holds it
 /// (a load being published holds its lock and is not expired under it);
 /// true when it did.
-async fn expire_due(conn: &mut PgConnection, load_id: Uuid) -> StoreResult<bool> {
+async fn expire_due(conn: &mut PgConnection, load_id: LoadId) -> StoreResult<bool> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     // language=PostgreSQL
-    let due: Option<Uuid> = sqlx::query_scalar(
+    let due: Option<LoadId> = sqlx::query_scalar(
         "select load_id from idem.staged_loads
           where load_id = $1 and status in ('open', 'audit_failed') and expires_at < now()
           for update skip locked",

@@ -6,15 +6,15 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::Row;
-use uuid::Uuid;
 
 use super::{Store, StoreError, StoreResult};
 use crate::access::{Grants, Scope, TablePattern};
+use crate::ids::TokenId;
 
 /// A token as listed: never its secret.
 #[derive(Clone, Debug, Serialize)]
 pub struct TokenInfo {
-    pub id: Uuid,
+    pub id: TokenId,
     pub name: String,
     pub scopes: Vec<Scope>,
     pub tables: Vec<TablePattern>,
@@ -85,7 +85,7 @@ impl Store {
             "insert into idem.tokens (id, name, secret_sha256, scopes, tables, expires_at)
              values ($1, $2, $3, $4, $5, $6) returning {TOKEN_COLUMNS}"
         ))
-        .bind(Uuid::now_v7())
+        .bind(TokenId::new())
         .bind(token.name)
         .bind(&token.secret_sha256[..])
         .bind(scopes)
@@ -126,7 +126,7 @@ impl Store {
 
     /// A live token (a revoked one is gone from the API; its row stays, for
     /// the ledger's `token_id`).
-    pub async fn token(&self, id: Uuid) -> StoreResult<Option<TokenInfo>> {
+    pub async fn token(&self, id: TokenId) -> StoreResult<Option<TokenInfo>> {
         let row = sqlx::query(&format!(
             "select {TOKEN_COLUMNS} from idem.tokens where id = $1 and revoked_at is null"
         ))
@@ -137,7 +137,7 @@ impl Store {
     }
 
     /// Live tokens in the order they were made (ids are UUIDv7), after `after`.
-    pub async fn tokens(&self, after: Option<Uuid>, limit: i64) -> StoreResult<Vec<TokenInfo>> {
+    pub async fn tokens(&self, after: Option<TokenId>, limit: i64) -> StoreResult<Vec<TokenInfo>> {
         let rows = sqlx::query(&format!(
             "select {TOKEN_COLUMNS} from idem.tokens
               where ($1::uuid is null or id > $1) and revoked_at is null order by id limit $2"
@@ -153,7 +153,7 @@ impl Store {
     /// when there is no such token.
     ///
     /// Every idem process hears of it when it commits (see `revocations`).
-    pub async fn revoke_token(&self, id: Uuid) -> StoreResult<bool> {
+    pub async fn revoke_token(&self, id: TokenId) -> StoreResult<bool> {
         // language=PostgreSQL
         let revoked = sqlx::query(
             "with revoked as (
@@ -193,9 +193,9 @@ pub struct Revocations {
 impl Revocations {
     /// The next revoked token's id; `None` for a notice that names none.
     /// Fails when the connection is lost: revocations may have been missed.
-    pub async fn next(&mut self) -> StoreResult<Option<Uuid>> {
+    pub async fn next(&mut self) -> StoreResult<Option<TokenId>> {
         match self.listener.try_recv().await? {
-            Some(notice) => Ok(Uuid::parse_str(notice.payload()).ok()),
+            Some(notice) => Ok(notice.payload().parse().ok()),
             None => Err(StoreError::Unavailable(sqlx::Error::PoolClosed)),
         }
     }

@@ -1,9 +1,9 @@
 //! A channel as `GET /channels` lists it and `GET /channels/{name}` shows
 //! it: the offset it committed last.
 
+use crate::ids::LoadId;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// A channel. Offsets are strings: an integer offset or an LSN may not fit
 /// a JSON number as JavaScript reads it.
@@ -15,7 +15,7 @@ pub struct ChannelView {
     pub committed_offset: String,
     /// The table and load of the last commit.
     pub table: Option<String>,
-    pub load_id: Option<Uuid>,
+    pub load_id: Option<LoadId>,
     pub committed_at: Option<DateTime<Utc>>,
     pub commits: i64,
 }

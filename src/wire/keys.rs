@@ -4,10 +4,11 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use super::receipts::KeyedReceipt;
 use super::status::KeyStatus;
+use crate::ids::LoadId;
+use crate::ids::Principal;
 
 /// A key's record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -25,8 +26,8 @@ pub struct CompletedKey {
     /// The SHA-256 of the request the key was first sent with.
     pub fingerprint: String,
     pub key: String,
-    pub load_id: Option<Uuid>,
-    pub principal: String,
+    pub load_id: Option<LoadId>,
+    pub principal: Principal,
     pub response: KeptAnswer,
     /// How long the server keeps a completed key.
     pub retention_seconds: u64,
@@ -54,7 +55,7 @@ impl KeptAnswer {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyInFlight {
     pub key: String,
-    pub principal: String,
+    pub principal: Principal,
     pub retention_seconds: u64,
     /// `in_flight`.
     pub status: KeyStatus,
@@ -75,7 +76,7 @@ mod tests {
             fingerprint: "f".into(),
             key: "k".into(),
             load_id: None,
-            principal: "admin".into(),
+            principal: Principal::Admin,
             response: KeptAnswer {
                 body: serde_json::json!({"table": "orders"}),
                 status: 200,
@@ -85,7 +86,7 @@ mod tests {
         });
         let in_flight = KeyRecord::InFlight(KeyInFlight {
             key: "k".into(),
-            principal: "admin".into(),
+            principal: Principal::Admin,
             retention_seconds: 60,
             status: KeyStatus::InFlight,
         });

@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use super::status::{LoadStatus, ReceiptStatus, StagedStatus};
+use crate::ids::LoadId;
+use crate::ids::TokenId;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::AuditReport;
@@ -79,7 +80,7 @@ pub struct LoadView {
     pub expires_at: DateTime<Utc>,
     /// Who published it despite failed audits, and why.
     pub forced: Option<serde_json::Value>,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     /// Rows staged per partition, over every part.
     pub partitions: BTreeMap<String, u64>,
     pub parts: Vec<PartView>,
@@ -105,7 +106,7 @@ pub struct PartView {
 /// What a part upload did (`PUT /loads/{id}/parts/{n}`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartReceipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub part: u32,
     pub rows_received: u64,
     pub rows_staged: u64,
@@ -121,7 +122,7 @@ pub struct PartReceipt {
 /// What a load of several partitions did (or, in a dry run, would do).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LoadReceipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: TableName,
     /// `load` (a staged load), `replace_range`, `replace_table`.
     pub mode: String,
@@ -167,7 +168,7 @@ pub struct PartitionReceipt {
 /// it is no staged load).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LedgerLoad {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: String,
     pub ds: Option<String>,
     pub mode: String,
@@ -186,11 +187,11 @@ pub struct LedgerLoad {
     /// `finished_at - started_at`, in whole milliseconds.
     pub duration_ms: i64,
     /// The token that made the load (none for the bootstrap admin token).
-    pub token_id: Option<Uuid>,
+    pub token_id: Option<TokenId>,
     pub token_name: Option<String>,
     /// The drop (`DELETE /tables/{table}`) that removed what this load
     /// wrote; none while its table stands.
-    pub dropped_by: Option<Uuid>,
+    pub dropped_by: Option<LoadId>,
 }
 
 #[cfg(test)]
@@ -208,7 +209,7 @@ mod tests {
             created_at: at,
             expires_at: at,
             forced: None,
-            load_id: Uuid::nil(),
+            load_id: LoadId::NONE,
             partitions: BTreeMap::from([("2026-10-12".to_string(), 3)]),
             parts: vec![PartView {
                 content_sha256: "ab".into(),

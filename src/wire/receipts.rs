@@ -6,10 +6,10 @@
 //! (`KeyedReceipt`), its members in name order.
 
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use super::loads::LoadReceipt;
 use super::{is_false, is_zero};
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::MergeMode;
@@ -17,7 +17,7 @@ use crate::schema::MergeMode;
 /// The answer to an accepted PUT of one partition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PutReceipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: TableName,
     pub ds: Period,
     pub mode: String,
@@ -51,7 +51,7 @@ pub struct PartitionDelta {
 /// The answer to an accepted POST of rows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RowsReceipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: TableName,
     pub mode: MergeMode,
     pub ds: Option<Period>,
@@ -116,7 +116,7 @@ pub enum PutAnswer {
 }
 
 impl PutAnswer {
-    pub fn load_id(&self) -> Uuid {
+    pub fn load_id(&self) -> LoadId {
         match self {
             PutAnswer::Day(r) => r.load_id,
             PutAnswer::Load(r) => r.load_id,
@@ -169,7 +169,7 @@ impl PostAnswer {
 /// The answer to a replay of rejects.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayReceipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: String,
     pub mode: String,
     pub tried: u64,
@@ -245,7 +245,7 @@ impl KeyedReceipt {
 /// in the ledger, and what went with the table besides its rows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DropReceipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: TableName,
     pub mode: String,
     /// Idempotency-Keys of the table's loads: the same request sent again
@@ -265,7 +265,7 @@ mod tests {
 
     fn put() -> PutReceipt {
         PutReceipt {
-            load_id: Uuid::nil(),
+            load_id: LoadId::NONE,
             table: TableName::parse("orders").unwrap(),
             ds: Period::parse_any("2026-10-12").unwrap(),
             mode: "replace".into(),
@@ -285,7 +285,7 @@ mod tests {
 
     fn rows(channel: Option<ChannelFields>) -> RowsReceipt {
         RowsReceipt {
-            load_id: Uuid::nil(),
+            load_id: LoadId::NONE,
             table: TableName::parse("orders").unwrap(),
             mode: MergeMode::Merge,
             ds: None,

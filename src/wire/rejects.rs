@@ -3,9 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use super::status::RejectStatus;
+use crate::ids::LoadId;
 use crate::ingest::reject_spool::Problem;
 use crate::names::TableName;
 
@@ -13,7 +13,7 @@ use crate::names::TableName;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RejectView {
     pub table: String,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub record: u64,
     pub line: u64,
     pub ds: Option<String>,
@@ -36,7 +36,7 @@ pub struct RejectView {
     pub received_at: DateTime<Utc>,
     pub tries: u32,
     pub status: RejectStatus,
-    pub replayed_by: Option<Uuid>,
+    pub replayed_by: Option<LoadId>,
     pub last_tried_at: DateTime<Utc>,
 }
 

@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
+use crate::ids::LoadId;
 use crate::schema::TableDef;
 
 /// A table: its definition and what it holds.
@@ -28,7 +28,7 @@ pub struct PartitionView {
     pub ds: String,
     pub rows: u64,
     pub content_sha256: String,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub published_at: DateTime<Utc>,
     pub from: Option<String>,
     pub to: Option<String>,

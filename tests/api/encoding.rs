@@ -366,7 +366,7 @@ fn encode(def: &TableDef, cases: &[Case]) -> (Vec<u8>, Vec<Result<(), String>>) 
         tombstones: false,
         presence: false,
     };
-    let mut encoder = RowEncoder::new(def, options, uuid::Uuid::nil());
+    let mut encoder = RowEncoder::new(def, options, idem::ids::LoadId::NONE);
     let mut copy = COPY_BINARY_HEADER.to_vec();
     let verdicts = cases
         .iter()

@@ -54,7 +54,7 @@ impl<'d> Sink<'d> {
             presence: ds.is_none(),
         };
         Sink {
-            encoder: RowEncoder::new(def, options, uuid::Uuid::nil()),
+            encoder: RowEncoder::new(def, options, idem::ids::LoadId::NONE),
             out: Vec::new(),
             errors: ErrorLog::default(),
             records: 0,

@@ -266,7 +266,7 @@ pub async fn replay(
     let key = IdempotencyKey::parse(form.required("key")?)
         .map_err(|e| crate::http::error::ApiError::IdempotencyKeyInvalid(e.to_string()))?;
     let request = KeyedRequest {
-        principal: signed.caller.principal.clone(),
+        principal: signed.caller.actor.principal.clone(),
         key,
         method: "POST",
         path_and_query: format!(

@@ -18,6 +18,7 @@ use crate::http::error::ApiError;
 use crate::http::extract::parse_id;
 use crate::http::state::AppState;
 use crate::http::tokens::{issue, revoke as revoke_token, Created, TokenRequest};
+use crate::ids::TokenId;
 use crate::store::tokens::TokenInfo;
 
 /// Tokens a page.
@@ -33,7 +34,7 @@ pub struct TokensQuery {
 /// What the page says above the list after an act.
 enum Done {
     Created(Box<Created>),
-    Revoked(uuid::Uuid),
+    Revoked(TokenId),
 }
 
 pub async fn list(

@@ -15,6 +15,7 @@ mod tests;
 mod tuple;
 mod wants;
 
+use crate::ids::LoadId;
 use crate::ingest::cell::Cell;
 use crate::ingest::key_order::KeyOrder;
 use crate::ingest::{ErrorLog, RawRecord, RowError};
@@ -62,7 +63,7 @@ pub struct EncodeOptions {
 pub struct RowEncoder<'d> {
     def: &'d TableDef,
     options: EncodeOptions,
-    load_id: uuid::Uuid,
+    load_id: LoadId,
     /// None for a plain table, whose rows all fall in `Period::whole()`.
     partition_index: Option<usize>,
     key_indexes: Vec<usize>,
@@ -102,7 +103,7 @@ fn row_error(record: &RawRecord<'_>, column: Option<&str>, message: String) -> R
 }
 
 impl<'d> RowEncoder<'d> {
-    pub fn new(def: &'d TableDef, options: EncodeOptions, load_id: uuid::Uuid) -> Self {
+    pub fn new(def: &'d TableDef, options: EncodeOptions, load_id: LoadId) -> Self {
         RowEncoder {
             def,
             options,

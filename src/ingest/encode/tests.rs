@@ -1,4 +1,5 @@
 use super::*;
+use crate::ids::LoadId;
 use crate::ingest::formats::parse_object;
 use crate::schema::TableDeclaration;
 
@@ -21,7 +22,7 @@ fn encode(def: &TableDef, line: &str) -> (Option<EncodedRow>, ErrorLog, Vec<u8>)
         tombstones: false,
         presence: false,
     };
-    let mut enc = RowEncoder::new(def, options, uuid::Uuid::nil());
+    let mut enc = RowEncoder::new(def, options, LoadId::NONE);
     let fields = parse_object(line.as_bytes()).unwrap();
     let mut errors = ErrorLog::default();
     let mut out = Vec::new();

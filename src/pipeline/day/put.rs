@@ -57,7 +57,7 @@ impl Pipeline {
         let result = async {
             let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
             req.body.reader = turns::arrived(reader).await?;
-            let principal = req.actor.principal();
+            let principal = req.actor.principal.clone();
             let _slot = self
                 .load_slots
                 .acquire(&[&principal], self.settings.load_wait())

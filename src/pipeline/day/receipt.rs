@@ -1,7 +1,6 @@
 //! What a PUT of a day answers: its receipt, and the ledger's entry for it.
 
-use uuid::Uuid;
-
+use crate::ids::LoadId;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::period::Period;
@@ -12,7 +11,7 @@ use crate::store::write::publish::Published;
 /// What an accepted PUT did (its HTTP form is `http::receipts`).
 #[derive(Clone, Debug)]
 pub struct Receipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: TableName,
     pub ds: Period,
     pub mode: &'static str,
@@ -23,7 +22,7 @@ pub struct Receipt {
     pub rejected: u64,
     /// The load they were kept by: this one, or for the body the day was
     /// built from, the load that first wrote it.
-    pub rejected_by: Uuid,
+    pub rejected_by: LoadId,
     /// Values of fields the table has no column for, dropped under
     /// `schema: discard_unknown`.
     pub discarded_fields: u64,

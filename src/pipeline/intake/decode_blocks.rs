@@ -139,6 +139,7 @@ mod tests {
     use sha2::{Digest, Sha256};
 
     use super::*;
+    use crate::ids::LoadId;
     use crate::ingest::EncodeOptions;
     use crate::pipeline::intake::encoding::{Decoded, RepeatCheck};
     use crate::schema::{TableDeclaration, TableDef};
@@ -161,7 +162,7 @@ mod tests {
                 presence: false,
             },
             repeats: RepeatCheck::Watch,
-            load_id: uuid::Uuid::nil(),
+            load_id: LoadId::NONE,
             format: BodyFormat::Ndjson,
             hash_prefix: Sha256::new(),
             max_listed_errors: 5,

@@ -10,12 +10,12 @@ use std::ops::ControlFlow;
 use bytes::Bytes;
 use sha2::Sha256;
 use tokio::sync::mpsc;
-use uuid::Uuid;
 
 use super::body::CHUNK_BYTES;
 use super::ticket::LoadTicket;
 use crate::binary_copy;
 use crate::config::Settings;
+use crate::ids::LoadId;
 use crate::ingest::formats::{ReadError, ReadLimits};
 use crate::ingest::reject_spool::{Reject, RejectSource, RejectSpool};
 use crate::ingest::DELETED_FIELD;
@@ -78,7 +78,7 @@ pub struct DecodeJob {
     pub def: TableDef,
     pub options: EncodeOptions,
     pub repeats: RepeatCheck,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub format: BodyFormat,
     /// The body's SHA-256 starts from this (see `Decoded::body_sha256`).
     pub hash_prefix: Sha256,

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::ids::Principal;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{timeout_at, Instant};
 
 /// Each principal's turns, by principal: only those that hold or await one.
-type Shares = Arc<Mutex<HashMap<String, Arc<Semaphore>>>>;
+type Shares = Arc<Mutex<HashMap<Principal, Arc<Semaphore>>>>;
 
 /// This process's turns to write and each principal's share of them.
 pub struct LoadSlots {
@@ -32,7 +33,7 @@ pub enum NoSlot {
 /// A turn to write: one of the process's and one of each principal's it
 /// counts toward, all given back when it is dropped.
 pub struct LoadSlot {
-    own: Vec<(String, OwnedSemaphorePermit)>,
+    own: Vec<(Principal, OwnedSemaphorePermit)>,
     all: Option<OwnedSemaphorePermit>,
     shares: Shares,
 }
@@ -58,7 +59,11 @@ impl LoadSlots {
     /// tokens' POSTs counts toward each of them), waited for until `wait`
     /// has passed. The principal's own turn comes first, so a write over
     /// its share waits holding none of the process's turns.
-    pub async fn acquire(&self, principals: &[&str], wait: Duration) -> Result<LoadSlot, NoSlot> {
+    pub async fn acquire(
+        &self,
+        principals: &[&Principal],
+        wait: Duration,
+    ) -> Result<LoadSlot, NoSlot> {
         let deadline = Instant::now() + wait;
         // Always in the same order, so that two batches never wait on each other.
         let mut names = principals.to_vec();
@@ -72,7 +77,7 @@ impl LoadSlots {
         for name in names {
             let own = self.share_of(name);
             match timeout_at(deadline, own.acquire_owned()).await {
-                Ok(Ok(permit)) => slot.own.push((name.to_string(), permit)),
+                Ok(Ok(permit)) => slot.own.push((name.clone(), permit)),
                 // Dropping `slot` gives back what it took, and forgets `name` if idle.
                 Ok(Err(_)) | Err(_) => return Err(NoSlot::ShareTaken),
             }
@@ -87,9 +92,9 @@ impl LoadSlots {
     }
 
     /// `principal`'s turns, made when it has none yet.
-    fn share_of(&self, principal: &str) -> Arc<Semaphore> {
+    fn share_of(&self, principal: &Principal) -> Arc<Semaphore> {
         lock(&self.shares)
-            .entry(principal.to_string())
+            .entry(principal.clone())
             .or_insert_with(|| Arc::new(Semaphore::new(self.share)))
             .clone()
     }
@@ -116,7 +121,7 @@ impl Drop for LoadSlot {
     }
 }
 
-fn lock(shares: &Shares) -> MutexGuard<'_, HashMap<String, Arc<Semaphore>>> {
+fn lock(shares: &Shares) -> MutexGuard<'_, HashMap<Principal, Arc<Semaphore>>> {
     // The map is consistent between statements: a panic cannot leave it half-changed.
     shares.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -124,22 +129,29 @@ fn lock(shares: &Shares) -> MutexGuard<'_, HashMap<String, Arc<Semaphore>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::TokenId;
+
+    /// A principal of its own for each name.
+    fn p(name: &str) -> Principal {
+        let n = name.bytes().fold(0u128, |n, b| n << 8 | u128::from(b));
+        Principal::Token(TokenId::from_uuid(uuid::Uuid::from_u128(n)))
+    }
 
     const SHORT: Duration = Duration::from_millis(50);
 
     #[tokio::test]
     async fn a_principal_holds_at_most_its_share_and_another_still_finds_a_turn() {
         let slots = LoadSlots::new(4, 2);
-        let _a1 = slots.acquire(&["a"], SHORT).await.unwrap();
-        let _a2 = slots.acquire(&["a"], SHORT).await.unwrap();
+        let _a1 = slots.acquire(&[&p("a")], SHORT).await.unwrap();
+        let _a2 = slots.acquire(&[&p("a")], SHORT).await.unwrap();
         assert_eq!(
-            slots.acquire(&["a"], SHORT).await.err(),
+            slots.acquire(&[&p("a")], SHORT).await.err(),
             Some(NoSlot::ShareTaken)
         );
-        let _b1 = slots.acquire(&["b"], SHORT).await.unwrap();
-        let _b2 = slots.acquire(&["b"], SHORT).await.unwrap();
+        let _b1 = slots.acquire(&[&p("b")], SHORT).await.unwrap();
+        let _b2 = slots.acquire(&[&p("b")], SHORT).await.unwrap();
         assert_eq!(
-            slots.acquire(&["c"], SHORT).await.err(),
+            slots.acquire(&[&p("c")], SHORT).await.err(),
             Some(NoSlot::AllTaken)
         );
         assert_eq!(slots.available(), 0);
@@ -148,12 +160,12 @@ mod tests {
     #[tokio::test]
     async fn a_principal_over_its_share_gets_the_turn_one_of_its_own_writes_gives_back() {
         let slots = Arc::new(LoadSlots::new(4, 1));
-        let first = slots.acquire(&["a"], SHORT).await.unwrap();
+        let first = slots.acquire(&[&p("a")], SHORT).await.unwrap();
         let waiting = {
             let slots = slots.clone();
             tokio::spawn(async move {
                 slots
-                    .acquire(&["a"], Duration::from_secs(5))
+                    .acquire(&[&p("a")], Duration::from_secs(5))
                     .await
                     .map(|_| ())
             })
@@ -167,12 +179,15 @@ mod tests {
     #[tokio::test]
     async fn turns_given_back_leave_no_principal_behind() {
         let slots = LoadSlots::new(2, 1);
-        let a = slots.acquire(&["a"], SHORT).await.unwrap();
-        assert!(slots.acquire(&["a"], SHORT).await.is_err());
-        let batch = slots.acquire(&["c", "b", "c"], SHORT).await.unwrap();
+        let a = slots.acquire(&[&p("a")], SHORT).await.unwrap();
+        assert!(slots.acquire(&[&p("a")], SHORT).await.is_err());
+        let batch = slots
+            .acquire(&[&p("c"), &p("b"), &p("c")], SHORT)
+            .await
+            .unwrap();
         assert_eq!(slots.principals_known(), 3);
         assert_eq!(
-            slots.acquire(&["d"], SHORT).await.err(),
+            slots.acquire(&[&p("d")], SHORT).await.err(),
             Some(NoSlot::AllTaken)
         );
         drop((a, batch));

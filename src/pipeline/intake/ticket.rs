@@ -3,9 +3,9 @@
 //! gone.
 
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
 use crate::access::Actor;
+use crate::ids::LoadId;
 use crate::ingest::reject_spool::RejectSource;
 use crate::ingest::BodyFormat;
 use crate::names::TableName;
@@ -19,7 +19,7 @@ use crate::store::Store;
 /// be recorded after that transaction is gone.
 #[derive(Clone)]
 pub struct LoadTicket {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: TableName,
     pub ds: Option<Period>,
     pub mode: &'static str,
@@ -38,7 +38,7 @@ impl LoadTicket {
         actor: &Actor,
     ) -> Self {
         LoadTicket {
-            load_id: Uuid::now_v7(),
+            load_id: LoadId::new(),
             table: table.clone(),
             ds,
             mode,

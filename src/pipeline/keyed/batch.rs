@@ -39,7 +39,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use chrono::Utc;
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch_queue::{
@@ -48,6 +47,7 @@ use super::batch_queue::{
 };
 use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, StoredKey, COMPLETED_STATUS};
+use crate::ids::{LoadId, Principal};
 use crate::names::TableName;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob};
@@ -86,9 +86,9 @@ struct GroupWritten<'a> {
     table: TableName,
     /// The POSTs it wrote.
     taken: Vec<&'a BatchData>,
-    written: HashMap<Uuid, RowsWritten>,
+    written: HashMap<LoadId, RowsWritten>,
     /// Each one's answer, as its key stores it.
-    bodies: HashMap<Uuid, serde_json::Value>,
+    bodies: HashMap<LoadId, serde_json::Value>,
 }
 
 /// What a batch's transaction did with one of its POSTs.
@@ -300,7 +300,7 @@ impl Pipeline {
     ) -> WriteResult<Vec<Settled>> {
         let claimed_at = Utc::now();
         // Each token with a POST in the batch has one of its turns taken.
-        let principals: Vec<&str> = items.iter().map(|item| item.principal.as_str()).collect();
+        let principals: Vec<&Principal> = items.iter().map(|item| &item.principal).collect();
         let _slot = self
             .load_slots
             .acquire(&principals, self.settings.load_wait())
@@ -309,7 +309,7 @@ impl Pipeline {
             .store
             .begin_bounded(self.settings.idempotency_wait())
             .await?;
-        let keys: Vec<(&str, &IdempotencyKey)> =
+        let keys: Vec<(&Principal, &IdempotencyKey)> =
             items.iter().filter_map(|item| item.key()).collect();
         let mut tables: Vec<&TableName> = items.iter().map(|item| &item.pre.def.name).collect();
         tables.sort();
@@ -393,7 +393,7 @@ impl Pipeline {
         &self,
         tx: &mut sqlx::PgConnection,
         items: Vec<&'a BatchData>,
-        claimed: &HashSet<(String, String)>,
+        claimed: &HashSet<(Principal, String)>,
     ) -> WriteResult<Option<GroupWritten<'a>>> {
         let (def, mode) = (&items[0].pre.def, items[0].pre.mode);
         let (open, def_now) = open_channels(tx, &def.name, &items).await?;
@@ -411,7 +411,7 @@ impl Pipeline {
         let merged = apply_batch(tx, def, mode, &loads, arrays, tombstones).await?;
         let written = receipts(def, mode, &taken, merged, &open);
         commit_channels(tx, &taken, &written).await?;
-        let bodies: HashMap<Uuid, serde_json::Value> = taken
+        let bodies: HashMap<LoadId, serde_json::Value> = taken
             .iter()
             .map(|item| {
                 let id = item.pre.ticket.load_id;
@@ -468,8 +468,8 @@ impl Pipeline {
 /// key's stored answer when found completed, else it goes alone.
 fn settle(
     items: &[&BatchData],
-    completed: &mut HashMap<(String, String), StoredKey>,
-    mut receipts: HashMap<Uuid, RowsReceipt>,
+    completed: &mut HashMap<(Principal, String), StoredKey>,
+    mut receipts: HashMap<LoadId, RowsReceipt>,
 ) -> Vec<Settled> {
     items
         .iter()
@@ -478,7 +478,7 @@ fn settle(
                 return Settled::Written(Box::new(receipt));
             }
             let stored = item.key().and_then(|(principal, key)| {
-                completed.remove(&(principal.into(), key.to_string()))
+                completed.remove(&(principal.clone(), key.to_string()))
             });
             match stored {
                 Some(stored) => Settled::Completed(Box::new(stored)),
@@ -492,14 +492,14 @@ fn settle(
 /// channels it opened.
 fn taken_items<'a>(
     items: &[&'a BatchData],
-    claimed: &HashSet<(String, String)>,
-    open: &HashMap<Uuid, Offset>,
+    claimed: &HashSet<(Principal, String)>,
+    open: &HashMap<LoadId, Offset>,
 ) -> Vec<&'a BatchData> {
     items
         .iter()
         .copied()
         .filter(|item| match item.key() {
-            Some((principal, key)) => claimed.contains(&(principal.to_string(), key.to_string())),
+            Some((principal, key)) => claimed.contains(&(principal.clone(), key.to_string())),
             None => open.contains_key(&item.pre.ticket.load_id),
         })
         .collect()
@@ -511,9 +511,9 @@ fn receipts(
     def: &TableDef,
     mode: MergeMode,
     taken: &[&BatchData],
-    mut merged: std::collections::BTreeMap<Uuid, Merged>,
-    open: &HashMap<Uuid, Offset>,
-) -> HashMap<Uuid, RowsWritten> {
+    mut merged: std::collections::BTreeMap<LoadId, Merged>,
+    open: &HashMap<LoadId, Offset>,
+) -> HashMap<LoadId, RowsWritten> {
     let mut written = HashMap::new();
     for item in taken {
         let pre = &item.pre;
@@ -539,7 +539,7 @@ async fn open_channels(
     tx: &mut sqlx::PgConnection,
     table: &TableName,
     items: &[&BatchData],
-) -> WriteResult<(HashMap<Uuid, Offset>, Option<TableDef>)> {
+) -> WriteResult<(HashMap<LoadId, Offset>, Option<TableDef>)> {
     let on_channels: Vec<(&BatchData, &ChannelOffset)> = items
         .iter()
         .filter_map(|item| Some((*item, item.channel()?)))
@@ -547,9 +547,9 @@ async fn open_channels(
     if on_channels.is_empty() {
         return Ok((HashMap::new(), None));
     }
-    let mut names: Vec<(&str, &ChannelName)> = on_channels
+    let mut names: Vec<(&Principal, &ChannelName)> = on_channels
         .iter()
-        .map(|(item, channel)| (item.principal.as_str(), &channel.name))
+        .map(|(item, channel)| (&item.principal, &channel.name))
         .collect();
     names.sort();
     debug_assert!(
@@ -560,7 +560,7 @@ async fn open_channels(
     let committed: HashMap<_, _> = names.into_iter().zip(locked.channels).collect();
     let mut open = HashMap::new();
     for (item, channel) in on_channels {
-        let name = (item.principal.as_str(), &channel.name);
+        let name = (&item.principal, &channel.name);
         let Some(Some((kind, committed))) = committed.get(&name) else {
             continue;
         };
@@ -578,7 +578,7 @@ async fn open_channels(
 async fn commit_channels(
     tx: &mut sqlx::PgConnection,
     taken: &[&BatchData],
-    written: &HashMap<Uuid, RowsWritten>,
+    written: &HashMap<LoadId, RowsWritten>,
 ) -> WriteResult<()> {
     let commits: Vec<OffsetCommit<'_>> = taken
         .iter()

@@ -13,6 +13,7 @@ use tokio::sync::{oneshot, Notify};
 use super::answer::{AnswerForm, KeyedAnswer};
 use crate::channel::ChannelOffset;
 use crate::idempotency::IdempotencyKey;
+use crate::ids::Principal;
 use crate::pipeline::error::WriteResult;
 use crate::pipeline::rows::receipt::RowsReceipt;
 use crate::pipeline::rows::request::{PostRows, Predecoded};
@@ -45,7 +46,7 @@ pub enum BatchClaim {
 
 /// What a batch needs of a POST.
 pub(super) struct BatchData {
-    pub(super) principal: String,
+    pub(super) principal: Principal,
     pub(super) claim: BatchClaim,
     /// The form its key's answer is stored in.
     pub(super) form: &'static dyn AnswerForm,
@@ -101,7 +102,7 @@ impl BatchItem {
 
 impl BatchData {
     /// Its Idempotency-Key, if it has one.
-    pub(super) fn key(&self) -> Option<(&str, &IdempotencyKey)> {
+    pub(super) fn key(&self) -> Option<(&Principal, &IdempotencyKey)> {
         match &self.claim {
             BatchClaim::Key { key, .. } => Some((&self.principal, key)),
             BatchClaim::Channel(_) => None,
@@ -110,7 +111,7 @@ impl BatchData {
 
     /// What no two POSTs of one batch may share: a principal's key, or its
     /// channel (a channel's next POST waits for the next batch).
-    pub(super) fn claim_id(&self) -> (String, String) {
+    pub(super) fn claim_id(&self) -> (Principal, String) {
         match &self.claim {
             BatchClaim::Key { key, .. } => (self.principal.clone(), key.to_string()),
             BatchClaim::Channel(channel) => (self.principal.clone(), format!("\0{}", channel.name)),
@@ -203,7 +204,7 @@ impl Queue {
         }
         let mut taken: Vec<Waiting> = Vec::new();
         let mut left = VecDeque::new();
-        let mut keys: HashSet<(String, String)> = HashSet::new();
+        let mut keys: HashSet<(Principal, String)> = HashSet::new();
         let mut row_ids: HashSet<u128> = HashSet::new();
         let mut rows = 0;
         while let Some(next) = waiting.pop_front() {

@@ -26,6 +26,7 @@ use super::batch::Batched;
 use super::batch_queue::BatchClaim;
 use super::channel::Gated;
 use crate::idempotency::{IdempotencyKey, KeyedRequest, OnCompleted, StoredKey, COMPLETED_STATUS};
+use crate::ids::LoadId;
 use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
@@ -79,7 +80,7 @@ impl Recorded {
     }
 
     /// The load its key names: none when nothing was loaded.
-    fn load_id(&self, ticket: &LoadTicket) -> Option<uuid::Uuid> {
+    fn load_id(&self, ticket: &LoadTicket) -> Option<LoadId> {
         match self {
             Recorded::Skipped => None,
             _ => Some(ticket.load_id),

@@ -72,7 +72,7 @@ impl Pipeline {
     ) -> WriteResult<LoadReceipt> {
         let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
         req.body.reader = turns::arrived(reader).await?;
-        let principal = req.actor.principal();
+        let principal = req.actor.principal.clone();
         let _slot = self
             .load_slots
             .acquire(&[&principal], self.settings.load_wait())

@@ -3,11 +3,11 @@
 //! `part.rs`'s, their audit and publish `run.rs`'s.
 
 use chrono::Utc;
-use uuid::Uuid;
 
 use super::target::LoadTarget;
 use crate::access::Actor;
 use crate::idempotency::IdempotencyKey;
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::Pipeline;
@@ -47,16 +47,16 @@ impl Pipeline {
             Some(value) => Audits::parse(value, &def)?,
             None => Audits::default(),
         };
-        let principal = req.actor.principal();
+        let principal = req.actor.principal.clone();
         let new = NewLoad {
-            load_id: Uuid::now_v7(),
+            load_id: LoadId::new(),
             table: &req.table,
             target: target.to_json(),
             audits: serde_json::to_value(&audits).expect("audits serialize"),
             principal: &principal,
             idempotency_key: req.key.as_str(),
             fingerprint: &req.fingerprint,
-            token_id: req.actor.token_id,
+            token_id: req.actor.token_id(),
             expires_at: Utc::now() + req.ttl,
         };
         let (load, created) = staged_loads::open(&mut conn, &new).await?;
@@ -69,7 +69,7 @@ impl Pipeline {
 
     /// The staged load `load_id`, with its parts.
     /// (A load open past its time is expired first.)
-    pub async fn load_view(&self, load_id: Uuid) -> WriteResult<Option<LoadView>> {
+    pub async fn load_view(&self, load_id: LoadId) -> WriteResult<Option<LoadView>> {
         let mut conn = self.store.acquire().await?;
         let Some(mut load) = staged_loads::get(&mut conn, load_id, false).await? else {
             return Ok(None);
@@ -86,7 +86,7 @@ impl Pipeline {
 
     /// Abandons the load: its parts dropped. Waits for a publish in
     /// progress; a published load stays published (409).
-    pub async fn abandon_load(&self, load_id: Uuid) -> WriteResult<LoadView> {
+    pub async fn abandon_load(&self, load_id: LoadId) -> WriteResult<LoadView> {
         let mut conn = self.store.acquire().await?;
         match staged_loads::abandon(&mut conn, load_id).await? {
             None => return Err(WriteError::LoadNotFound(load_id)),

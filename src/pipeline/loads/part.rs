@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio_stream::wrappers::ReceiverStream;
-use uuid::Uuid;
 
 use super::open::LoadView;
 use super::target::LoadTarget;
 use crate::access::Actor;
+use crate::ids::LoadId;
 use crate::ingest::{ContentHash, EncodeOptions};
 use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
@@ -32,7 +32,7 @@ use crate::wire::loads::PartReceipt;
 
 /// A part as sent.
 pub struct PartUpload {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub part: u32,
     pub body: BodySource,
     /// `?ds=`: the partition of rows that give none.
@@ -83,7 +83,7 @@ impl Pipeline {
         check_ds(req.ds, allowed.as_deref())?;
         let reader = std::mem::replace(&mut req.body.reader, Box::new(tokio::io::empty()));
         req.body.reader = turns::arrived(reader).await?;
-        let principal = req.actor.principal();
+        let principal = req.actor.principal.clone();
         let _slot = self
             .load_slots
             .acquire(&[&principal], self.settings.load_wait())
@@ -112,7 +112,7 @@ impl Pipeline {
     async fn register(
         &self,
         conn: &mut sqlx::PgConnection,
-        load_id: Uuid,
+        load_id: LoadId,
         part: u32,
         staged: &StagedBody,
     ) -> WriteResult<Registered> {
@@ -210,7 +210,7 @@ fn check_open(view: &LoadView) -> WriteResult<()> {
     Err(not_open(view.load.load_id, Some(view.load.status)))
 }
 
-pub(crate) fn not_open(load_id: Uuid, status: Option<StagedStatus>) -> WriteError {
+pub(crate) fn not_open(load_id: LoadId, status: Option<StagedStatus>) -> WriteError {
     match status {
         None => WriteError::LoadNotFound(load_id),
         Some(status) => WriteError::LoadNotOpen {

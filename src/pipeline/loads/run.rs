@@ -5,12 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use uuid::Uuid;
-
 use super::part::not_open;
 use super::publish::{Finish, Finishing, PartSource};
 use super::target::{target_periods, LoadTarget};
 use crate::access::Actor;
+use crate::ids::LoadId;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
@@ -27,7 +26,7 @@ use crate::versions::Expected;
 
 /// A publish or an audit of a staged load.
 pub struct RunLoad {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub actor: Actor,
     /// Publish despite failed audits, for this reason (an admin's).
     pub force: Option<String>,
@@ -110,7 +109,7 @@ impl Pipeline {
             },
             staged: true,
             forced: req.force.as_ref().map(|reason| {
-                serde_json::json!({"reason": reason, "token_id": req.actor.token_id,
+                serde_json::json!({"reason": reason, "token_id": req.actor.token_id(),
                                    "token_name": req.actor.token_name})
             }),
             discarded_fields: 0,

@@ -1,9 +1,8 @@
 //! What a write of rows answers: a POST's receipt, a replay's, each with
 //! what is left to record before the commit, and the ledger's entry.
 
-use uuid::Uuid;
-
 use crate::channel::ChannelCommitted;
+use crate::ids::LoadId;
 use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
 use crate::names::TableName;
@@ -17,7 +16,7 @@ use crate::store::write::merge::{Merged, PartitionAfter};
 /// What an accepted POST did (its HTTP form is `http::receipts`).
 #[derive(Clone, Debug)]
 pub struct RowsReceipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: TableName,
     pub mode: MergeMode,
     /// The partition written, when there was exactly one.
@@ -129,7 +128,7 @@ pub struct RowsWritten {
 /// What a replay of rejects did (its HTTP form is `http::receipts`).
 #[derive(Clone, Debug, Default)]
 pub struct ReplayReceipt {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: String,
     pub mode: &'static str,
     /// Pending rejects tried now.

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 use super::receipt::{ReplayReceipt, ReplayWritten, RowsReceipt};
 use super::request::{choose_mode, encode_options, ReplayRejects, REPLAY_MODE};
+use crate::ids::{LoadId, Principal};
 use crate::ingest::reject_spool::Problem;
 use crate::ingest::{BodyFormat, ContentDelta};
 use crate::period::Period;
@@ -60,7 +60,7 @@ struct ReplayTally {
     deltas: BTreeMap<Period, ContentDelta>,
     partitions: BTreeMap<Period, i64>,
     /// Per tried reject: `None` when written, else its problems.
-    tried: Vec<(Uuid, i64, Option<Vec<Problem>>)>,
+    tried: Vec<(LoadId, i64, Option<Vec<Problem>>)>,
 }
 
 impl Pipeline {
@@ -119,7 +119,7 @@ impl Pipeline {
 struct Group<'a> {
     key: &'a GroupKey,
     rejects: &'a [&'a PendingReject],
-    principal: &'a str,
+    principal: &'a Principal,
     /// Keeps a keyless table's row ids of this group apart from others'.
     scope: &'a str,
 }

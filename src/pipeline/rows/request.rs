@@ -8,6 +8,7 @@ use bytes::Bytes;
 use crate::access::Actor;
 use crate::channel::ChannelOffset;
 use crate::idempotency::IdempotencyKey;
+use crate::ids::Principal;
 use crate::ingest::EncodeOptions;
 use crate::names::TableName;
 use crate::pipeline::error::{WriteError, WriteResult};
@@ -23,7 +24,7 @@ pub struct PostRows {
     pub body: BodySource,
     /// Who sent it and under which key: a keyless table's row ids are scoped
     /// by them (see `EncodeOptions::row_id_scope`).
-    pub principal: String,
+    pub principal: Principal,
     /// Required but on a channel, whose offset makes the write idempotent.
     pub idempotency_key: Option<IdempotencyKey>,
     /// The channel and offset it commits, if any (see `keyed/channel.rs`); boxed,
@@ -89,7 +90,7 @@ impl PostRows {
 pub fn encode_options(
     def: &TableDef,
     mode: MergeMode,
-    principal: &str,
+    principal: &Principal,
     key: &str,
 ) -> EncodeOptions {
     EncodeOptions {
@@ -145,7 +146,7 @@ pub fn choose_mode(def: &TableDef, asked: Option<MergeMode>) -> WriteResult<Merg
 /// `POST /rejects/replay?table=`.
 pub struct ReplayRejects {
     pub table: TableName,
-    pub principal: String,
+    pub principal: Principal,
     pub idempotency_key: IdempotencyKey,
     pub actor: Actor,
     /// The request's body (none is expected; it is read for the key's

@@ -1,9 +1,8 @@
 //! Dropping a table (`DELETE /tables/{table}`): a load of mode `drop` in the
 //! ledger, and this process's memory of the table let go.
 
-use uuid::Uuid;
-
 use crate::access::Actor;
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::pipeline::error::WriteResult;
 use crate::pipeline::intake::ticket::LoadTicket;
@@ -17,7 +16,7 @@ pub const MODE: &str = "drop";
 #[derive(Clone, Debug)]
 pub struct DropReceipt {
     /// The drop's own load in the ledger.
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub table: TableName,
     pub removed: Dropped,
 }

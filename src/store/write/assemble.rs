@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use super::duplicates::Resolve;
 use super::stage::{self, build_unique_index, staging_name};
+use crate::ids::LoadId;
 use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::sql::{key_index_columns, partition_key, period_literal, staging_table, Ident};
@@ -123,7 +124,7 @@ async fn empty_stage(
     conn: &mut PgConnection,
     def: &TableDef,
     period: Period,
-    load_id: Uuid,
+    load_id: LoadId,
 ) -> StoreResult<Assembled> {
     let name = new_stage_name(load_id);
     stage::claim(&mut *conn, &name).await?;
@@ -245,7 +246,7 @@ async fn insert_from_parts(
     Ok(())
 }
 
-fn new_stage_name(load_id: Uuid) -> String {
+fn new_stage_name(load_id: LoadId) -> String {
     // Several stages per load: each its own suffix.
     let unique = Uuid::now_v7().simple().to_string();
     format!("{}_{}", staging_name(load_id), &unique[20..])

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use sqlx::PgConnection;
-use uuid::Uuid;
 
+use crate::ids::LoadId;
 use crate::ingest::ContentDelta;
 use crate::names::TableName;
 use crate::period::Period;
@@ -19,7 +19,7 @@ use crate::store::{StoreError, StoreResult};
 
 /// What one merge leaves for the end of its transaction.
 pub struct RowsClosing<'a> {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     /// What the write changed in each partition it touched.
     pub deltas: &'a [(Period, ContentDelta)],
     pub entry: LoadEntry<'a>,

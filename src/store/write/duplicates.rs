@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use sqlx::{PgConnection, Row};
-use uuid::Uuid;
 
+use crate::ids::LoadId;
 use crate::ingest::{BadRow, RowError};
 use crate::schema::{DuplicatePolicy, TableDef};
 use crate::store::duplicates_log::LOG_TABLE;
@@ -24,7 +24,7 @@ use crate::store::{StoreError, StoreResult};
 #[derive(Clone, Copy, Debug)]
 pub struct Resolve {
     pub policy: DuplicatePolicy,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     /// Whether versions not written are logged.
     pub log: bool,
     /// Whether a repeated key refuses the whole load (`duplicates: reject`

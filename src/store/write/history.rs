@@ -5,8 +5,8 @@
 //! as removals. Tables without history pay nothing: no statement runs.
 //! `store::history::HistoryShape` says what a history table holds.
 
+use crate::ids::LoadId;
 use sqlx::{PgConnection, Row};
-use uuid::Uuid;
 
 use super::merge_sql::MergeSql;
 use crate::schema::{MergeMode, TableDef};
@@ -27,7 +27,7 @@ pub(super) async fn record_incoming(
     def: &TableDef,
     sql: &MergeSql,
     mode: MergeMode,
-) -> StoreResult<Vec<(Uuid, i64)>> {
+) -> StoreResult<Vec<(LoadId, i64)>> {
     let Some(shape) = HistoryShape::of(def) else {
         return Ok(Vec::new());
     };
@@ -85,7 +85,7 @@ fn stored_as_sent(def: &TableDef, sql: &MergeSql) -> String {
 pub(crate) struct Replacement<'a> {
     pub live: Option<&'a Ident>,
     pub stage: Option<&'a Ident>,
-    pub load_id: Uuid,
+    pub load_id: LoadId,
 }
 
 /// Records what replacing `live` by `stage` changes, before the swap: each

@@ -22,7 +22,6 @@ use futures::TryStreamExt;
 use serde::Serialize;
 use sqlx::postgres::PgRow;
 use sqlx::{Connection, PgConnection, Row};
-use uuid::Uuid;
 
 use super::arrays::TupleArrays;
 use super::duplicates::{self, Resolve};
@@ -33,6 +32,7 @@ use super::merge_sql::{fill_in_patches, partition_gone_is_busy, period_of, Merge
 use super::stage::number_identical_rows;
 use super::touched::lock_touched_partitions;
 use super::versions;
+use crate::ids::LoadId;
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::{Grain, Period};
 use crate::schema::MergeMode;
@@ -82,7 +82,7 @@ type Deltas = BTreeMap<Period, ContentDelta>;
 /// POSTs written together (see `apply_batch`).
 #[derive(Clone, Debug)]
 pub struct LoadRows {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub rows: u64,
     /// The partitions its rows belong to.
     pub periods: BTreeSet<Period>,
@@ -102,7 +102,7 @@ struct Tally {
     deltas: Deltas,
 }
 
-type Tallies = BTreeMap<Uuid, Tally>;
+type Tallies = BTreeMap<LoadId, Tally>;
 
 /// Deadlocks a merge retries (from its savepoint) before it gives up.
 const DEADLOCK_RETRIES: usize = 3;
@@ -120,7 +120,7 @@ pub async fn apply_incoming(
     conn: &mut PgConnection,
     def: &TableDef,
     mode: MergeMode,
-    load_id: Uuid,
+    load_id: LoadId,
     incoming: Incoming,
     rows: IncomingRows,
     rehash: Rehash<'_>,
@@ -167,7 +167,7 @@ pub async fn apply_batch(
     loads: &[LoadRows],
     arrays: TupleArrays,
     tombstones: u64,
-) -> StoreResult<BTreeMap<Uuid, Merged>> {
+) -> StoreResult<BTreeMap<LoadId, Merged>> {
     if mode == MergeMode::Patch {
         return Err(StoreError::Corrupt("a patch came in a batch"));
     }
@@ -221,7 +221,7 @@ impl MergeWrite<'_> {
         &self,
         conn: &mut PgConnection,
         rehash: Rehash<'_>,
-    ) -> StoreResult<BTreeMap<Uuid, Merged>> {
+    ) -> StoreResult<BTreeMap<LoadId, Merged>> {
         if self.may_deadlock() {
             self.apply_retrying(conn, rehash).await
         } else {
@@ -235,7 +235,7 @@ impl MergeWrite<'_> {
         &self,
         conn: &mut PgConnection,
         rehash: Rehash<'_>,
-    ) -> StoreResult<BTreeMap<Uuid, Merged>> {
+    ) -> StoreResult<BTreeMap<LoadId, Merged>> {
         let mut attempt = 0;
         loop {
             let mut savepoint = conn.begin().await?;
@@ -261,10 +261,10 @@ impl MergeWrite<'_> {
         &self,
         conn: &mut PgConnection,
         rehash: Rehash<'_>,
-    ) -> StoreResult<BTreeMap<Uuid, Merged>> {
+    ) -> StoreResult<BTreeMap<LoadId, Merged>> {
         let (def, sql, mode) = (self.def, self.sql, self.mode);
         let alone = mode == MergeMode::Patch;
-        let creator = self.loads.first().map_or(Uuid::nil(), |l| l.load_id);
+        let creator = self.loads.first().map_or(LoadId::NONE, |l| l.load_id);
         lock_touched_partitions(conn, def, &self.incoming.periods, creator, alone).await?;
         let mut tallies: Tallies = self.loads.iter().map(Tally::of).collect();
         if mode == MergeMode::Patch {
@@ -306,7 +306,7 @@ impl MergeWrite<'_> {
         let versions = self.mode == MergeMode::Versions;
         let mut conflicts = 0;
         for row in rows {
-            let Some(tally) = tallies.get_mut(&row.try_get::<Uuid, _>(0)?) else {
+            let Some(tally) = tallies.get_mut(&row.try_get::<LoadId, _>(0)?) else {
                 continue;
             };
             tally.merged.already_present += count_from(row.try_get(1)?)?;
@@ -336,7 +336,7 @@ impl Tally {
 
     /// A load's tally before any statement: each of its partitions changed
     /// by nothing yet.
-    fn of(load: &LoadRows) -> (Uuid, Tally) {
+    fn of(load: &LoadRows) -> (LoadId, Tally) {
         let tally = Tally {
             merged: Merged {
                 rows_after_dedup: load.rows,
@@ -374,7 +374,7 @@ async fn collapse_duplicates(
     def: &TableDef,
     sql: &MergeSql,
     incoming: &Incoming,
-    load_id: Uuid,
+    load_id: LoadId,
 ) -> StoreResult<u64> {
     if !incoming.maybe_repeated {
         return Ok(0);
@@ -402,7 +402,7 @@ async fn delete_tombstoned(
     let mut gone = sql.query(&delete).fetch(&mut *conn);
     while let Some(row) = gone.try_next().await? {
         let (ds, hash) = digest_of(&row, sql.grain)?;
-        let Some(tally) = tallies.get_mut(&row.try_get::<Uuid, _>(2)?) else {
+        let Some(tally) = tallies.get_mut(&row.try_get::<LoadId, _>(2)?) else {
             continue;
         };
         if let Some(delta) = tally.deltas.get_mut(&ds) {
@@ -434,7 +434,7 @@ async fn upsert_rows(
     tallies: &mut Tallies,
 ) -> StoreResult<()> {
     let shares = upsert(conn, sql, mode, shape, loads).await?;
-    let mut written: BTreeMap<(Uuid, Period), u64> = BTreeMap::new();
+    let mut written: BTreeMap<(LoadId, Period), u64> = BTreeMap::new();
     for share in shares {
         let Some(tally) = tallies.get_mut(&share.load_id) else {
             continue;
@@ -478,7 +478,7 @@ async fn upsert_rows(
 /// What an upsert wrote of one load into one partition.
 struct WrittenShare {
     ds: Period,
-    load_id: Uuid,
+    load_id: LoadId,
     rows: u64,
     /// The hashes of the stored versions its rows replaced.
     replaced: Vec<[u8; 32]>,
@@ -523,9 +523,9 @@ async fn upsert(
 /// Whether the upsert wrote, into each partition, as many of the load's
 /// rows as it sent there (and none elsewhere).
 fn wrote_all(
-    load_id: Uuid,
+    load_id: LoadId,
     additions: &BTreeMap<Period, ContentDelta>,
-    written: &BTreeMap<(Uuid, Period), u64>,
+    written: &BTreeMap<(LoadId, Period), u64>,
 ) -> bool {
     let mut shares = written.iter().filter(|((load, _), _)| *load == load_id);
     let same_partitions = shares.clone().count() == additions.len();
@@ -542,14 +542,14 @@ fn wrote_all(
 async fn add_written_hashes(
     conn: &mut PgConnection,
     sql: &MergeSql,
-    loads: &[Uuid],
+    loads: &[LoadId],
     tallies: &mut Tallies,
 ) -> StoreResult<()> {
     let read = sql.written_hashes();
     let rows = sql.query(&read).bind(loads).fetch_all(&mut *conn).await?;
     for row in rows {
         let ds = period_of(&row.try_get::<String, _>(0)?, sql.grain)?;
-        let Some(tally) = tallies.get_mut(&row.try_get::<Uuid, _>(1)?) else {
+        let Some(tally) = tallies.get_mut(&row.try_get::<LoadId, _>(1)?) else {
             continue;
         };
         let delta = tally.deltas.entry(ds).or_default();

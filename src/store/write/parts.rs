@@ -16,6 +16,7 @@ use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
 use super::stage::{copy_binary, create_bounded, try_key_index};
+use crate::ids::LoadId;
 use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::locks::lock_load_shared;
@@ -25,9 +26,9 @@ use crate::store::{count, StoreResult};
 
 /// A new part's table name: the load, the part, and this upload (a part
 /// sent twice at once stages twice; the later registration wins).
-pub fn part_stage_name(load_id: Uuid, part: u32) -> String {
+pub fn part_stage_name(load_id: LoadId, part: u32) -> String {
     let upload = Uuid::now_v7().simple().to_string();
-    format!("p_{}_{part}_{}", load_id.simple(), &upload[20..])
+    format!("p_{}_{part}_{}", load_id.as_uuid().simple(), &upload[20..])
 }
 
 /// COPYs `rows` into a new part table `name` (committed; still claimed by
@@ -68,7 +69,7 @@ pub fn definition_digest(def: &TableDef) -> String {
 
 /// What a staged part holds, to register.
 pub struct PartFacts<'a> {
-    pub load_id: Uuid,
+    pub load_id: LoadId,
     pub part: u32,
     pub stage_name: &'a str,
     pub rows: u64,

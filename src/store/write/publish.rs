@@ -12,6 +12,7 @@
 use sqlx::{Connection, PgConnection};
 
 use super::history::{self, Replacement};
+use crate::ids::LoadId;
 use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
@@ -37,7 +38,7 @@ pub struct Current {
     /// Of them, kept in the rejects store.
     pub rejected: u64,
     /// The load the body was.
-    pub load_id: uuid::Uuid,
+    pub load_id: LoadId,
 }
 
 /// What the registry keeps of the body a partition was built from, so that
@@ -173,7 +174,7 @@ pub(super) async fn swap_in(
     ds: Period,
     stage_name: &str,
     replacing: bool,
-    load_id: uuid::Uuid,
+    load_id: LoadId,
 ) -> StoreResult<()> {
     let parent = parent_table(&def.name);
     let partition = partition_table(&def.name, ds);
@@ -215,7 +216,7 @@ pub(super) async fn register_swapped(
     ds: Period,
     body: BodyFacts<'_>,
     row_count: u64,
-    load_id: uuid::Uuid,
+    load_id: LoadId,
 ) -> StoreResult<()> {
     // language=PostgreSQL
     sqlx::query(

@@ -8,10 +8,10 @@
 //! partition appears beside it while it drops the ones its body lacks.
 
 use sqlx::{Connection, PgConnection};
-use uuid::Uuid;
 
 use super::publish::{register_swapped, swap_in, BodyFacts};
 use super::remove::remove_partition;
+use crate::ids::LoadId;
 use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
 use crate::period::Period;
@@ -56,7 +56,7 @@ pub struct ManySwap<'a> {
     /// partitions').
     pub conditions: &'a Expected,
     /// A staged load's id, marked published in the same transaction.
-    pub staged_load: Option<Uuid>,
+    pub staged_load: Option<LoadId>,
     /// The load's bad rows, under `bad_rows: quarantine`.
     pub rejects: Option<RejectSpool>,
 }
@@ -204,7 +204,7 @@ async fn apply(
     swap: &ManySwap<'_>,
     outcome: &PartitionOutcome,
     live: &LiveSet,
-    load_id: Uuid,
+    load_id: LoadId,
 ) -> StoreResult<()> {
     let def = swap.def;
     let period = outcome.period;

@@ -4,9 +4,9 @@
 //! table's history.
 
 use sqlx::{Connection, PgConnection};
-use uuid::Uuid;
 
 use super::history::{record_replacement, Replacement};
+use crate::ids::LoadId;
 use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::contents;
@@ -22,12 +22,12 @@ impl Store {
         let mut tx = conn.begin().await?;
         lock_partition(&mut tx, &def.name, ds).await?;
         // No load removes it: its keys' removals name the nil load.
-        if !remove_partition(&mut tx, def, ds, Uuid::nil()).await? {
+        if !remove_partition(&mut tx, def, ds, LoadId::NONE).await? {
             return Ok(false);
         }
         // The day's pending rejects belonged to a version of it that is gone:
         // a replay must not bring the day back.
-        rejects::supersede(&mut tx, &def.name, ds, Uuid::nil()).await?;
+        rejects::supersede(&mut tx, &def.name, ds, LoadId::NONE).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -41,7 +41,7 @@ pub(crate) async fn remove_partition(
     tx: &mut PgConnection,
     def: &TableDef,
     ds: Period,
-    load_id: Uuid,
+    load_id: LoadId,
 ) -> StoreResult<bool> {
     let deleted = sqlx::query("delete from idem.partitions where table_name = $1 and ds = $2")
         .bind(def.name.as_str())

@@ -13,9 +13,9 @@ use std::io;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use sqlx::{Connection, PgConnection};
-use uuid::Uuid;
 
 use super::duplicates::{self, Resolve};
+use crate::ids::LoadId;
 use crate::period::Period;
 use crate::schema::TableDef;
 use crate::store::locks::stage_lock_key;
@@ -25,8 +25,8 @@ use crate::store::sql::{
 };
 use crate::store::{is_unique_violation, StoreError, StoreResult};
 
-pub fn staging_name(load_id: Uuid) -> String {
-    format!("s_{}", load_id.simple())
+pub fn staging_name(load_id: LoadId) -> String {
+    format!("s_{}", load_id.as_uuid().simple())
 }
 
 /// What staging left: the rows that stay, and the digests of the versions

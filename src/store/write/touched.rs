@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use sqlx::PgConnection;
-use uuid::Uuid;
 
+use crate::ids::LoadId;
 use crate::ingest::ContentHash;
 use crate::period::Period;
 use crate::schema::TableDef;
@@ -23,7 +23,7 @@ pub(super) async fn lock_touched_partitions(
     conn: &mut PgConnection,
     def: &TableDef,
     periods: &BTreeSet<Period>,
-    load_id: Uuid,
+    load_id: LoadId,
     alone: bool,
 ) -> StoreResult<()> {
     for &ds in periods {
@@ -83,7 +83,7 @@ async fn create_partition(
     conn: &mut PgConnection,
     def: &TableDef,
     ds: Period,
-    load_id: Uuid,
+    load_id: LoadId,
 ) -> StoreResult<()> {
     sqlx::query(&format!(
         "create table {} partition of {} for values in ({})",
