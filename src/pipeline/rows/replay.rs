@@ -17,11 +17,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use sqlx::PgConnection;
 
-use super::receipt::{ReplayReceipt, ReplayWritten, RowsReceipt};
+use super::receipt::{ReplayReceipt, ReplayWritten, RowsReceipt, RowsWritten};
 use super::request::{choose_mode, encode_options, ReplayRejects, REPLAY_MODE};
 use crate::ids::{LoadId, Principal};
-use crate::ingest::reject_spool::Problem;
-use crate::ingest::{BodyFormat, ContentDelta};
+use crate::ingest::reject_spool::{Problem, RejectSpool};
+use crate::ingest::{BodyFormat, ContentDelta, EncodeOptions};
 use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::intake::decode::{self, decode_whole, Decode, DecodeJob, Quarantine};
@@ -136,30 +136,16 @@ impl Pipeline {
         group: Group<'_>,
         outcome: &mut ReplayTally,
     ) -> WriteResult<TableDef> {
-        // Only rejects whose record was kept are taken (`take_pending`).
-        let kept = group.rejects;
-        let Some(format) = BodyFormat::from_name(&group.key.format) else {
-            return Err(StoreError::Corrupt("a reject of an unknown format").into());
-        };
-        // The mode its write asked for: a patch's rows stay patches.
-        let asked = group.key.mode.as_deref().and_then(MergeMode::from_name);
-        let mode = match choose_mode(&def, asked) {
-            Ok(mode) => mode,
-            Err(e) => {
-                for reject in group.rejects {
-                    outcome.still_bad(reject, &e.to_string());
-                }
+        let (format, mode, options) = match how_to_read(&def, &group)? {
+            Ok(how) => how,
+            Err(refusal) => {
+                outcome.all_still_bad(group.rejects, &refusal);
                 return Ok(def);
             }
         };
-        let mut options = encode_options(&def, mode, group.principal, group.scope);
-        options.ds = match &group.key.put_ds {
-            Some(label) => Some(Period::parse(label, def.grain).ok_or(StoreError::Corrupt(
-                "a reject's partition is not one of its table",
-            ))?),
-            None => None,
-        };
-        let body = Bytes::from(replay_body(format, group.key.csv_header.as_deref(), kept));
+        // Only rejects whose record was kept are taken (`take_pending`).
+        let body = replay_body(format, group.key.csv_header.as_deref(), group.rejects);
+        let body = Bytes::from(body);
         let reading = BodyReading {
             format,
             options: &options,
@@ -169,43 +155,44 @@ impl Pipeline {
             set_aside_bad_rows: true,
         };
         let def = self.fit_replayed(tx, def, reading, &body).await?;
+        let decoding = match self.decode_group(&def, options, ticket, format, body).await? {
+            Ok(decoding) => decoding,
+            Err(refusal) => {
+                outcome.all_still_bad(group.rejects, &refusal);
+                return Ok(def);
+            }
+        };
+        let target = Target::Stored(def.clone());
+        let (listed, written) = self
+            .merge_decoding(tx, target, mode, ticket, decoding)
+            .await?;
+        outcome.group_written(group.rejects, listed.as_ref(), written)?;
+        Ok(def)
+    }
+
+    /// The group's body decoded whole, its bad rows listed (up to
+    /// `REPLAY_BOUNDS` of records: off the async threads); a body refused
+    /// as a whole is the refusal's message.
+    async fn decode_group(
+        &self,
+        def: &TableDef,
+        options: EncodeOptions,
+        ticket: &LoadTicket,
+        format: BodyFormat,
+        body: Bytes,
+    ) -> WriteResult<Result<Decode, String>> {
         let job = DecodeJob::new(&self.settings, def.clone(), options, ticket, format);
         let job = DecodeJob {
             quarantine: Some(Quarantine::List),
             ..job
         };
-        // Up to `REPLAY_BOUNDS` of records: decoded off the async threads.
         let (decoded, copy) =
             tokio::task::spawn_blocking(move || decode_whole(&job, &body)).await?;
-        let decoded = match decode::verdict(decoded) {
-            Ok(decoded) => decoded,
-            Err(e) if e.is_refusal() => {
-                for reject in kept {
-                    outcome.still_bad(reject, &e.to_string());
-                }
-                return Ok(def);
-            }
-            Err(e) => return Err(e),
-        };
-        let decoding = Decode::Whole(Box::new(decoded), copy);
-        let target = Target::Stored(def.clone());
-        let (listed, written) = self
-            .merge_decoding(tx, target, mode, ticket, decoding)
-            .await?;
-        let mut bad: BTreeMap<u64, Vec<Problem>> = BTreeMap::new();
-        if let Some(listed) = &listed {
-            bad.extend(
-                listed
-                    .listed()
-                    .iter()
-                    .map(|l| (l.record, l.problems.clone())),
-            );
+        match decode::verdict(decoded) {
+            Ok(decoded) => Ok(Ok(Decode::Whole(Box::new(decoded), copy))),
+            Err(e) if e.is_refusal() => Ok(Err(e.to_string())),
+            Err(e) => Err(e),
         }
-        for (number, reject) in (1u64..).zip(kept) {
-            outcome.tried(reject, bad.remove(&number));
-        }
-        outcome.add(written.receipt, written.deltas)?;
-        Ok(def)
     }
 
     /// Under `schema: evolve`, the table grown to fit the group's records
@@ -227,6 +214,31 @@ impl Pipeline {
             .await?;
         Ok(target.into_def())
     }
+}
+
+/// How a group's records are read: their format, the mode their write
+/// asked for (a patch's rows stay patches) and the encoding's options; a
+/// mode the table no longer allows is the refusal's message.
+fn how_to_read(
+    def: &TableDef,
+    group: &Group<'_>,
+) -> WriteResult<Result<(BodyFormat, MergeMode, EncodeOptions), String>> {
+    let Some(format) = BodyFormat::from_name(&group.key.format) else {
+        return Err(StoreError::Corrupt("a reject of an unknown format").into());
+    };
+    let asked = group.key.mode.as_deref().and_then(MergeMode::from_name);
+    let mode = match choose_mode(def, asked) {
+        Ok(mode) => mode,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let mut options = encode_options(def, mode, group.principal, group.scope);
+    options.ds = match &group.key.put_ds {
+        Some(label) => Some(Period::parse(label, def.grain).ok_or(StoreError::Corrupt(
+            "a reject's partition is not one of its table",
+        ))?),
+        None => None,
+    };
+    Ok(Ok((format, mode, options)))
 }
 
 /// The pending rejects by how they are read, in the order taken.
@@ -296,12 +308,38 @@ impl ReplayTally {
         self.tried.push((reject.load_id, reject.record, problems));
     }
 
-    fn still_bad(&mut self, reject: &PendingReject, message: &str) {
-        let problem = Problem {
-            column: None,
-            message: message.to_string(),
-        };
-        self.tried(reject, Some(vec![problem]));
+    /// Each of a group's rejects tried and still bad, for one reason.
+    fn all_still_bad(&mut self, rejects: &[&PendingReject], message: &str) {
+        for reject in rejects {
+            let problem = Problem {
+                column: None,
+                message: message.to_string(),
+            };
+            self.tried(reject, Some(vec![problem]));
+        }
+    }
+
+    /// A group written: each reject replayed, or still bad with the
+    /// problems its record (numbered from 1 in the group's body) met.
+    fn group_written(
+        &mut self,
+        rejects: &[&PendingReject],
+        listed: Option<&RejectSpool>,
+        written: RowsWritten,
+    ) -> WriteResult<()> {
+        let mut bad: BTreeMap<u64, Vec<Problem>> = listed
+            .map(|listed| {
+                listed
+                    .listed()
+                    .iter()
+                    .map(|l| (l.record, l.problems.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (number, reject) in (1u64..).zip(rejects) {
+            self.tried(reject, bad.remove(&number));
+        }
+        self.add(written.receipt, written.deltas)
     }
 
     /// Adds one group's write.
