@@ -36,7 +36,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use chrono::Utc;
 use tokio::sync::oneshot;
 
@@ -45,16 +44,14 @@ use super::batch_queue::{
     with_predecoded, BatchClaim, BatchData, BatchItem, BatchOutcome, Queue, Waiting, WritingTurn,
     WRITING_TURN_BOUND,
 };
+use super::predecode::Predecoding;
 use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, StoredKey, COMPLETED_STATUS};
 use crate::ids::{LoadId, Principal};
 use crate::names::TableName;
 use crate::pipeline::error::{WriteError, WriteResult};
-use crate::pipeline::intake::decode::{decode_whole, read_small, verdict, BodyRead, DecodeJob};
-use crate::pipeline::intake::ticket::LoadTicket;
-use crate::pipeline::rows::post::quarantined;
 use crate::pipeline::rows::receipt::{RowsReceipt, RowsWritten};
-use crate::pipeline::rows::request::{choose_mode, encode_options, PostRows, Predecoded};
+use crate::pipeline::rows::request::PostRows;
 use crate::pipeline::Pipeline;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
@@ -63,13 +60,6 @@ use crate::store::write::arrays::TupleArrays;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
 use crate::store::write::incoming::{fits_arrays, small_bodies};
 use crate::store::write::merge::{apply_batch, LoadRows, Merged};
-use crate::store::Store;
-
-/// A POST's body decoded before its transaction, or the POST to write alone.
-enum Predecoding {
-    Ready(Box<PostRows>, Box<Predecoded>),
-    Alone(Box<PostRows>),
-}
 
 /// What became of a POST offered to a batch.
 pub enum Batched {
@@ -136,85 +126,6 @@ impl Pipeline {
             BatchOutcome::Replayed(answer) => Batched::Answered(answer?),
             BatchOutcome::Alone(item) => Batched::Alone(item.alone()),
         })
-    }
-
-    /// Reads and decodes a small POST's body for its table's definition, as
-    /// this process knows it; hands back a POST that is not for a batch
-    /// (batching off, a table not known, a patch, a large body).
-    async fn predecode(&self, mut rows: Box<PostRows>) -> WriteResult<Predecoding> {
-        let Some(def) = rows
-            .known_def
-            .clone()
-            .filter(|_| self.settings.batch_writes)
-        else {
-            return Ok(Predecoding::Alone(rows));
-        };
-        // A patch reads stored rows: it is written alone. (A versions write
-        // whose version conflicts with a stored one fails its batch, whose
-        // POSTs then go alone, where the conflict is refused or held.)
-        let mode = match choose_mode(&def, rows.mode) {
-            Ok(mode) if mode != MergeMode::Patch => mode,
-            _ => return Ok(Predecoding::Alone(rows)),
-        };
-        let ticket = rows.ticket();
-        let body = std::mem::replace(&mut rows.body.reader, Box::new(tokio::io::empty()));
-        let read = read_small(body, self.settings.small_body_bytes()).await;
-        let body = match refused_or(&ticket, &self.store, read).await? {
-            BodyRead::Whole(body) => Bytes::from(body),
-            BodyRead::Large(reader) => {
-                rows.body.reader = reader;
-                return Ok(Predecoding::Alone(rows));
-            }
-        };
-        let options = encode_options(&def, mode, &rows.principal, &rows.write_key());
-        let format = rows.body.format;
-        let job = DecodeJob::new(&self.settings, def.clone(), options, &ticket, format);
-        let job = DecodeJob {
-            collect_wants: true,
-            ..quarantined(job, rows.bad_rows, mode, &ticket)
-        };
-        let (decoded, copy) = decode_whole(&job, &body);
-        // Rows that need the table changed (`schema: evolve`): the write
-        // alone changes it, and decodes the body again.
-        if !decoded.wants.is_empty() {
-            rows.body.reader = Box::new(std::io::Cursor::new(body));
-            return Ok(Predecoding::Alone(rows));
-        }
-        let decoded = match verdict(decoded) {
-            Ok(decoded) => decoded,
-            Err(e) => {
-                // Refused for the definition this process remembers: unless
-                // the table is still so, the write alone decides. So it does
-                // for a POST on a channel, whose offset, if committed
-                // already, answers it whatever its body holds.
-                let changed = self.store.table(&def.name).await?.as_ref() != Some(&def);
-                if changed {
-                    self.definitions.forget(&def.name);
-                }
-                if changed || rows.channel.is_some() {
-                    rows.body.reader = Box::new(std::io::Cursor::new(body));
-                    return Ok(Predecoding::Alone(rows));
-                }
-                return refused_or(&ticket, &self.store, Err(e)).await;
-            }
-        };
-        let copy = copy.ok_or_else(|| {
-            WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
-        })?;
-        let has_rejects = decoded.rejects.as_ref().is_some_and(|r| r.count() > 0);
-        let pre = Box::new(Predecoded {
-            def,
-            mode,
-            ticket,
-            decoded,
-            body,
-            copy,
-        });
-        // Rejects are kept by a write alone (a batch has no place for them).
-        if has_rejects {
-            return Ok(Predecoding::Alone(with_predecoded(rows, pre)));
-        }
-        Ok(Predecoding::Ready(rows, pre))
     }
 
     /// Writes `item` in a batch, or hands it back to be written alone.
@@ -599,18 +510,6 @@ async fn commit_channels(
         commit_offsets(tx, &commits).await?;
     }
     Ok(())
-}
-
-/// `result`, or its error recorded in the ledger as the load's refusal.
-async fn refused_or<T>(
-    ticket: &LoadTicket,
-    store: &Store,
-    result: WriteResult<T>,
-) -> WriteResult<T> {
-    if let Err(e) = &result {
-        ticket.record_refusal(store, e).await;
-    }
-    result
 }
 
 /// The taken POSTs' rows as one set of arrays, and each one's share.

@@ -155,7 +155,10 @@ impl Pipeline {
             set_aside_bad_rows: true,
         };
         let def = self.fit_replayed(tx, def, reading, &body).await?;
-        let decoding = match self.decode_group(&def, options, ticket, format, body).await? {
+        let decoding = match self
+            .decode_group(&def, options, ticket, format, body)
+            .await?
+        {
             Ok(decoding) => decoding,
             Err(refusal) => {
                 outcome.all_still_bad(group.rejects, &refusal);
