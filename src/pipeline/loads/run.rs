@@ -66,33 +66,17 @@ impl Pipeline {
         let load = staged_loads::get(&mut *conn, req.load_id, false)
             .await?
             .ok_or(WriteError::LoadNotFound(req.load_id))?;
-        if load.status == StagedStatus::Published && !req.audit_only {
-            let body = load
-                .receipt
-                .clone()
-                .ok_or(StoreError::Corrupt("a published load has no receipt"))?;
-            return Ok(RunAnswer {
-                body,
-                replayed: true,
-            });
+        if let Some(answer) = published_answer(&load, req)? {
+            return Ok(answer);
         }
         if !load.status.is_open() {
             return Err(not_open(load.load_id, Some(load.status)));
         }
-        let table = TableName::parse(&load.table)
-            .map_err(|e| WriteError::Internal(anyhow::anyhow!("a staged load's table: {e}")))?;
-        let def = catalog::table_def(&mut *conn, &table)
-            .await?
-            .ok_or_else(|| WriteError::TableNotFound(table.clone()))?;
+        let (table, def) = load_table(&mut *conn, &load).await?;
         let target = LoadTarget::from_json(&load.target, &def)?;
         // The table's audits as they are now, the load's keys over them.
         let audits = def.audits.overlay(&Audits::parse(&load.audits, &def)?);
-        let parts = staged_loads::parts(&mut *conn, load.load_id).await?;
-        // Parts staged for another definition of the table no longer fit.
-        let definition = definition_digest(&def);
-        if parts.iter().any(|p| p.definition_sha256 != definition) {
-            return Err(StoreError::TableChanged(table).into());
-        }
+        let parts = parts_that_fit(&mut *conn, &load, &table, &def).await?;
         let ticket = ticket(&load, &table, &target, &req.actor);
         let finish = Finish {
             def: &def,
@@ -108,10 +92,7 @@ impl Pipeline {
                 Finishing::Publish
             },
             staged: true,
-            forced: req.force.as_ref().map(|reason| {
-                serde_json::json!({"reason": reason, "token_id": req.actor.token_id(),
-                                   "token_name": req.actor.token_name})
-            }),
+            forced: forced_note(req),
             discarded_fields: 0,
             rejects: None,
             rejected: 0,
@@ -131,6 +112,59 @@ impl Pipeline {
             replayed: false,
         })
     }
+}
+
+/// The receipt a published load answers again (not to an audit, which
+/// is run again whatever the load's state).
+fn published_answer(load: &StagedLoad, req: &RunLoad) -> WriteResult<Option<RunAnswer>> {
+    if load.status != StagedStatus::Published || req.audit_only {
+        return Ok(None);
+    }
+    let body = load
+        .receipt
+        .clone()
+        .ok_or(StoreError::Corrupt("a published load has no receipt"))?;
+    Ok(Some(RunAnswer {
+        body,
+        replayed: true,
+    }))
+}
+
+/// The staged load's table and its definition as it is now.
+async fn load_table(
+    conn: &mut sqlx::PgConnection,
+    load: &StagedLoad,
+) -> WriteResult<(TableName, TableDef)> {
+    let table = TableName::parse(&load.table)
+        .map_err(|e| WriteError::Internal(anyhow::anyhow!("a staged load's table: {e}")))?;
+    let def = catalog::table_def(&mut *conn, &table)
+        .await?
+        .ok_or_else(|| WriteError::TableNotFound(table.clone()))?;
+    Ok((table, def))
+}
+
+/// The load's parts, refused when any was staged for another definition of
+/// the table (its rows no longer fit).
+async fn parts_that_fit(
+    conn: &mut sqlx::PgConnection,
+    load: &StagedLoad,
+    table: &TableName,
+    def: &TableDef,
+) -> WriteResult<Vec<LoadPart>> {
+    let parts = staged_loads::parts(&mut *conn, load.load_id).await?;
+    let definition = definition_digest(def);
+    if parts.iter().any(|p| p.definition_sha256 != definition) {
+        return Err(StoreError::TableChanged(table.clone()).into());
+    }
+    Ok(parts)
+}
+
+/// What the ledger keeps of a forced publish: why, and who forced it.
+fn forced_note(req: &RunLoad) -> Option<serde_json::Value> {
+    req.force.as_ref().map(|reason| {
+        serde_json::json!({"reason": reason, "token_id": req.actor.token_id(),
+                           "token_name": req.actor.token_name})
+    })
 }
 
 /// The ledger's ticket of a staged load: its own id.
