@@ -14,8 +14,7 @@ use crate::pipeline::intake::body::BodySource;
 use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::intake::turns;
 use crate::pipeline::Pipeline;
-use crate::schema::Audits;
-use crate::schema::BadRowPolicy;
+use crate::schema::{Audits, BadRowPolicy, TableDef};
 use crate::store::catalog;
 use crate::store::write::stage::{self, StageFate};
 use crate::versions::Expected;
@@ -81,11 +80,7 @@ impl Pipeline {
         let def = catalog::table_def(&mut conn, &req.table)
             .await?
             .ok_or_else(|| WriteError::TableNotFound(req.table.clone()))?;
-        // The table's audits, the request's keys over them.
-        let audits = match &req.audits {
-            Some(value) => def.audits.overlay(&Audits::parse(value, &def)?),
-            None => (*def.audits).clone(),
-        };
+        let audits = request_audits(&def, req.audits.as_ref())?;
         let periods = target_periods(&def, &req.target);
         let allowed = periods
             .clone()
@@ -93,10 +88,7 @@ impl Pipeline {
         let quarantine = req.bad_rows.unwrap_or(def.bad_rows) == BadRowPolicy::Quarantine;
         let body = std::mem::replace(&mut req.body, BodySource::empty());
         // A row of a one-partition load may omit its partition value.
-        let ds = match &req.target {
-            LoadTarget::Partitions(one) if one.len() == 1 => Some(one[0]),
-            _ => None,
-        };
+        let ds = req.target.only_partition();
         let mut staged: StagedBody = self
             .stage_body(&mut conn, &def, ticket, body, ds, allowed, quarantine)
             .await?;
@@ -126,10 +118,7 @@ impl Pipeline {
                 .as_ref()
                 .map_or(0, RejectSpool::count),
             rejects: staged.decoded.rejects.take(),
-            range: match req.target {
-                LoadTarget::Range { from, to } => Some((from, to)),
-                _ => None,
-            },
+            range: req.target.range_bounds(),
         };
         let receipt = self.finish_load(&mut conn, finish).await;
         // Swapped in whole when it was the one partition's stage; dropped
@@ -137,4 +126,12 @@ impl Pipeline {
         stage::release(&mut conn, &staged.stage_name, StageFate::Discarded).await?;
         receipt
     }
+}
+
+/// The table's audits, the request's keys over them.
+fn request_audits(def: &TableDef, asked: Option<&serde_json::Value>) -> WriteResult<Audits> {
+    Ok(match asked {
+        Some(value) => def.audits.overlay(&Audits::parse(value, def)?),
+        None => (*def.audits).clone(),
+    })
 }

@@ -96,10 +96,7 @@ impl Pipeline {
             discarded_fields: 0,
             rejects: None,
             rejected: 0,
-            range: match target {
-                LoadTarget::Range { from, to } => Some((from, to)),
-                _ => None,
-            },
+            range: target.range_bounds(),
         };
         let receipt = self.finish_load(&mut *conn, finish).await?;
         let body = match req.audit_only {

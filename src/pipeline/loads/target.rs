@@ -22,6 +22,22 @@ pub enum LoadTarget {
 }
 
 impl LoadTarget {
+    /// The range a `from`/`to` load replaces, as its ledger row records it.
+    pub fn range_bounds(&self) -> Option<(Period, Period)> {
+        match self {
+            LoadTarget::Range { from, to } => Some((*from, *to)),
+            _ => None,
+        }
+    }
+
+    /// The partition of a load of one, whose rows may omit its value.
+    pub fn only_partition(&self) -> Option<Period> {
+        match self {
+            LoadTarget::Partitions(one) if one.len() == 1 => Some(one[0]),
+            _ => None,
+        }
+    }
+
     /// The partitions it replaces; `None` for the whole table (whatever
     /// partitions its rows fall in, and the others dropped).
     pub fn periods(&self) -> Option<Vec<Period>> {
