@@ -196,26 +196,13 @@ impl Pipeline {
     ) -> WriteResult<KeyedAnswer> {
         // No later than the database's clock will start the key's retention.
         let claimed_at = Utc::now();
-        let body = write.body();
-        let reader = std::mem::replace(&mut body.reader, Box::new(tokio::io::empty()));
-        match turns::arrived(reader).await {
-            Ok(reader) => body.reader = reader,
-            Err(e) => {
-                write.ticket(&req.key).record_refusal(&self.store, &e).await;
-                return Err(e);
-            }
-        }
+        self.body_arrived(&req, &mut write).await?;
         let _slot = self
             .load_slots
             .acquire(&[&req.principal], self.settings.load_wait())
             .await?;
-        // Every connection the write needs is taken before the key is claimed:
-        // requests waiting for the key hold connections while they wait, and
-        // must not starve the one they wait for.
-        let mut stage_conn = match &write {
-            KeyedWrite::Partition(_) => Some(self.store.acquire().await?),
-            KeyedWrite::Rows(_) | KeyedWrite::Replay(_) => None,
-        };
+        let stages_a_day = matches!(write, KeyedWrite::Partition(_));
+        let mut stage_conn = self.stage_connection(stages_a_day).await?;
         let (mut tx, rerun) = match self.claim(&req, &mut write).await? {
             Claimed::Write(tx, rerun) => (tx, rerun),
             Claimed::Replay(stored) => {
@@ -256,6 +243,37 @@ impl Pipeline {
         self.store
             .remember_completed(&completion.stored(claimed_at));
         Ok(answer)
+    }
+
+    /// Waits for the first of the write's body (see `turns::arrived`); a
+    /// body that does not come is refused, and the refusal recorded.
+    async fn body_arrived(&self, req: &KeyedRequest, write: &mut KeyedWrite) -> WriteResult<()> {
+        let body = write.body();
+        let reader = std::mem::replace(&mut body.reader, Box::new(tokio::io::empty()));
+        match turns::arrived(reader).await {
+            Ok(reader) => {
+                body.reader = reader;
+                Ok(())
+            }
+            Err(e) => {
+                write.ticket(&req.key).record_refusal(&self.store, &e).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The second connection a PUT stages its day on. Every connection the
+    /// write needs is taken before the key is claimed: requests waiting for
+    /// the key hold connections while they wait, and must not starve the
+    /// one they wait for.
+    async fn stage_connection(
+        &self,
+        stages_a_day: bool,
+    ) -> WriteResult<Option<PoolConnection<Postgres>>> {
+        Ok(match stages_a_day {
+            true => Some(self.store.acquire().await?),
+            false => None,
+        })
     }
 
     /// Claims the write's key (waiting, bounded, for a request in flight
