@@ -18,6 +18,22 @@ pub enum StoreError {
     /// up (SQLSTATE classes 08 and 57P): the database is away for now.
     #[error("the database is unavailable")]
     Unavailable(#[source] sqlx::Error),
+    /// The database's TLS certificate or handshake was refused, under an
+    /// `sslmode` that does not fall back to plain TCP.
+    #[error(
+        "the database's TLS handshake failed ({0}); give the server a certificate \
+         rustls accepts (X.509 v3) and name its CA with sslrootcert=, or, on a \
+         trusted network, set sslmode=prefer (falls back to plain TCP) or \
+         sslmode=disable in the database URL"
+    )]
+    TlsRefused(#[source] sqlx::Error),
+    /// The database is a Citus worker, not the coordinator.
+    #[error(
+        "this database is a Citus worker (group {0}): every idem process must \
+         connect to the coordinator, where its locks and idempotency keys are \
+         shared; point DATABASE_URL at the coordinator"
+    )]
+    CitusWorker(i32),
     /// Every connection is in use (by this process's pool, or the server's
     /// `max_connections`): the database is fine, idem is busy.
     #[error("every database connection is in use")]
@@ -73,7 +89,9 @@ impl StoreError {
     /// The stable, machine-readable code.
     pub fn code(&self) -> ProblemCode {
         match self {
-            StoreError::Unavailable(_) => ProblemCode::DatabaseUnavailable,
+            StoreError::Unavailable(_) | StoreError::TlsRefused(_) => {
+                ProblemCode::DatabaseUnavailable
+            }
             StoreError::Busy(_) => ProblemCode::Busy,
             StoreError::Limit { .. } => ProblemCode::LimitExceeded,
             StoreError::Schema(e) => e.code(),
@@ -85,6 +103,7 @@ impl StoreError {
             StoreError::KeyInFlight { .. } => ProblemCode::IdempotencyKeyInFlight,
             StoreError::BadValue(_) => ProblemCode::InvalidRequest,
             StoreError::Database(_)
+            | StoreError::CitusWorker(_)
             | StoreError::Migrate(_)
             | StoreError::RowSource(_)
             | StoreError::Corrupt(_) => ProblemCode::Internal,

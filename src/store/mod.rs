@@ -14,6 +14,7 @@
 pub mod audits;
 pub mod catalog;
 pub mod channels;
+pub mod cluster;
 pub mod console;
 pub mod console_signin;
 pub mod contents;
@@ -37,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
 
 pub use error::{StoreError, StoreResult};
 
@@ -119,21 +120,28 @@ impl Store {
             .application_name("idem")
             // Timestamps read back (JSON, CSV) in UTC whatever the server's setting.
             .options([("TimeZone", "UTC")]);
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(10))
-            // No ping before each checkout: it doubled the round trips of a
-            // small request. A connection that died is found by its next
-            // statement, which fails as `Unavailable` (503, Retry-After), and
-            // is dropped from the pool.
-            .test_before_acquire(false)
-            .connect_with(options)
-            .await
+        let pool = match open_pool(options.clone(), max_connections).await {
+            // As libpq does under `sslmode=prefer` (the default): a TLS
+            // handshake that fails is tried again without TLS. (Citus turns
+            // TLS on with a self-signed X.509 v1 certificate, which rustls
+            // refuses to parse even when it verifies nothing.)
+            Err(e) if matches!(options.get_ssl_mode(), PgSslMode::Prefer) && is_tls_failure(&e) => {
+                tracing::warn!(
+                    error = %e,
+                    "the database's TLS handshake failed; connected without TLS, as \
+                     sslmode=prefer allows (set sslmode=require or verify-full, with \
+                     sslrootcert, to insist on TLS)"
+                );
+                open_pool(options.ssl_mode(PgSslMode::Disable), max_connections).await
+            }
+            other => other,
+        }
+        .map_err(|e| match e {
             // No connection at all yet: the database is away, not busy.
-            .map_err(|e| match e {
-                sqlx::Error::PoolTimedOut => StoreError::Unavailable(e),
-                e => e.into(),
-            })?;
+            sqlx::Error::PoolTimedOut => StoreError::Unavailable(e),
+            e if is_tls_failure(&e) => StoreError::TlsRefused(e),
+            e => e.into(),
+        })?;
         Ok(Store::from_pool(pool))
     }
 
@@ -299,4 +307,28 @@ pub fn stored_count(n: i64) -> StoreResult<u64> {
 
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
+}
+
+/// A pool of `max_connections`, its first connection made.
+async fn open_pool(options: PgConnectOptions, max_connections: u32) -> sqlx::Result<PgPool> {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        // No ping before each checkout: it doubled the round trips of a
+        // small request. A connection that died is found by its next
+        // statement, which fails as `Unavailable` (503, Retry-After), and
+        // is dropped from the pool.
+        .test_before_acquire(false)
+        .connect_with(options)
+        .await
+}
+
+/// Whether a connection failed in its TLS handshake: sqlx says so itself,
+/// or rustls's refusal comes through as invalid data read.
+fn is_tls_failure(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Tls(_) => true,
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::InvalidData,
+        _ => false,
+    }
 }

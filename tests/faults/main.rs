@@ -24,3 +24,4 @@ mod props;
 mod proxies;
 mod slow_clients;
 mod spool;
+mod tls;
