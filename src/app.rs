@@ -387,6 +387,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         database.statement_cache,
     )
     .await?;
+    store.refuse_citus_worker().await?;
     store.migrate().await?;
     let state = AppState::new(store, args.settings);
     let swept = state.store.sweep_stages().await?;
@@ -460,6 +461,7 @@ async fn shutdown_signal() {
 pub async fn migrate(args: crate::config::DatabaseArgs) -> anyhow::Result<()> {
     let _log = init_tracing(LogFormat::Text)?;
     let store = Store::connect(args.database_url.expose(), 2, args.statement_cache).await?;
+    store.refuse_citus_worker().await?;
     store.migrate().await?;
     println!("migrations applied");
     Ok(())
