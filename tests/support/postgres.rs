@@ -169,11 +169,77 @@ pub async fn fresh_database_url() -> (PgConnectOptions, String, TestDatabase) {
         .execute(&mut admin)
         .await
         .expect("create the test database");
+    let workers = citus_workers();
     let database = TestDatabase {
         maintenance,
+        workers: workers.clone(),
         name: name.clone(),
     };
+    if !workers.is_empty() {
+        spread_over_citus(&base.clone().database(&name), &workers, &name).await;
+    }
     (base.database(&name), url, database)
+}
+
+/// The maintenance databases of the workers of the Citus cluster the tests
+/// run on (`IDEM_CITUS_WORKER_URLS`, set by `scripts/citus.sh`); none on a
+/// plain Postgres.
+fn citus_workers() -> Vec<PgConnectOptions> {
+    let Ok(urls) = std::env::var("IDEM_CITUS_WORKER_URLS") else {
+        return Vec::new();
+    };
+    urls.split(',')
+        .filter(|url| !url.is_empty())
+        .map(|url| PgConnectOptions::from_str(url).expect("a worker's URL"))
+        .collect()
+}
+
+/// A test database made on a Citus cluster as an operator makes one: the
+/// database on every worker, the extension in each, and the workers
+/// registered on the coordinator.
+async fn spread_over_citus(
+    coordinator: &PgConnectOptions,
+    workers: &[PgConnectOptions],
+    name: &str,
+) {
+    for worker in workers {
+        let mut admin = PgConnection::connect_with(worker)
+            .await
+            .expect("connect to a Citus worker");
+        sqlx::query(&format!("create database {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("create the test database on a worker");
+        let mut db = PgConnection::connect_with(&worker.clone().database(name))
+            .await
+            .expect("connect to the test database on a worker");
+        sqlx::query("create extension citus")
+            .execute(&mut db)
+            .await
+            .expect("Citus in the worker's test database");
+    }
+    let mut db = PgConnection::connect_with(coordinator)
+        .await
+        .expect("connect to the test database on the coordinator");
+    sqlx::query("create extension citus")
+        .execute(&mut db)
+        .await
+        .expect("Citus in the coordinator's test database");
+    let port = i32::from(coordinator.get_port());
+    sqlx::query("select citus_set_coordinator_host($1, $2)")
+        .bind(coordinator.get_host())
+        .bind(port)
+        .execute(&mut db)
+        .await
+        .expect("the coordinator registered");
+    for worker in workers {
+        sqlx::query("select citus_add_node($1, $2)")
+            .bind(worker.get_host())
+            .bind(i32::from(worker.get_port()))
+            .execute(&mut db)
+            .await
+            .expect("a worker registered");
+    }
 }
 
 /// Drops its test database when dropped, at the end of the test (also when
@@ -181,12 +247,17 @@ pub async fn fresh_database_url() -> (PgConnectOptions, String, TestDatabase) {
 /// the test's servers and idem processes may still hold some).
 pub struct TestDatabase {
     maintenance: PgConnectOptions,
+    /// The Citus workers it was made on too (none on a plain Postgres).
+    workers: Vec<PgConnectOptions>,
     name: String,
 }
 
 impl Drop for TestDatabase {
     fn drop(&mut self) {
-        let maintenance = self.maintenance.clone();
+        // The coordinator's first: its sessions hold the workers' open.
+        let servers: Vec<PgConnectOptions> = std::iter::once(self.maintenance.clone())
+            .chain(self.workers.iter().cloned())
+            .collect();
         let sql = format!("drop database if exists {} with (force)", self.name);
         // Drop is sync and runs on the test's runtime, which cannot block on
         // a future: a thread of its own runs the statement on a runtime of its own.
@@ -197,9 +268,12 @@ impl Drop for TestDatabase {
                 .map_err(|e| e.to_string())?;
             runtime
                 .block_on(async {
-                    let mut admin = PgConnection::connect_with(&maintenance).await?;
-                    sqlx::query(&sql).execute(&mut admin).await?;
-                    admin.close().await
+                    for server in &servers {
+                        let mut admin = PgConnection::connect_with(server).await?;
+                        sqlx::query(&sql).execute(&mut admin).await?;
+                        admin.close().await?;
+                    }
+                    Ok::<(), sqlx::Error>(())
                 })
                 .map_err(|e| e.to_string())
         })
