@@ -60,6 +60,8 @@ citus_install() {
 citus_start() {
   local dir=$1 port=$2 node i
   local opts="-c shared_preload_libraries=citus -c max_prepared_transactions=200 ${PG_EXTRA_OPTS:-}"
+  # The nodes' folders are the postgres user's (pg_start), inside this one.
+  mkdir -p "$dir" && chmod 755 "$dir"
   i=0
   for node in coordinator worker1 worker2; do
     PG_EXTRA_OPTS="$opts" PG_DATABASE=idem pg_start "$dir/$node" $((port + i)) || return 1
