@@ -233,12 +233,30 @@ async fn spread_over_citus(
         .await
         .expect("the coordinator registered");
     for worker in workers {
-        sqlx::query("select citus_add_node($1, $2)")
+        register_worker(&mut db, worker).await;
+    }
+}
+
+/// `citus_add_node`, tried again a few times: under a whole suite's load a
+/// node's connection back to the coordinator fails now and then ("failure
+/// on connection marked as essential"), which is the cluster's, not idem's.
+async fn register_worker(db: &mut PgConnection, worker: &PgConnectOptions) {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let added = sqlx::query("select citus_add_node($1, $2)")
             .bind(worker.get_host())
             .bind(i32::from(worker.get_port()))
-            .execute(&mut db)
-            .await
-            .expect("a worker registered");
+            .execute(&mut *db)
+            .await;
+        match added {
+            Ok(_) => return,
+            Err(e) if attempts < 5 => {
+                eprintln!("citus: registering a worker failed ({e}); trying again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("a worker registered: {e}"),
+        }
     }
 }
 
