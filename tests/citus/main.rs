@@ -10,3 +10,11 @@
 mod support;
 
 mod connect;
+
+// The fault suite's race of three processes on one key and one day, on the
+// cluster's coordinator.
+#[path = "../faults/processes.rs"]
+mod processes;
+#[allow(dead_code)]
+#[path = "../faults/scenario.rs"]
+mod scenario;

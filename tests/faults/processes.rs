@@ -1,6 +1,7 @@
 //! Three idem processes on one database: many requests with one
 //! Idempotency-Key write once (the others replay, or 409 with Retry-After),
-//! and PUTs racing on one day leave exactly one of their bodies.
+//! and PUTs racing on one day leave exactly one of their bodies. The Citus
+//! suite runs it too, on the cluster's coordinator.
 
 use std::collections::BTreeMap;
 
@@ -15,15 +16,15 @@ async fn three_processes_race_on_one_key_and_on_one_day() {
     let put_rounds = rounds(3, 12);
     const SAME_KEY: usize = 24;
     const PUTS: usize = 6;
-    let pg = Postgres::start().await;
-    let db = db(&pg.url).await;
+    let pg = ScenarioDatabase::start().await;
+    let db = db(pg.url()).await;
     let client = client();
     // The third process waits only briefly for a key in flight, so that
     // both answers to a racing request (a replay, a 409) are seen.
     let processes = [
-        Idem::start(&pg.url, "race-a", &[]).await,
-        Idem::start(&pg.url, "race-b", &[]).await,
-        Idem::start(&pg.url, "race-c", &[("IDEM_IDEMPOTENCY_WAIT_MS", "20")]).await,
+        Idem::start(pg.url(), "race-a", &[]).await,
+        Idem::start(pg.url(), "race-b", &[]).await,
+        Idem::start(pg.url(), "race-c", &[("IDEM_IDEMPOTENCY_WAIT_MS", "20")]).await,
     ];
     declare(&client, &processes[0], "events", EVENTS).await;
     declare(&client, &processes[1], "orders", ORDERS).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
-use crate::support::Idem;
+use crate::support::{fresh_database_url, Idem, Postgres, TestDatabase};
 
 /// Prints a line of the suite's report even when the test harness captures
 /// output (it captures `print!`, not writes to the stream itself), so that
@@ -152,5 +152,36 @@ pub async fn join<T>(task: tokio::task::JoinHandle<T>) -> T {
         Ok(value) => value,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => panic!("a task was cancelled: {e}"),
+    }
+}
+
+/// The database of a scenario that stops no Postgres: on a Citus cluster
+/// (when the Citus suite runs it, `IDEM_CITUS_WORKER_URLS` set), a
+/// database of its own made on every node; otherwise a Postgres of its own.
+pub enum ScenarioDatabase {
+    Own(Postgres),
+    OnCluster {
+        url: String,
+        _dropped: Box<TestDatabase>,
+    },
+}
+
+impl ScenarioDatabase {
+    pub async fn start() -> ScenarioDatabase {
+        if std::env::var_os("IDEM_CITUS_WORKER_URLS").is_some() {
+            let (_options, url, dropped) = fresh_database_url().await;
+            return ScenarioDatabase::OnCluster {
+                url,
+                _dropped: Box::new(dropped),
+            };
+        }
+        ScenarioDatabase::Own(Postgres::start().await)
+    }
+
+    pub fn url(&self) -> &str {
+        match self {
+            ScenarioDatabase::Own(pg) => &pg.url,
+            ScenarioDatabase::OnCluster { url, .. } => url,
+        }
     }
 }
