@@ -11,8 +11,12 @@ mod support;
 
 mod connect;
 
-// The fault suite's race of three processes on one key and one day, on the
-// cluster's coordinator.
+// The fault suite's kill -9 during PUTs and keyed POSTs, and its race of
+// three processes on one key and one day, on the cluster's coordinator.
+#[path = "../faults/kill_post.rs"]
+mod kill_post;
+#[path = "../faults/kill_put.rs"]
+mod kill_put;
 #[path = "../faults/processes.rs"]
 mod processes;
 #[allow(dead_code)]

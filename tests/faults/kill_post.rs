@@ -1,6 +1,7 @@
 //! `kill -9` during `POST /rows`, clients retrying each batch under its key
 //! until it is acknowledged: every batch is written exactly once, and the
 //! ledger holds exactly one completed load per key.
+//! The Citus suite runs it too, on the cluster's coordinator.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,10 +49,10 @@ async fn kill_9_during_post_with_retrying_clients_writes_each_batch_once() {
     // Clients go on until the last kill is done (and at most this many batches).
     let max_batches = rounds(400, 2_000);
     let mut rng = Rng::for_scenario("kill -9 during POST");
-    let pg = Postgres::start().await;
-    let db = db(&pg.url).await;
+    let pg = ScenarioDatabase::start().await;
+    let db = db(pg.url()).await;
     let client = client();
-    let mut idem = Idem::start(&pg.url, "kill-post-0", &[]).await;
+    let mut idem = Idem::start(pg.url(), "kill-post-0", &[]).await;
     declare(&client, &idem, "events", EVENTS).await;
 
     // The clients read the current address on every attempt.
@@ -156,7 +157,7 @@ async fn kill_9_during_post_with_retrying_clients_writes_each_batch_once() {
         }
         idem.kill9().await;
         kills_done += 1;
-        idem = Idem::start(&pg.url, &format!("kill-post-{kills_done}"), &[]).await;
+        idem = Idem::start(pg.url(), &format!("kill-post-{kills_done}"), &[]).await;
         base_tx.send_replace(idem.base.clone());
         tokio::time::sleep(rng.between(Duration::ZERO, Duration::from_millis(200))).await;
     }

@@ -1,6 +1,7 @@
 //! `kill -9` during `PUT /partitions`: whenever the process dies, the day
 //! is the old body or the new body, never a mix, never empty; no stage
 //! outlives the sweeps; the restarted process is ready.
+//! The Citus suite runs it too, on the cluster's coordinator.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -116,10 +117,10 @@ async fn kill_9_during_put_leaves_the_old_or_the_new_day() {
     let spool = tempfile::tempdir().expect("a spool folder");
     let spool_dir = spool.path().display().to_string();
     let env = [("IDEM_SPOOL_DIR", spool_dir.as_str())];
-    let pg = Postgres::start().await;
-    let db = db(&pg.url).await;
+    let pg = ScenarioDatabase::start().await;
+    let db = db(pg.url()).await;
     let client = client();
-    let mut idem = Idem::start(&pg.url, "kill-put-0", &env).await;
+    let mut idem = Idem::start(pg.url(), "kill-put-0", &env).await;
     declare(&client, &idem, "orders", ORDERS).await;
 
     // What the day looks like after each body, and how long a PUT takes:
@@ -198,7 +199,7 @@ async fn kill_9_during_put_leaves_the_old_or_the_new_day() {
 
         // A stage whose owner died waits for the next process's sweep.
         orphaned += stages(&db).await;
-        idem = Idem::start(&pg.url, &format!("kill-put-{}", round + 1), &env).await;
+        idem = Idem::start(pg.url(), &format!("kill-put-{}", round + 1), &env).await;
         let read = read_partition(&client, &idem, "orders", DAY).await;
         assert_eq!(
             read.status, 200,
