@@ -5,10 +5,6 @@
 //! change.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
-
-use tokio::process::Command;
 
 use crate::scenario::*;
 use crate::support::*;
@@ -26,20 +22,7 @@ async fn a_certificate_rustls_refuses_is_left_under_prefer_and_named_under_requi
     .await;
 
     let idem = Idem::start(&pg.url, "tls-prefer", &[]).await;
-    let client = client();
-    let put = client
-        .put(idem.url("/partitions/tls_orders/2026-01-01"))
-        .header("content-type", "application/x-ndjson")
-        .body("{\"order_id\":1,\"ds\":\"2026-01-01\"}\n")
-        .send()
-        .await
-        .expect("a PUT");
-    assert_eq!(
-        put.status(),
-        200,
-        "{}",
-        put.text().await.unwrap_or_default()
-    );
+    put_one_order(&idem, "tls_orders").await;
     let db = db(&format!("{}?sslmode=disable", pg.url)).await;
     let (plain, encrypted): (i64, i64) = sqlx::query_as(
         "select count(*) filter (where not s.ssl), count(*) filter (where s.ssl)
@@ -55,7 +38,7 @@ async fn a_certificate_rustls_refuses_is_left_under_prefer_and_named_under_requi
         "tls: under sslmode=prefer idem connected without TLS ({plain} connections) and took a PUT"
     );
 
-    let refused = refused_start(&format!("{}?sslmode=require", pg.url)).await;
+    let refused = refused_serve(&format!("{}?sslmode=require", pg.url)).await;
     assert!(
         refused.contains("sslmode=") && refused.contains("sslrootcert="),
         "the failure names the settings to change: {refused}"
@@ -110,22 +93,4 @@ fn version_one_certificate(dir: &Path) -> (String, String) {
         .expect("give the server its key");
     assert!(owner.success());
     (cert, key)
-}
-
-/// What `idem serve` said when it stopped at start-up (it must stop within
-/// a minute).
-async fn refused_start(database_url: &str) -> String {
-    let run = Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("DATABASE_URL", database_url)
-        .env("IDEM_ADMIN_TOKEN", ADMIN_TOKEN)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("idem stops within a minute")
-        .expect("run idem");
-    assert!(!out.status.success(), "idem must not serve: {out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }

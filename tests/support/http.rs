@@ -182,3 +182,17 @@ pub async fn read_answer(reader: &mut tokio::net::tcp::OwnedReadHalf) -> std::io
     }
     Ok((status, headers, String::from_utf8_lossy(&body).to_string()))
 }
+
+/// A PUT of one order's day through `idem`, which must take it (200): that
+/// idem serves and writes.
+pub async fn put_one_order(idem: &Idem, table: &str) {
+    let put = super::client()
+        .put(idem.url(&format!("/partitions/{table}/2026-01-01")))
+        .header("content-type", "application/x-ndjson")
+        .body("{\"order_id\":1,\"ds\":\"2026-01-01\"}\n")
+        .send()
+        .await
+        .expect("a PUT");
+    let status = put.status();
+    assert_eq!(status, 200, "{}", put.text().await.unwrap_or_default());
+}

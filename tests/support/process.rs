@@ -221,6 +221,19 @@ pub async fn idem(args: &[&str], stdin: &[u8]) -> Output {
     child.wait_with_output().await.unwrap()
 }
 
+/// What `idem serve` on `database_url` said when it stopped at start-up,
+/// as it must, within a minute, on a database it refuses.
+pub async fn refused_serve(database_url: &str) -> String {
+    let run = serve_command(database_url, &[]).output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("idem stops within a minute")
+        .expect("run idem");
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "idem must not serve: {said}");
+    said
+}
+
 /// `idem` with `args`, running, its output thrown away.
 pub fn spawn_idem(args: &[impl AsRef<std::ffi::OsStr>]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_idem"))
