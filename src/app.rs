@@ -386,7 +386,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         database.pool_size,
         database.statement_cache,
     )
-    .await?;
+    .await?
+    .with_distribution_default(args.distribution_default);
     store.refuse_citus_worker().await?;
     store.migrate().await?;
     let state = AppState::new(store, args.settings);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use crate::ingest::formats::DEFAULT_MAX_ROW_GROUP_BYTES;
+use crate::schema::DistributionDefault;
 
 #[derive(Clone, Debug, Args)]
 pub struct DatabaseArgs {
@@ -25,6 +26,10 @@ pub struct DatabaseArgs {
     #[arg(long, env = "IDEM_STATEMENT_CACHE", default_value_t = crate::store::STATEMENT_CACHE,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub statement_cache: u64,
+}
+
+fn parse_distribution_default(text: &str) -> Result<DistributionDefault, String> {
+    DistributionDefault::parse(text).ok_or_else(|| format!("{text:?} is not `local` or `key`"))
 }
 
 fn default_pool_size() -> u32 {
@@ -55,6 +60,13 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
     #[command(flatten)]
     pub settings: Settings,
+    /// Where a table made without a `"distribution"` lives on a Citus
+    /// database: `local` (on the coordinator) or `key` (keyed tables by
+    /// their first key column, keyless ones by their row id, plain tables
+    /// as reference tables). Without Citus, tables are local either way.
+    #[arg(long, env = "IDEM_DISTRIBUTION_DEFAULT", default_value = "local",
+          value_parser = parse_distribution_default)]
+    pub distribution_default: DistributionDefault,
     /// Log lines as text or JSON.
     #[arg(long, env = "IDEM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -37,6 +37,9 @@ problem_codes! {
     InvalidRequest => "invalid_request",
     InvalidDeclaration => "invalid_declaration",
     TableTooWide => "table_too_wide",
+    /// A `"distribution"` this table cannot have (its column is not in the
+    /// key, a reference table with partitions, …).
+    InvalidDistribution => "invalid_distribution",
     BodyUnreadable => "body_unreadable",
     BodyTimeout => "body_timeout",
     BodyTooSlow => "body_too_slow",
@@ -56,6 +59,10 @@ problem_codes! {
     NotFound => "not_found",
     MethodNotAllowed => "method_not_allowed",
     SchemaConflict => "schema_conflict",
+    /// A declaration asks for distribution on a database without Citus.
+    CitusNotInstalled => "citus_not_installed",
+    /// Something Citus cannot do on a distributed or reference table.
+    CitusUnsupported => "citus_unsupported",
     /// A `/partitions` request for a table without partitions.
     NotPartitioned => "not_partitioned",
     /// A history read of a table declared without `"history"`.

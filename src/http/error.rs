@@ -150,6 +150,9 @@ impl ApiError {
                 (StatusCode::BAD_REQUEST, "Invalid table declaration")
             }
             ProblemCode::TableTooWide => (StatusCode::BAD_REQUEST, "Table too wide"),
+            ProblemCode::InvalidDistribution => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "Invalid distribution")
+            }
             ProblemCode::BodyUnreadable => (StatusCode::BAD_REQUEST, "Body unreadable"),
             ProblemCode::IdempotencyKeyMissing => {
                 (StatusCode::BAD_REQUEST, "Idempotency-Key missing")
@@ -169,6 +172,8 @@ impl ApiError {
             // name this server does not answer for (RFC 9110, 15.5.20).
             ProblemCode::HostNotAllowed => (StatusCode::MISDIRECTED_REQUEST, "Host not allowed"),
             ProblemCode::SchemaConflict => (StatusCode::CONFLICT, "Schema conflict"),
+            ProblemCode::CitusNotInstalled => (StatusCode::CONFLICT, "Citus not installed"),
+            ProblemCode::CitusUnsupported => (StatusCode::CONFLICT, "Not supported by Citus"),
             ProblemCode::LoadNotOpen => (StatusCode::CONFLICT, "Load not open"),
             ProblemCode::LoadPublished => (StatusCode::CONFLICT, "Load published"),
             ProblemCode::ChannelNotFound => (StatusCode::NOT_FOUND, "Channel not found"),

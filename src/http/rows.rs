@@ -119,7 +119,7 @@ async fn post_rows(
     let written = match key {
         Some(key) => {
             let request = keyed_request(caller, key, "POST", &uri, &headers);
-            let write = KeyedWrite::Rows(rows);
+            let write = KeyedWrite::Rows(Box::new(rows));
             spawn_write(async move { pipeline.run_keyed(request, write, RECEIPTS).await }).await
         }
         None => spawn_write(async move { pipeline.post_on_channel(rows, RECEIPTS).await }).await,

@@ -201,6 +201,8 @@ pub fn table_of_columns(
         audits: Default::default(),
         write_mode: None,
         history: None,
+        // The server's default, when the table is made.
+        distribution: Default::default(),
     })
 }
 

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::audits::Audits;
+use super::distribution::Distribution;
 use super::error::SchemaError;
 use super::policy::{
     BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
@@ -85,7 +86,9 @@ impl SchemaWants {
             let Some(column) = def.column(name) else {
                 continue;
             };
-            let fixed = def.partition_by.as_ref() == Some(name) || def.primary_key.contains(name);
+            let fixed = def.partition_by.as_ref() == Some(name)
+                || def.primary_key.contains(name)
+                || def.distributed_by(name);
             if !fixed && column.ty.widens_to(*to) {
                 changes.push(SchemaChange::WidenColumn {
                     column: name.clone(),
@@ -160,6 +163,11 @@ pub enum SchemaChange {
     SetHistory {
         history: Option<HistoryKind>,
     },
+    /// The rows moved elsewhere on a Citus cluster (only while the table
+    /// holds none; the store checks).
+    SetDistribution {
+        distribution: Distribution,
+    },
 }
 
 impl SchemaChange {
@@ -205,6 +213,12 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
                 col.name
             )));
         };
+        if declared.ty != col.ty && old.distributed_by(&col.name) {
+            return Err(SchemaError::Citus(format!(
+                "column {:?} is the table's distribution column: Citus cannot change its type",
+                col.name
+            )));
+        }
         if declared.ty != col.ty {
             if col.ty.widens_to(declared.ty) {
                 changes.push(SchemaChange::WidenColumn {
@@ -320,6 +334,11 @@ fn policy_changes(old: &TableDef, new: &TableDef) -> Vec<SchemaChange> {
             history: new.history,
         });
     }
+    if new.distribution != Distribution::Unstated && old.distribution != new.distribution {
+        changes.push(SchemaChange::SetDistribution {
+            distribution: new.distribution.clone(),
+        });
+    }
     changes
 }
 
@@ -352,6 +371,9 @@ impl TableDef {
                 SchemaChange::SetAudits { audits } => def.audits = audits.clone(),
                 SchemaChange::SetWriteMode { write_mode } => def.write_mode = *write_mode,
                 SchemaChange::SetHistory { history } => def.history = *history,
+                SchemaChange::SetDistribution { distribution } => {
+                    def.distribution = distribution.clone()
+                }
             }
         }
         def

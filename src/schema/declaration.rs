@@ -6,7 +6,8 @@ use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::audits::Audits;
-use super::error::{invalid, SchemaError};
+use super::distribution::{Distribution, DistributionColumn, ROW_ID_COLUMN};
+use super::error::{invalid, invalid_distribution, SchemaError};
 use super::policy::{
     BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
 };
@@ -53,6 +54,10 @@ pub struct TableDeclaration {
     /// `scd2`: every version with its validity range, in a companion table.
     #[serde(default)]
     pub history: Option<String>,
+    /// Where the rows live on a Citus cluster; absent: the table's own when
+    /// it exists, the server's default when it is made.
+    #[serde(default)]
+    pub distribution: Distribution,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's
@@ -109,6 +114,12 @@ impl TableDeclaration {
             .transpose()?;
         let policies = self.policies(&primary_key)?;
         let versioning = self.versioning(&mut columns, cursor.as_ref())?;
+        check_distribution(
+            &self.distribution,
+            &mut columns,
+            &primary_key,
+            partition_by.is_none(),
+        )?;
         let mut def = TableDef {
             name: table,
             columns,
@@ -124,6 +135,7 @@ impl TableDeclaration {
             audits: Box::default(),
             write_mode: versioning.write_mode,
             history: versioning.history,
+            distribution: self.distribution,
         };
         if let Some(audits) = &self.audits {
             def.audits = Box::new(Audits::parse(audits, &def)?);
@@ -375,6 +387,60 @@ fn check_cursor(
         )));
     }
     Ok(c.name.clone())
+}
+
+/// Checks a declared distribution against the table's columns and key:
+/// a hash column is one of the key's (Citus enforces a unique index only
+/// when it holds the distribution column), or, on a keyless table, any
+/// column, then made NOT NULL (Citus keeps no row without one); a
+/// reference table has no partitions (Citus cannot copy a partitioned
+/// table to every node).
+fn check_distribution(
+    distribution: &Distribution,
+    columns: &mut [Column],
+    primary_key: &[ColumnName],
+    plain: bool,
+) -> Result<(), SchemaError> {
+    match distribution {
+        Distribution::Unstated | Distribution::Local => Ok(()),
+        Distribution::Reference if plain => Ok(()),
+        Distribution::Reference => Err(invalid_distribution(
+            "\"reference\" is for plain tables (partition_by null): Citus cannot copy a partitioned table to every node".into(),
+        )),
+        Distribution::Hash { column, .. } => check_hash_column(column, columns, primary_key),
+    }
+}
+
+fn check_hash_column(
+    column: &DistributionColumn,
+    columns: &mut [Column],
+    primary_key: &[ColumnName],
+) -> Result<(), SchemaError> {
+    let DistributionColumn::Column(name) = column else {
+        if primary_key.is_empty() {
+            return Ok(());
+        }
+        return Err(invalid_distribution(format!(
+            "a keyed table is distributed by a column of its primary key {primary_key:?}, not by {ROW_ID_COLUMN}"
+        )));
+    };
+    if !primary_key.is_empty() && !primary_key.contains(name) {
+        return Err(invalid_distribution(format!(
+            "distribution column {name:?} is not in the primary key {primary_key:?}: Citus enforces a unique key only when it holds the distribution column"
+        )));
+    }
+    let Some(c) = columns.iter_mut().find(|c| &c.name == name) else {
+        return Err(invalid_distribution(format!(
+            "distribution column {name:?} is not a declared column"
+        )));
+    };
+    if c.ty == ColumnType::Jsonb {
+        return Err(invalid_distribution(format!(
+            "distribution column {name:?} cannot be jsonb: Citus hashes a column whose type has a hash function"
+        )));
+    }
+    c.nullable = false;
+    Ok(())
 }
 
 #[cfg(test)]

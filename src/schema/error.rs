@@ -18,6 +18,12 @@ pub enum SchemaError {
     /// More columns, or wider rows, than a Postgres table can hold.
     #[error("{0}")]
     TooWide(String),
+    /// A distribution Citus cannot give this table (422).
+    #[error("{0}")]
+    Distribution(String),
+    /// A change Citus cannot make to a distributed table (409).
+    #[error("{0}")]
+    Citus(String),
 }
 
 impl SchemaError {
@@ -28,6 +34,8 @@ impl SchemaError {
             SchemaError::Invalid(_) => ProblemCode::InvalidDeclaration,
             SchemaError::Conflict(_) => ProblemCode::SchemaConflict,
             SchemaError::TooWide(_) => ProblemCode::TableTooWide,
+            SchemaError::Distribution(_) => ProblemCode::InvalidDistribution,
+            SchemaError::Citus(_) => ProblemCode::CitusUnsupported,
         }
     }
 }
@@ -35,4 +43,9 @@ impl SchemaError {
 /// A declaration that is wrong in itself (400).
 pub(super) fn invalid(message: String) -> SchemaError {
     SchemaError::Invalid(message)
+}
+
+/// A distribution the table cannot have (422).
+pub(super) fn invalid_distribution(message: String) -> SchemaError {
+    SchemaError::Distribution(message)
 }

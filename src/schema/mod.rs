@@ -11,13 +11,15 @@
 //! - `error`: `SchemaError`;
 //! - `audits`: `Audits` a load's staged rows must pass, and `AuditReport`;
 //! - `audit_checks`: `Audits::parse`, audits checked against a table;
-//! - `arrow_fields`: the Arrow field metadata idem writes and reads.
+//! - `arrow_fields`: the Arrow field metadata idem writes and reads;
+//! - `distribution`: where a table's rows live on a Citus cluster.
 
 pub mod arrow_fields;
 mod audit_checks;
 mod audits;
 mod change;
 mod declaration;
+mod distribution;
 mod error;
 mod policy;
 mod table;
@@ -26,6 +28,7 @@ pub use crate::period::Grain;
 pub use audits::{AuditReport, AuditResult, Audits, Bounds, ChangeRatio};
 pub use change::{plan_changes, SchemaChange, SchemaWants};
 pub use declaration::{TableDeclaration, DEFAULT_PARTITION_COLUMN};
+pub use distribution::{Distribution, DistributionColumn, DistributionDefault, ROW_ID_COLUMN};
 pub use error::SchemaError;
 pub use policy::{
     BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::audits::Audits;
+use super::distribution::{Distribution, DistributionColumn};
 use super::error::SchemaError;
 use super::policy::{
     BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
@@ -149,6 +150,14 @@ pub struct TableDef {
     /// What the table keeps beside its current rows (`None`: nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryKind>,
+    /// Where its rows live on a Citus cluster (definitions stored before
+    /// distribution existed read as `local`, what they were).
+    #[serde(default = "local")]
+    pub distribution: Distribution,
+}
+
+fn local() -> Distribution {
+    Distribution::Local
 }
 
 impl TableDef {
@@ -183,6 +192,14 @@ impl TableDef {
     pub fn identity(&self) -> Vec<&ColumnName> {
         let cursor = self.cursor.as_ref().filter(|_| self.keeps_versions());
         self.primary_key.iter().chain(cursor).collect()
+    }
+
+    /// Whether `column` is the table's hash distribution column.
+    pub fn distributed_by(&self, column: &ColumnName) -> bool {
+        matches!(
+            self.distribution.hash_column(),
+            Some(DistributionColumn::Column(c)) if c == column
+        )
     }
 
     /// Whether the table has no partition column (`"partition_by": null`).

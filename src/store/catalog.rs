@@ -12,10 +12,13 @@ use super::locks::lock_table;
 use super::sql::{
     column_change_ddl, column_ddl, key_index_columns, parent_table, partition_key, Ident,
 };
-use super::{Store, StoreResult};
+use super::{distribute, Store, StoreError, StoreResult};
 use crate::ids::LoadId;
 use crate::names::TableName;
-use crate::schema::{check_width, plan_changes, SchemaChange, SchemaPolicy, SchemaWants, TableDef};
+use crate::schema::{
+    check_width, plan_changes, Distribution, DistributionDefault, SchemaChange, SchemaPolicy,
+    SchemaWants, TableDef,
+};
 
 #[derive(Clone, Debug)]
 pub struct TableInfo {
@@ -126,7 +129,7 @@ impl Store {
     /// `declare` on a connection of its own.
     pub async fn declare_table(&self, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
         let mut conn = self.acquire().await?;
-        declare(&mut conn, def, origin).await
+        declare(&mut conn, def, origin, self.distribution_default()).await
     }
 
     /// Table `name`'s schema versions, oldest first (none: no such table).
@@ -166,11 +169,15 @@ pub async fn declare(
     conn: &mut PgConnection,
     def: &TableDef,
     origin: Origin,
+    distribution_default: DistributionDefault,
 ) -> StoreResult<Declared> {
     let mut tx = conn.begin().await?;
     lock_table(&mut tx, &def.name).await?;
     let outcome = match (table_def(&mut tx, &def.name).await?, origin) {
-        (None, _) => create(&mut tx, def, origin).await?,
+        (None, _) => {
+            let def = distribute::settle(&mut tx, def, distribution_default).await?;
+            create(&mut tx, &def, origin).await?
+        }
         // An inferred write racing another write that created the table
         // first grows it by what it brings (under `schema: evolve`).
         (Some(stored), Origin::Inferred) if stored.schema == SchemaPolicy::Evolve => {
@@ -192,8 +199,11 @@ pub async fn declare(
     Ok(outcome)
 }
 
+/// Makes the table of `def`, its distribution settled.
 async fn create(conn: &mut PgConnection, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
     create_table(&mut *conn, def).await?;
+    let colocated = colocated_with(&mut *conn, def).await?;
+    distribute::place_parent(&mut *conn, def, colocated.as_ref()).await?;
     super::history::create(&mut *conn, def).await?;
     sqlx::query("insert into idem.tables (name, definition, inferred) values ($1, $2, $3)")
         .bind(def.name.as_str())
@@ -242,6 +252,9 @@ async fn apply_changes(
         ChangeCause::Write(load_id) => (true, load_id),
     };
     let new_def = stored.apply(changes);
+    if stored.distribution != new_def.distribution {
+        redistribute(&mut *conn, stored, &new_def).await?;
+    }
     alter_table(&mut *conn, &new_def, changes).await?;
     super::history::evolve(&mut *conn, stored, &new_def, changes).await?;
     // A change a write made keeps the table's origin; a declaration makes
@@ -308,10 +321,15 @@ pub async fn evolve_to_fit(
 
 async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()> {
     let parent = parent_table(&def.name);
+    // A reference table holds its one pseudo-partition itself: Citus copies
+    // no partitioned table to every node.
+    let partitioned = match def.distribution {
+        Distribution::Reference => String::new(),
+        _ => format!(" partition by list ({})", partition_key(def)),
+    };
     sqlx::query(&format!(
-        "create table {parent} ({}) partition by list ({})",
-        column_ddl(def),
-        partition_key(def)
+        "create table {parent} ({}){partitioned}",
+        column_ddl(def)
     ))
     .execute(&mut *conn)
     .await?;
@@ -325,6 +343,45 @@ async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// Moves an empty table to another distribution; one with rows is refused
+/// (moving rows between nodes is a job for Citus's own tools, see the docs'
+/// Citus page).
+async fn redistribute(
+    conn: &mut PgConnection,
+    stored: &TableDef,
+    to: &TableDef,
+) -> StoreResult<()> {
+    if !distribute::citus_installed(&mut *conn).await? && to.distribution.needs_citus() {
+        return Err(StoreError::CitusNotInstalled(to.name.to_string()));
+    }
+    // language=PostgreSQL
+    let rows: i64 = sqlx::query_scalar(
+        "select coalesce(sum(row_count), 0)::int8 from idem.partitions where table_name = $1",
+    )
+    .bind(stored.name.as_str())
+    .fetch_one(&mut *conn)
+    .await?;
+    if rows > 0 {
+        return Err(StoreError::CitusUnsupported(format!(
+            "table {} holds {rows} rows; its distribution changes only while it is empty (see the docs' Citus page for moving a table with rows)",
+            stored.name
+        )));
+    }
+    let colocated = colocated_with(&mut *conn, to).await?;
+    distribute::redistribute(conn, stored, to, colocated.as_ref()).await
+}
+
+/// The table `def`'s `"colocate_with"` names, if it names one that exists.
+async fn colocated_with(conn: &mut PgConnection, def: &TableDef) -> StoreResult<Option<TableDef>> {
+    match &def.distribution {
+        Distribution::Hash {
+            colocate_with: Some(other),
+            ..
+        } => table_def(conn, other).await,
+        _ => Ok(None),
+    }
 }
 
 async fn alter_table(

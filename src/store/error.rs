@@ -34,6 +34,16 @@ pub enum StoreError {
          shared; point DATABASE_URL at the coordinator"
     )]
     CitusWorker(i32),
+    /// A table asks for a distribution on a database without Citus.
+    #[error(
+        "table {0:?} asks for a distributed or reference table, and this database has no \
+         Citus extension (CREATE EXTENSION citus; see the docs' Citus page)"
+    )]
+    CitusNotInstalled(String),
+    /// What Citus cannot do on a table's distribution: idem's reason, or
+    /// Citus's own (SQLSTATE 0A000, feature not supported).
+    #[error("Citus cannot do this: {0}")]
+    CitusUnsupported(String),
     /// Every connection is in use (by this process's pool, or the server's
     /// `max_connections`): the database is fine, idem is busy.
     #[error("every database connection is in use")]
@@ -95,6 +105,8 @@ impl StoreError {
             StoreError::Busy(_) => ProblemCode::Busy,
             StoreError::Limit { .. } => ProblemCode::LimitExceeded,
             StoreError::Schema(e) => e.code(),
+            StoreError::CitusNotInstalled(_) => ProblemCode::CitusNotInstalled,
+            StoreError::CitusUnsupported(_) => ProblemCode::CitusUnsupported,
             StoreError::TableChanged(_) => ProblemCode::SchemaConflict,
             StoreError::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
             StoreError::RepeatedKeys { .. } | StoreError::ConflictingVersions { .. } => {
@@ -126,6 +138,8 @@ impl StoreError {
         matches!(
             self,
             StoreError::Schema(_)
+                | StoreError::CitusNotInstalled(_)
+                | StoreError::CitusUnsupported(_)
                 | StoreError::Limit { .. }
                 | StoreError::TableChanged(_)
                 | StoreError::PreconditionFailed(_)
@@ -155,6 +169,11 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
             _ => None,
         };
+        // Feature not supported: on a Citus table, what Citus cannot do
+        // (its message says what, and is about the statement, not the data).
+        if let (Some("0A000"), sqlx::Error::Database(db)) = (state.as_deref(), &err) {
+            return StoreError::CitusUnsupported(db.message().to_owned());
+        }
         match state.as_deref().and_then(classify_sqlstate) {
             Some(Sorted::Away) => StoreError::Unavailable(err),
             Some(Sorted::Busy) => StoreError::Busy(err),

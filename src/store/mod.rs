@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod console;
 pub mod console_signin;
 pub mod contents;
+pub mod distribute;
 pub mod drop_table;
 pub mod duplicates_log;
 pub mod error;
@@ -40,6 +41,8 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
 
+use crate::schema::DistributionDefault;
+
 pub use error::{StoreError, StoreResult};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -55,6 +58,8 @@ pub struct Store {
     completed: Arc<crate::idempotency::completed::CompletedKeys>,
     /// Set while the database is known to be away (see `acquire`).
     away: Arc<AtomicBool>,
+    /// Where tables made without a `"distribution"` live on Citus.
+    distribution_default: DistributionDefault,
 }
 
 /// While the database is known to be away, how often it is asked whether
@@ -119,7 +124,16 @@ impl Store {
         let options = options
             .application_name("idem")
             // Timestamps read back (JSON, CSV) in UTC whatever the server's setting.
-            .options([("TimeZone", "UTC")]);
+            .options([("TimeZone", "UTC")])
+            // On Citus, a statement writes a distributed table's shards one
+            // after another, in shard order, over one connection per worker:
+            // two writers then lock rows in one order on every node, as on
+            // one Postgres (all at once, each may lock some keys first on one
+            // worker and wait on another: a distributed deadlock), and a
+            // transaction may make a table and then write it (Citus refuses
+            // to switch to this mode after parallel work). A Postgres without
+            // Citus keeps the setting as a placeholder and ignores it.
+            .options([("citus.multi_shard_modify_mode", "sequential")]);
         let pool = match open_pool(options.clone(), max_connections).await {
             // As libpq does under `sslmode=prefer` (the default): a TLS
             // handshake that fails is tried again without TLS. (Citus turns
@@ -145,12 +159,25 @@ impl Store {
         Ok(Store::from_pool(pool))
     }
 
+    /// The store, making tables without a `"distribution"` as `default` says.
+    pub fn with_distribution_default(self, default: DistributionDefault) -> Store {
+        Store {
+            distribution_default: default,
+            ..self
+        }
+    }
+
+    pub fn distribution_default(&self) -> DistributionDefault {
+        self.distribution_default
+    }
+
     pub fn from_pool(pool: PgPool) -> Store {
         Store {
             pool,
             waiting: Arc::default(),
             completed: Arc::default(),
             away: Arc::default(),
+            distribution_default: DistributionDefault::default(),
         }
     }
 

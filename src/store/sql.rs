@@ -15,7 +15,7 @@ use std::fmt;
 
 use crate::names::{quote_ident, ColumnName, TableName};
 use crate::period::{Grain, Period};
-use crate::schema::{ColumnType, SchemaChange, TableDef};
+use crate::schema::{ColumnType, Distribution, DistributionColumn, SchemaChange, TableDef};
 use crate::store::{StoreError, StoreResult};
 
 /// Postgres schemas that hold user data (see the first migration).
@@ -160,6 +160,16 @@ pub fn partition_table(table: &TableName, period: Period) -> Ident {
     Ident::qualified(PARTS_SCHEMA, Ident::partition(table, period))
 }
 
+/// The table that holds partition `period` of `def`: its own table, or,
+/// for a reference table (which Citus cannot partition), the parent
+/// itself, holding the one pseudo-partition of a plain table.
+pub fn live_partition(def: &TableDef, period: Period) -> Ident {
+    match def.distribution {
+        Distribution::Reference => parent_table(&def.name),
+        _ => partition_table(&def.name, period),
+    }
+}
+
 /// A stage's table (see `write::stage::staging_name`).
 pub fn staging_table(name: &str) -> Ident {
     Ident::qualified(STAGING_SCHEMA, Ident::stage(name))
@@ -246,6 +256,12 @@ pub fn key_index_column_list(def: &TableDef) -> Vec<Ident> {
     let mut cols = vec![partition_key(def)];
     let identity = def.identity();
     if identity.is_empty() {
+        // Citus enforces a unique index only where it holds the
+        // distribution column; a row's id covers all its values, so the
+        // index says no more than it did.
+        if let Some(DistributionColumn::Column(column)) = def.distribution.hash_column() {
+            cols.push(Ident::column(column));
+        }
         cols.push(ROW_ID);
     } else {
         cols.extend(identity.into_iter().map(Ident::column));

@@ -5,6 +5,7 @@
 
 use idem::app::AppState;
 use idem::config::Settings;
+use idem::schema::DistributionDefault;
 use idem::store::Store;
 use reqwest::Response;
 use serde_json::Value;
@@ -73,7 +74,8 @@ async fn spawn_app_listening(
     }
     let store = Store::connect_with(options.clone(), 10)
         .await
-        .expect("connect");
+        .expect("connect")
+        .with_distribution_default(distribution_default());
     store.migrate().await.expect("migrate");
     store.sweep_stages().await.expect("sweep");
     let addr = listener.local_addr().unwrap();
@@ -87,6 +89,15 @@ async fn spawn_app_listening(
         options,
         _database: None,
     }
+}
+
+/// The suite's runs on a Citus cluster distribute every table they make
+/// (`IDEM_TEST_DISTRIBUTION_DEFAULT=key`, set by scripts/test there).
+pub fn distribution_default() -> DistributionDefault {
+    std::env::var("IDEM_TEST_DISTRIBUTION_DEFAULT")
+        .ok()
+        .and_then(|text| DistributionDefault::parse(&text))
+        .unwrap_or_default()
 }
 
 impl TestApp {

@@ -21,6 +21,7 @@ mod console;
 mod console_pages;
 mod console_signin;
 mod container;
+mod distribution;
 mod doc_links;
 mod drop_table;
 mod duplicates;

@@ -10,6 +10,7 @@
 mod support;
 
 mod connect;
+mod distribution;
 
 // The fault suite's kill -9 during PUTs and keyed POSTs, and its race of
 // three processes on one key and one day, on the cluster's coordinator.

@@ -30,7 +30,7 @@ use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::intake::turns;
 use crate::pipeline::table::evolve::{BodyReading, DayBody, FittedBody};
 use crate::pipeline::Pipeline;
-use crate::schema::{BadRowPolicy, DuplicatePolicy, TableDef};
+use crate::schema::{BadRowPolicy, DistributionDefault, DuplicatePolicy, TableDef};
 use crate::store::catalog;
 use crate::store::ledger::{self, LoadStatus};
 use crate::store::write::duplicates::Resolve;
@@ -227,6 +227,7 @@ impl Pipeline {
             ds,
             conditions,
             new_table,
+            distribution_default: self.store.distribution_default(),
             metrics: &self.metrics,
         };
         stage.run(job, body, conn, key_tx).await
@@ -290,6 +291,7 @@ struct StagedPut<'a> {
     conditions: &'a Expected,
     /// The table is created when the stage is published.
     new_table: bool,
+    distribution_default: DistributionDefault,
     metrics: &'a Metrics,
 }
 
@@ -394,6 +396,7 @@ impl StagedPut<'_> {
         let swap = Swap {
             def,
             new_table: self.new_table,
+            distribution_default: self.distribution_default,
             ds: self.ds,
             stage_name,
             body,

@@ -50,7 +50,7 @@ use crate::store::write::stage::{self, StageFate};
 
 /// A write that runs under an Idempotency-Key.
 pub enum KeyedWrite {
-    Rows(PostRows),
+    Rows(Box<PostRows>),
     Partition(PutPartition),
     Replay(ReplayRejects),
 }
@@ -145,9 +145,9 @@ impl Pipeline {
                     key: req.key.clone(),
                     fingerprint: req.fingerprint(&digest.hex()),
                 };
-                match self.try_batch(claim, Box::new(rows), form).await? {
+                match self.try_batch(claim, rows, form).await? {
                     Batched::Answered(answer) => return Ok(answer),
-                    Batched::Alone(rows) => KeyedWrite::Rows(*rows),
+                    Batched::Alone(rows) => KeyedWrite::Rows(rows),
                 }
             }
             other => other,
@@ -377,7 +377,7 @@ impl Pipeline {
         form: &dyn AnswerForm,
     ) -> WriteResult<(KeyedAnswer, Recorded)> {
         let ((body, etag, counts), recorded) = match write {
-            KeyedWrite::Rows(rows) => self.rows_claimed(rows, ticket, tx, form).await?,
+            KeyedWrite::Rows(rows) => self.rows_claimed(*rows, ticket, tx, form).await?,
             KeyedWrite::Replay(replay) => {
                 let written = self.replay_rejects(replay, ticket, tx).await?;
                 let receipt = &written.receipt;

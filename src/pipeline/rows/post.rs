@@ -16,7 +16,7 @@ use crate::pipeline::intake::target::Target;
 use crate::pipeline::intake::ticket::LoadTicket;
 use crate::pipeline::table::evolve::BodyReading;
 use crate::pipeline::Pipeline;
-use crate::schema::{BadRowPolicy, DuplicatePolicy, MergeMode, TableDef};
+use crate::schema::{BadRowPolicy, DistributionDefault, DuplicatePolicy, MergeMode, TableDef};
 use crate::store::catalog::{self, Declared, Origin};
 use crate::store::rejects;
 use crate::store::write::incoming::{
@@ -64,7 +64,7 @@ impl Pipeline {
             Target::Inferred(def) if landed.rows == 0 => {
                 return nothing_stored(ticket, &def, mode, decoded);
             }
-            target => create_if_new(&mut *tx, target).await?,
+            target => create_if_new(&mut *tx, target, self.store.distribution_default()).await?,
         };
         let def = &def;
         let incoming = Incoming {
@@ -104,11 +104,16 @@ impl Pipeline {
 /// The table, created in transaction `tx` when it is new (it goes with
 /// the transaction if the write fails), and whether this write created
 /// it (not a write that raced it there).
-async fn create_if_new(tx: &mut PgConnection, target: Target) -> WriteResult<(TableDef, bool)> {
+async fn create_if_new(
+    tx: &mut PgConnection,
+    target: Target,
+    distribution_default: DistributionDefault,
+) -> WriteResult<(TableDef, bool)> {
     Ok(match target {
         Target::Stored(def) => (def, false),
         Target::Inferred(def) => {
-            let declared = catalog::declare(tx, &def, Origin::Inferred).await?;
+            let declared =
+                catalog::declare(tx, &def, Origin::Inferred, distribution_default).await?;
             let created = matches!(declared, Declared::Created(_));
             (declared.into_def(), created)
         }

@@ -69,7 +69,8 @@ pub(crate) async fn create(conn: &mut PgConnection, def: &TableDef) -> StoreResu
     ))
     .execute(&mut *conn)
     .await?;
-    Ok(())
+    // Colocated with the table on a cluster: a key's versions on its rows' node.
+    crate::store::distribute::place_beside(conn, def, table).await
 }
 
 /// Makes `def`'s history table and records every stored row as a version

@@ -23,6 +23,7 @@ use super::stage::{self, build_unique_index, staging_name};
 use crate::ids::LoadId;
 use crate::period::Period;
 use crate::schema::TableDef;
+use crate::store::distribute;
 use crate::store::sql::{key_index_columns, partition_key, period_literal, staging_table, Ident};
 use crate::store::{is_unique_violation, StoreResult};
 
@@ -175,6 +176,10 @@ async fn copy_through_router(
     ))
     .execute(&mut *tx)
     .await?;
+    // Its children are distributed like the table's stages, so it is too.
+    if distribute::stages_distributed(def) {
+        distribute::place_beside(&mut tx, def, &router_table).await?;
+    }
     for (period, name) in &children {
         stage::create_bounded(&mut tx, def, name, *period).await?;
         sqlx::query(&format!(

@@ -19,6 +19,7 @@ use super::stage::{copy_binary, create_bounded, try_key_index};
 use crate::ids::LoadId;
 use crate::period::Period;
 use crate::schema::TableDef;
+use crate::store::distribute;
 use crate::store::locks::lock_load_shared;
 use crate::store::sql::{column_ddl, staging_table};
 use crate::store::staged_loads::{self, StagedStatus};
@@ -51,6 +52,9 @@ pub async fn copy_part(
             sqlx::query(&format!("create table {table} ({})", column_ddl(def)))
                 .execute(&mut *tx)
                 .await?;
+            if distribute::stages_distributed(def) {
+                distribute::place_beside(&mut tx, def, &table).await?;
+            }
         }
     }
     let copied = copy_binary(&mut tx, &table, def, &[], rows).await?;

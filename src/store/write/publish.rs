@@ -17,13 +17,14 @@ use crate::ingest::reject_spool::RejectSpool;
 use crate::ingest::ContentHash;
 use crate::names::TableName;
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{Distribution, DistributionDefault, TableDef};
 use crate::store::contents;
 use crate::store::ledger::{self, LoadEntry, LoadStatus};
 use crate::store::locks::{lock_partition, lock_table_shared};
 use crate::store::rejects;
 use crate::store::sql::{
-    parent_table, partition_table, period_literal, staging_table, Ident, PARTS_SCHEMA,
+    self, all_columns, live_partition, parent_table, period_literal, staging_table, Ident,
+    PARTS_SCHEMA,
 };
 use crate::store::{catalog, count, StoreError, StoreResult};
 use crate::versions::Expected;
@@ -84,6 +85,8 @@ pub struct Swap<'a> {
     /// The table does not exist yet: it is created (from `def`, as
     /// inferred) in the swap's transaction, so a load that fails leaves none.
     pub new_table: bool,
+    /// Where a new table's rows live when `def` does not say.
+    pub distribution_default: DistributionDefault,
     pub ds: Period,
     pub stage_name: &'a str,
     pub body: BodyFacts<'a>,
@@ -105,6 +108,7 @@ pub async fn publish(
     let Swap {
         def,
         new_table,
+        distribution_default,
         ds,
         stage_name,
         body,
@@ -112,12 +116,23 @@ pub async fn publish(
         rejects,
     } = swap;
     let mut tx = conn.begin().await?;
-    let table_created = match new_table {
-        true => matches!(
-            catalog::declare(&mut tx, def, catalog::Origin::Inferred).await?,
-            catalog::Declared::Created(_)
-        ),
-        false => false,
+    let created = match new_table {
+        true => {
+            let inferred = catalog::Origin::Inferred;
+            Some(catalog::declare(&mut tx, def, inferred, distribution_default).await?)
+        }
+        false => None,
+    };
+    let table_created = matches!(created, Some(catalog::Declared::Created(_)));
+    // The table as made, its distribution settled (the stage was built
+    // before it had one; ATTACH distributes it like the table).
+    let made;
+    let def = match created {
+        Some(catalog::Declared::Created(def)) => {
+            made = def;
+            &made
+        }
+        _ => def,
     };
     let live = lock_for_swap(&mut tx, def, ds).await?;
     conditions.check(live.as_ref().map(|c| c.content_sha256.as_str()))?;
@@ -177,13 +192,16 @@ pub(super) async fn swap_in(
     load_id: LoadId,
 ) -> StoreResult<()> {
     let parent = parent_table(&def.name);
-    let partition = partition_table(&def.name, ds);
+    let partition = live_partition(def, ds);
     let replacement = Replacement {
         live: replacing.then_some(&partition),
         stage: Some(&staging_table(stage_name)),
         load_id,
     };
     history::record_replacement(&mut *tx, def, replacement).await?;
+    if def.distribution == Distribution::Reference {
+        return copy_into_reference(tx, def, stage_name).await;
+    }
     let mut statements = Vec::with_capacity(5);
     if replacing {
         statements.push(format!("alter table {parent} detach partition {partition}"));
@@ -202,6 +220,29 @@ pub(super) async fn swap_in(
         "alter table {parent} attach partition {partition} for values in ({})",
         period_literal(def, ds)
     ));
+    for sql in statements {
+        sqlx::query(&sql).execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+/// A reference table's swap: its rows replaced by the stage's, which Citus
+/// writes to every node in this transaction, and the (local) stage dropped.
+/// A plain table's one partition is small, or it would not be a reference
+/// table.
+async fn copy_into_reference(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    stage_name: &str,
+) -> StoreResult<()> {
+    let parent = parent_table(&def.name);
+    let stage = staging_table(stage_name);
+    let columns = sql::join(&all_columns(def));
+    let statements = [
+        format!("delete from {parent}"),
+        format!("insert into {parent} ({columns}) select {columns} from {stage}"),
+        format!("drop table {stage}"),
+    ];
     for sql in statements {
         sqlx::query(&sql).execute(&mut *tx).await?;
     }

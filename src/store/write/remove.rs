@@ -8,10 +8,10 @@ use sqlx::{Connection, PgConnection};
 use super::history::{record_replacement, Replacement};
 use crate::ids::LoadId;
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{Distribution, TableDef};
 use crate::store::contents;
 use crate::store::locks::lock_partition;
-use crate::store::sql::{parent_table, partition_table};
+use crate::store::sql::{live_partition, parent_table};
 use crate::store::{rejects, Store, StoreResult};
 
 impl Store {
@@ -53,21 +53,25 @@ pub(crate) async fn remove_partition(
         return Ok(false);
     }
     contents::clear_deltas(tx, &def.name, ds).await?;
-    let partition = partition_table(&def.name, ds);
+    let partition = live_partition(def, ds);
     let removal = Replacement {
         live: Some(&partition),
         stage: None,
         load_id,
     };
     record_replacement(&mut *tx, def, removal).await?;
-    sqlx::query(&format!(
-        "alter table {} detach partition {partition}",
-        parent_table(&def.name)
-    ))
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(&format!("drop table {partition}"))
-        .execute(&mut *tx)
-        .await?;
+    let statements = match def.distribution {
+        Distribution::Reference => vec![format!("delete from {partition}")],
+        _ => vec![
+            format!(
+                "alter table {} detach partition {partition}",
+                parent_table(&def.name)
+            ),
+            format!("drop table {partition}"),
+        ],
+    };
+    for sql in statements {
+        sqlx::query(&sql).execute(&mut *tx).await?;
+    }
     Ok(true)
 }

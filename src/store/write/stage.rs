@@ -18,6 +18,7 @@ use super::duplicates::{self, Resolve};
 use crate::ids::LoadId;
 use crate::period::Period;
 use crate::schema::TableDef;
+use crate::store::distribute;
 use crate::store::locks::stage_lock_key;
 use crate::store::sql::{
     self, all_columns, column_ddl, key_index_columns, partition_key, period_literal, staging_table,
@@ -128,8 +129,11 @@ pub(super) async fn create_bounded(
         column_ddl(def),
         period_literal(def, period),
     ))
-    .execute(tx)
+    .execute(&mut *tx)
     .await?;
+    if distribute::stages_distributed(def) {
+        distribute::place_beside(tx, def, &staging_table(name)).await?;
+    }
     Ok(())
 }
 
@@ -226,13 +230,63 @@ pub(super) async fn build_unique_index(
     sqlx::query("rollback to savepoint unique_rows")
         .execute(&mut *tx)
         .await?;
-    let dropped = if def.primary_key.is_empty() {
-        number_identical_rows(&mut *tx, stage).await?;
-        Vec::new()
+    let dropped = if distribute::stages_distributed(def) {
+        resolve_on_coordinator(&mut *tx, def, stage, repeats).await?
     } else {
-        duplicates::resolve(&mut *tx, def, stage, repeats).await?
+        resolve_repeats(&mut *tx, def, stage, repeats).await?
     };
     sqlx::query(&index_sql).execute(&mut *tx).await?;
+    Ok(dropped)
+}
+
+/// Leaves `table` one row per id: a keyed table's versions of one key
+/// resolved by its `duplicates` policy, a keyless table's identical rows
+/// numbered apart.
+async fn resolve_repeats(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    table: &Ident,
+    repeats: Resolve,
+) -> StoreResult<Vec<[u8; 32]>> {
+    if def.primary_key.is_empty() {
+        number_identical_rows(&mut *tx, table).await?;
+        Ok(Vec::new())
+    } else {
+        duplicates::resolve(&mut *tx, def, table, repeats).await
+    }
+}
+
+/// `resolve_repeats` for a distributed stage, whose rows Citus cannot
+/// address by `ctid`, return through functions that are not immutable, or
+/// move between shards by an UPDATE of their distribution column: the rows
+/// of repeated ids (few, in a body that has any) are moved to a temporary
+/// table on the coordinator, resolved there, and what stays is put back.
+async fn resolve_on_coordinator(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    stage: &Ident,
+    repeats: Resolve,
+) -> StoreResult<Vec<[u8; 32]>> {
+    let local = Ident::stage("idem_repeats");
+    let columns = copied_columns(def);
+    let statements = [
+        format!("create temp table {local} ({}) on commit drop", column_ddl(def)),
+        format!(
+            "insert into {local} ({columns}) select {columns} from {stage}
+              where {ROW_ID} in (select {ROW_ID} from {stage} group by {ROW_ID} having count(*) > 1)"
+        ),
+        format!("delete from {stage} where {ROW_ID} in (select {ROW_ID} from {local})"),
+    ];
+    for sql in statements {
+        sqlx::query(&sql).execute(&mut *tx).await?;
+    }
+    let dropped = resolve_repeats(&mut *tx, def, &local, repeats).await?;
+    for sql in [
+        format!("insert into {stage} ({columns}) select {columns} from {local}"),
+        format!("drop table {local}"),
+    ] {
+        sqlx::query(&sql).execute(&mut *tx).await?;
+    }
     Ok(dropped)
 }
 

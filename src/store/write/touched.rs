@@ -9,7 +9,7 @@ use sqlx::PgConnection;
 use crate::ids::LoadId;
 use crate::ingest::ContentHash;
 use crate::period::Period;
-use crate::schema::TableDef;
+use crate::schema::{Distribution, TableDef};
 use crate::store::locks::{lock_partition, partition_lock_key};
 use crate::store::sql::{parent_table, partition_table, period_literal};
 use crate::store::StoreResult;
@@ -85,17 +85,22 @@ async fn create_partition(
     ds: Period,
     load_id: LoadId,
 ) -> StoreResult<()> {
-    sqlx::query(&format!(
-        "create table {} partition of {} for values in ({})",
-        partition_table(&def.name, ds),
-        parent_table(&def.name),
-        period_literal(def, ds)
-    ))
-    // Run once per table and day: kept prepared, it would only push a
-    // statement used again out of the connection's cache.
-    .persistent(false)
-    .execute(&mut *conn)
-    .await?;
+    // A reference table holds its one partition itself (see
+    // `sql::live_partition`); a distributed table's new partition is
+    // distributed like it by Citus.
+    if def.distribution != Distribution::Reference {
+        sqlx::query(&format!(
+            "create table {} partition of {} for values in ({})",
+            partition_table(&def.name, ds),
+            parent_table(&def.name),
+            period_literal(def, ds)
+        ))
+        // Run once per table and day: kept prepared, it would only push a
+        // statement used again out of the connection's cache.
+        .persistent(false)
+        .execute(&mut *conn)
+        .await?;
+    }
     let empty = ContentHash::default();
     // language=PostgreSQL
     sqlx::query(
