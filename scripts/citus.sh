@@ -59,7 +59,10 @@ citus_install() {
 
 citus_start() {
   local dir=$1 port=$2 node i
-  local opts="-c shared_preload_libraries=citus -c max_prepared_transactions=200 ${PG_EXTRA_OPTS:-}"
+  # The coordinator opens at most 200 connections to each worker, below
+  # the workers' max_connections (300, scripts/pg.sh): past it, Citus
+  # waits for one rather than fails.
+  local opts="-c shared_preload_libraries=citus -c max_prepared_transactions=200 -c citus.max_shared_pool_size=200 ${PG_EXTRA_OPTS:-}"
   # The nodes' folders are the postgres user's (pg_start), inside this one.
   mkdir -p "$dir" && chmod 755 "$dir"
   i=0

@@ -89,12 +89,12 @@ async fn send_csv(conn: &mut PgConnection, select: &str, tx: &Chunks) -> StoreRe
 /// written by `render::json` from a binary COPY of the values.
 async fn send_copy_json(
     conn: &mut PgConnection,
-    select: &str,
+    (select, order): (&str, &[usize]),
     columns: &JsonColumns,
     format: RowFormat,
     tx: &Chunks,
 ) -> StoreResult<()> {
-    let sql = binary_copy_sql(select, columns.types(), json::sent_as_text);
+    let sql = binary_copy_sql((select, order), columns.types(), json::sent_as_text);
     let mut parts = conn.copy_out_raw(&sql).await?;
     let mut tuples = TupleStream::new(columns.len());
     let mut sink = ChunkSink::new(tx);
@@ -118,12 +118,23 @@ async fn send_copy_json(
     Ok(())
 }
 
+/// `select` (a table's user columns), sorted by the columns at `order`
+/// (the binary COPYs sort outermost too, in `binary_copy_sql`: Citus keeps
+/// no subquery's order once it is wrapped).
+fn ordered(select: &str, order: &[usize]) -> String {
+    if order.is_empty() {
+        return select.to_string();
+    }
+    let by: Vec<String> = order.iter().map(|i| (i + 1).to_string()).collect();
+    format!("{select} order by {}", by.join(", "))
+}
+
 /// A binary COPY of `select`'s columns, of types `types`, over `_row`,
 /// each cast to text where `as_text` says its reader takes Postgres's
 /// text. `_row`'s columns are named `_c0`, `_c1`, … (names of idem's own,
 /// which no user column takes).
 fn binary_copy_sql(
-    select: &str,
+    (select, order): (&str, &[usize]),
     types: impl Iterator<Item = ColumnType>,
     as_text: fn(ColumnType) -> bool,
 ) -> String {
@@ -137,15 +148,25 @@ fn binary_copy_sql(
             }
         })
         .unzip();
+    let by: Vec<String> = order
+        .iter()
+        .map(|i| format!("_row.{}", Ident::read_column(*i)))
+        .collect();
+    let order = match by.is_empty() {
+        true => String::new(),
+        false => format!(" order by {}", by.join(", ")),
+    };
     let (list, aliases) = (list.join(", "), super::sql::join(&aliases));
-    format!("copy (select {list} from ({select}) _row({aliases})) to stdout with (format binary)")
+    format!(
+        "copy (select {list} from ({select}) _row({aliases}){order}) to stdout with (format binary)"
+    )
 }
 
 /// The rows of `select` (`def`'s user columns) as a Parquet file or an
 /// Arrow stream, a batch at a time (`ArrowColumns::batch_full`).
 async fn send_columnar(
     conn: &mut PgConnection,
-    select: &str,
+    (select, order): (&str, &[usize]),
     def: &TableDef,
     format: RowFormat,
     tx: &Chunks,
@@ -158,7 +179,7 @@ async fn send_columnar(
     }
     .map_err(write_failed)?;
     let types = def.columns.iter().map(|c| c.ty);
-    let sql = binary_copy_sql(select, types, columnar::sent_as_text);
+    let sql = binary_copy_sql((select, order), types, columnar::sent_as_text);
     let mut parts = conn.copy_out_raw(&sql).await?;
     let mut tuples = TupleStream::new(def.columns.len());
     let mut sink = ChunkSink::new(tx);
@@ -319,6 +340,29 @@ pub(super) struct RowsRead {
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     select: String,
     json: JsonRows,
+    /// The columns (by position in `select`) rows are sent in the order
+    /// of; none: as Postgres reads them (see `read_order`).
+    order: Vec<usize>,
+}
+
+/// The order a read of `def`'s user columns gives rows in. On one
+/// Postgres, as stored (a partition's rows in the order written; a whole
+/// table's partitions in order, by `open_table`'s `union all`). On Citus,
+/// whose shards answer in no set order: by partition column, then key
+/// (keyless: every column), so that two reads of one version give the
+/// same bytes, and partitions come in order.
+fn read_order(def: &TableDef) -> Vec<usize> {
+    if !def.distribution.needs_citus() {
+        return Vec::new();
+    }
+    let identity = def.identity();
+    if identity.is_empty() {
+        return (0..def.columns.len()).collect();
+    }
+    def.partition_index()
+        .into_iter()
+        .chain(identity.iter().filter_map(|c| def.column_index(c.as_str())))
+        .collect()
 }
 
 impl RowsRead {
@@ -335,6 +379,7 @@ impl RowsRead {
                 json: JsonColumns::of(def),
                 def: def.clone(),
             },
+            order: read_order(def),
         }
     }
 
@@ -351,6 +396,7 @@ impl RowsRead {
             tx,
             select,
             json: JsonRows::Query { json_row, params },
+            order: Vec::new(),
         }
     }
 
@@ -362,15 +408,18 @@ impl RowsRead {
             tx: mut snapshot,
             select,
             json,
+            order,
         } = self;
         tokio::spawn(async move {
             let result = match (format, &json) {
-                (RowFormat::Csv, _) => send_csv(&mut snapshot, &select, &tx).await,
+                (RowFormat::Csv, _) => {
+                    send_csv(&mut snapshot, &ordered(&select, &order), &tx).await
+                }
                 (_, JsonRows::Columns { def, .. }) if format.is_columnar() => {
-                    send_columnar(&mut snapshot, &select, def, format, &tx).await
+                    send_columnar(&mut snapshot, (&select, &order), def, format, &tx).await
                 }
                 (_, JsonRows::Columns { json, .. }) => {
-                    send_copy_json(&mut snapshot, &select, json, format, &tx).await
+                    send_copy_json(&mut snapshot, (&select, &order), json, format, &tx).await
                 }
                 (_, JsonRows::Query { json_row, params }) => {
                     send_query_json(&mut snapshot, (&select, json_row, params), format, &tx).await

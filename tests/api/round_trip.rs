@@ -115,7 +115,7 @@ async fn rows_as_postgres_writes_them(app: &TestApp) -> Vec<String> {
         })
         .collect();
     let sql = format!(
-        "select '{{' || substr({}, 2) || '}}' from idem_data.every where ds = '2026-10-12'",
+        "select '{{' || substr({}, 2) || '}}' from idem_data.every where ds = '2026-10-12' order by id",
         fields.join(" || ")
     );
     sqlx::query_scalar(&sql).fetch_all(&app.db).await.unwrap()

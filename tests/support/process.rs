@@ -33,7 +33,8 @@ pub struct Idem {
 
 /// `idem serve --listen 127.0.0.1:0` on `database_url` with `env` on top of
 /// a clean environment (no `IDEM_*`, `DATABASE_URL` or `RUST_LOG` of the
-/// caller's), as the admin of `ADMIN_TOKEN`.
+/// caller's, but `IDEM_DISTRIBUTION_DEFAULT` from
+/// `IDEM_TEST_DISTRIBUTION_DEFAULT`), as the admin of `ADMIN_TOKEN`.
 fn serve_command(database_url: &str, env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_idem"));
     command
@@ -49,6 +50,11 @@ fn serve_command(database_url: &str, env: &[(&str, &str)]) -> Command {
     command
         .env("DATABASE_URL", database_url)
         .env("IDEM_ADMIN_TOKEN", ADMIN_TOKEN);
+    // The suites' runs on a Citus cluster distribute every table they make
+    // (scripts/test sets it there).
+    if let Ok(default) = std::env::var("IDEM_TEST_DISTRIBUTION_DEFAULT") {
+        command.env("IDEM_DISTRIBUTION_DEFAULT", default);
+    }
     for (key, value) in env {
         command.env(key, value);
     }

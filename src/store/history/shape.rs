@@ -144,8 +144,11 @@ impl HistoryShape {
             .map(|c| format!("{c} = excluded.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
+        // `excluded`'s recorded instant is the column's default, now():
+        // Citus takes no function but an immutable one in a distributed
+        // table's DO UPDATE SET.
         format!(
-            "on conflict ({}, {VALID_FROM}) do update set {update}, {RECORDED_AT} = now()
+            "on conflict ({}, {VALID_FROM}) do update set {update}, {RECORDED_AT} = excluded.{RECORDED_AT}
               where h.{ROW_HASH} is distinct from excluded.{ROW_HASH} and {condition}",
             self.key_list()
         )

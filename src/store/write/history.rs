@@ -31,6 +31,20 @@ pub(super) async fn record_incoming(
     let Some(shape) = HistoryShape::of(def) else {
         return Ok(Vec::new());
     };
+    if def.distribution.needs_citus() {
+        return super::history_citus::record_incoming(conn, def, &shape, sql, mode).await;
+    }
+    let insert = versions_sql(def, &shape, sql, mode);
+    let written = sql.query(&insert).fetch_all(&mut *conn).await?;
+    written
+        .iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect()
+}
+
+/// `record_incoming`'s statement: one insert, whose conflicts check the
+/// stored rows.
+fn versions_sql(def: &TableDef, shape: &HistoryShape, sql: &MergeSql, mode: MergeMode) -> String {
     let cursor = &shape.cursor;
     let valid_from = format!("coalesce(s.{cursor}, {})", shape.now());
     let (deleted, load_id) = (format!("s.{DELETED}"), format!("s.{LOAD_ID}"));
@@ -45,7 +59,7 @@ pub(super) async fn record_incoming(
     // In key order, as the upsert locked its keys: two writers wait for
     // each other's versions of a key in one order, and cannot deadlock.
     // language=PostgreSQL
-    let insert = format!(
+    format!(
         "with written as (
            insert into {} as h ({})
            select distinct on ({key}, {VALID_FROM}) *
@@ -58,12 +72,7 @@ pub(super) async fn record_incoming(
         shape.columns(),
         sql.from_incoming,
         shape.on_conflict_if_current(&sql.parent)
-    );
-    let written = sql.query(&insert).fetch_all(&mut *conn).await?;
-    written
-        .iter()
-        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-        .collect()
+    )
 }
 
 /// Whether incoming row `s` is stored as it was sent: a row of the same

@@ -213,8 +213,13 @@ struct MergeWrite<'a> {
 impl MergeWrite<'_> {
     /// Rows upserted in key order lock keys in one order in every writer,
     /// and cannot deadlock; a tombstone's DELETE locks in its own order.
+    /// On a Citus table, the upsert's shards are written one at a time
+    /// (`citus.multi_shard_modify_mode`, see `Store::connect_with`), which
+    /// keeps that order too; the retry stays for what Citus orders
+    /// otherwise.
     fn may_deadlock(&self) -> bool {
-        self.incoming.tombstones > 0 && self.mode.replaces()
+        (self.incoming.tombstones > 0 && self.mode.replaces())
+            || self.def.distribution.needs_citus()
     }
 
     async fn run(

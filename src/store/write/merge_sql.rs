@@ -102,17 +102,28 @@ impl MergeSql {
     pub(super) fn delete_tombstoned(&self) -> String {
         let MergeSql {
             parent,
-            label,
+            part_key,
+            written_label,
             join,
             tombstone_newer,
             from_incoming,
             ..
         } = self;
+        // The label is printed outside the DELETE: Citus runs a distributed
+        // table's RETURNING on the workers, and takes only immutable
+        // functions there (`to_char` depends on settings).
         // language=PostgreSQL
+        // The tombstones are read into a CTE of their own first: Citus
+        // joins a distributed or reference table's DELETE with the
+        // session's (local) table only through one.
         format!(
-            "delete from {parent} t using {from_incoming}
-          where s.{DELETED} and {join} and {tombstone_newer}
-      returning {label}, t.{ROW_HASH}, s.{LOAD_ID}"
+            "with tombstones as materialized (
+           select s.* from {from_incoming} where s.{DELETED}),
+         gone as (
+           delete from {parent} t using tombstones s
+            where {join} and {tombstone_newer}
+        returning t.{part_key} as part, t.{ROW_HASH} as row_hash, s.{LOAD_ID} as load_id)
+         select {written_label}, w.row_hash, w.load_id from gone w"
         )
     }
 
@@ -251,16 +262,12 @@ fn unnest_arrays(def: &TableDef, arrays: &TupleArrays) -> String {
     format!("unnest({params}) s({})", sql::join(&names))
 }
 
-/// A patch's rows whose key is stored take the stored value of every column
-/// they did not give, and then the row hash of the whole row (which only the
-/// caller's canonical encoding can tell, through `rehash`). Under the
-/// partitions' locks, so the stored rows cannot change meanwhile.
-pub(super) async fn fill_in_patches(
-    conn: &mut PgConnection,
-    def: &TableDef,
-    sql: &MergeSql,
-    rehash: Rehash<'_>,
-) -> StoreResult<()> {
+/// The stored rows of a patch's keys, on Citus (see `fill_sql`).
+const PATCH_STORED: &str = "idem_patch_stored";
+
+/// `fill_in_patches`' statement: each patch row filled in from its stored
+/// row, answering its id and its values as text.
+fn fill_sql(def: &TableDef, sql: &MergeSql) -> String {
     let fill = def
         .columns
         .iter()
@@ -271,25 +278,70 @@ pub(super) async fn fill_in_patches(
         })
         .collect::<Vec<_>>()
         .join(", ");
-    let as_text = def
-        .columns
-        .iter()
-        .map(|c| format!("s.{}::text", Ident::column(&c.name)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let listed = |prefix: &str, suffix: &str| {
+        def.columns
+            .iter()
+            .map(|c| format!("{prefix}.{}{suffix}", Ident::column(&c.name)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (columns, as_text) = (listed("s", ""), listed("f", "::text"));
     let MergeSql {
         parent,
         join,
         incoming,
         ..
     } = sql;
+    // On Citus the stored rows of the patches' keys were read into a
+    // table of the session first (`PATCH_STORED`: Citus updates the
+    // session's local table from a distributed or reference one only so),
+    // and the values are printed outside the UPDATE (Citus takes no
+    // function but an immutable one in the RETURNING of a statement that
+    // reads a distributed table; a timestamptz's text depends on settings).
+    let from = match def.distribution.needs_citus() {
+        true => format!("{PATCH_STORED} t"),
+        false => format!("{parent} t"),
+    };
     // language=PostgreSQL
-    let filled = format!(
-        "update {incoming} s set {fill}
-           from {parent} t where {join} and not s.{DELETED}
-      returning s.{ROW_ID}, {as_text}"
-    );
+    format!(
+        "with filled as (
+           update {incoming} s set {fill}
+             from {from} where {join} and not s.{DELETED}
+        returning s.{ROW_ID}, {columns})
+         select f.{ROW_ID}, {as_text} from filled f"
+    )
+}
+
+/// A patch's rows whose key is stored take the stored value of every column
+/// they did not give, and then the row hash of the whole row (which only the
+/// caller's canonical encoding can tell, through `rehash`). Under the
+/// partitions' locks, so the stored rows cannot change meanwhile.
+pub(super) async fn fill_in_patches(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    sql: &MergeSql,
+    rehash: Rehash<'_>,
+) -> StoreResult<()> {
+    let filled = fill_sql(def, sql);
+    let incoming = &sql.incoming;
+    if def.distribution.needs_citus() {
+        // language=PostgreSQL
+        sqlx::query(&format!(
+            "create temp table {PATCH_STORED} on commit drop as
+             select t.* from {} t join (select distinct {} from {incoming}) s on {}",
+            sql.parent,
+            key_index_columns(def),
+            sql.join
+        ))
+        .execute(&mut *conn)
+        .await?;
+    }
     let rows = sqlx::query(&filled).fetch_all(&mut *conn).await?;
+    if def.distribution.needs_citus() {
+        sqlx::query(&format!("drop table {PATCH_STORED}"))
+            .execute(&mut *conn)
+            .await?;
+    }
     let mut row_ids = Vec::with_capacity(rows.len());
     let mut hashes = Vec::with_capacity(rows.len());
     for row in rows {

@@ -32,6 +32,7 @@ pub mod assemble;
 pub mod closing;
 pub mod duplicates;
 pub mod history;
+mod history_citus;
 pub mod incoming;
 pub mod janitor;
 pub mod merge;

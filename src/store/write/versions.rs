@@ -21,8 +21,11 @@ pub const CONFLICT_POLICY: &str = "conflict";
 const MAX_LISTED: usize = 100;
 
 /// The incoming versions stored by another load with another row hash, as
-/// rows `_s` with the stored hash beside them (`_stored_hash`: a system
-/// name, so the logged row leaves it out).
+/// the CTE `conflicting`, with the stored hash beside them
+/// (`_stored_hash`: a system name, so the logged row leaves it out).
+/// Materialized first, so that the functions that print them run on the
+/// coordinator (Citus runs only immutable ones on a distributed table's
+/// shards).
 fn conflicting(sql: &MergeSql) -> String {
     let MergeSql {
         parent,
@@ -32,9 +35,10 @@ fn conflicting(sql: &MergeSql) -> String {
     } = sql;
     // language=PostgreSQL
     format!(
-        "(select s.*, t.{ROW_HASH} as \"_stored_hash\"
-            from {from_incoming} join {parent} t on {join} and t.{LOAD_ID} <> s.{LOAD_ID}
-           where not s.{DELETED} and t.{ROW_HASH} <> s.{ROW_HASH}) _s"
+        "conflicting as materialized (
+           select s.*, t.{ROW_HASH} as \"_stored_hash\"
+             from {from_incoming} join {parent} t on {join} and t.{LOAD_ID} <> s.{LOAD_ID}
+            where not s.{DELETED} and t.{ROW_HASH} <> s.{ROW_HASH})"
     )
 }
 
@@ -48,7 +52,7 @@ pub(super) async fn refusal(
     count: u64,
 ) -> StoreResult<StoreError> {
     let list = format!(
-        "select {key}::text from {conflicting} order by 1 limit {MAX_LISTED}",
+        "with {conflicting} select {key}::text from conflicting _s order by 1 limit {MAX_LISTED}",
         key = logged_key(def),
         conflicting = conflicting(sql),
     );
@@ -84,11 +88,12 @@ pub(super) async fn hold(
     let table_param = sql.next_param();
     // language=PostgreSQL
     let log = format!(
-        "insert into {LOG_TABLE} (table_name, load_id, ds, row_id, key, version, row, row_hash,
+        "with {conflicting}
+         insert into {LOG_TABLE} (table_name, load_id, ds, row_id, key, version, row, row_hash,
                                  kept_row_hash, policy)
          select ${table_param}, _s.{LOAD_ID}, {ds}, _s.{ROW_ID}, {key}, 1, {row},
                 _s.{ROW_HASH}, _s.\"_stored_hash\", '{CONFLICT_POLICY}'
-           from {conflicting}",
+           from conflicting _s",
         ds = label_sql(def, "_s"),
         key = logged_key(def),
         row = logged_version(def),
