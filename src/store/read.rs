@@ -293,14 +293,14 @@ pub(super) fn json_row_with(def: &TableDef, extra: &[Ident]) -> String {
 /// Postgres.
 async fn send_query_json(
     conn: &mut PgConnection,
-    read: (&str, &str, &[String]),
+    read: (&str, &str, &[String], &str),
     format: RowFormat,
     tx: &Chunks,
 ) -> StoreResult<()> {
-    let (select, json_row, params) = read;
+    let (select, json_row, params, order_by) = read;
     // The alias starts with `_`, as no user column does: a column named
     // like it would be taken for the whole row.
-    let sql = format!("select {json_row} from ({select}) _row");
+    let sql = format!("select {json_row} from ({select}) _row order by {order_by}");
     let mut query = sqlx::query_scalar::<_, String>(&sql);
     for param in params {
         query = query.bind(param);
@@ -327,10 +327,12 @@ enum JsonRows {
     /// Arrow, by `render::columnar` from `def`).
     Columns { json: JsonColumns, def: TableDef },
     /// A query's rows, each made JSON by this expression over `_row`, with
-    /// the query's parameters (text, cast by the query).
+    /// the query's parameters (text, cast by the query), in the order of
+    /// `order_by` (over `_row`).
     Query {
         json_row: String,
         params: Vec<String>,
+        order_by: String,
     },
 }
 
@@ -388,14 +390,18 @@ impl RowsRead {
     /// none).
     pub(super) fn new(
         tx: sqlx::Transaction<'static, sqlx::Postgres>,
-        select: String,
+        (select, order_by): (String, String),
         json_row: String,
         params: Vec<String>,
     ) -> Self {
         RowsRead {
             tx,
             select,
-            json: JsonRows::Query { json_row, params },
+            json: JsonRows::Query {
+                json_row,
+                params,
+                order_by,
+            },
             order: Vec::new(),
         }
     }
@@ -421,8 +427,21 @@ impl RowsRead {
                 (_, JsonRows::Columns { json, .. }) => {
                     send_copy_json(&mut snapshot, (&select, &order), json, format, &tx).await
                 }
-                (_, JsonRows::Query { json_row, params }) => {
-                    send_query_json(&mut snapshot, (&select, json_row, params), format, &tx).await
+                (
+                    _,
+                    JsonRows::Query {
+                        json_row,
+                        params,
+                        order_by,
+                    },
+                ) => {
+                    let read = (
+                        select.as_str(),
+                        json_row.as_str(),
+                        &params[..],
+                        order_by.as_str(),
+                    );
+                    send_query_json(&mut snapshot, read, format, &tx).await
                 }
             };
             if let Err(e) = result {

@@ -288,7 +288,25 @@ impl Drop for TestDatabase {
                 .block_on(async {
                     for server in &servers {
                         let mut admin = PgConnection::connect_with(server).await?;
-                        sqlx::query(&sql).execute(&mut admin).await?;
+                        // On a Citus node a session may open on the database
+                        // between `force`'s termination and the drop (the
+                        // coordinator's connections to a worker, Citus's
+                        // maintenance daemon): the drop is tried again.
+                        let mut attempt = 0;
+                        loop {
+                            match sqlx::query(&sql).execute(&mut admin).await {
+                                Err(sqlx::Error::Database(db))
+                                    if db.code().as_deref() == Some("55006") && attempt < 10 =>
+                                {
+                                    attempt += 1;
+                                    tokio::time::sleep(Duration::from_millis(300)).await;
+                                }
+                                other => {
+                                    other?;
+                                    break;
+                                }
+                            }
+                        }
                         admin.close().await?;
                     }
                     Ok::<(), sqlx::Error>(())

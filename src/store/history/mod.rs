@@ -215,7 +215,7 @@ impl Store {
         let select = history_select(&shape, &filters.join(" and "), &as_of);
         let json_row = json_row_with(def, &READ_FIELDS);
         Ok(HistorySnapshot {
-            rows: RowsRead::new(tx, select, json_row, params),
+            rows: RowsRead::new(tx, (select, history_order(&shape)), json_row, params),
         })
     }
 }
@@ -223,25 +223,38 @@ impl Store {
 /// The versions `filters` (on `h`) selects, each with its range, those of
 /// them that `as_of` (on `v`) keeps, in key and instant order.
 fn history_select(shape: &HistoryShape, filters: &str, as_of: &str) -> String {
+    // `_part` too, where the key holds it: the read is ordered by the key
+    // (`history_order`), and the JSON written leaves it out.
     let user: Vec<String> = shape
         .user
         .iter()
-        .map(|(c, _, _)| format!("v.{c}"))
+        .map(|(c, _, _)| c)
+        .chain(shape.part.iter().map(|(c, _)| c))
+        .map(|c| format!("v.{c}"))
         .collect();
     let key = shape.key_list();
-    let key_v: Vec<String> = shape.key.iter().map(|c| format!("v.{c}")).collect();
     // language=PostgreSQL
     format!(
         "select {}, v.{VALID_FROM}, v.{VALID_TO}, v.{VALID_TO} is null as {IS_CURRENT},
                 v.{DELETED}, v.{LOAD_ID}
            from (select h.*, lead(h.{VALID_FROM}) over (partition by {key} order by h.{VALID_FROM}) as {VALID_TO}
                    from {} h where {filters}) v
-          where {as_of}
-          order by {}, v.{VALID_FROM}",
+          where {as_of}",
         user.join(", "),
         shape.table,
-        key_v.join(", ")
     )
+}
+
+/// The order a history read gives versions in: by key, then instant; over
+/// `_row`, the read's outermost query (where Citus keeps it).
+fn history_order(shape: &HistoryShape) -> String {
+    shape
+        .key
+        .iter()
+        .chain([&VALID_FROM])
+        .map(|c| format!("_row.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Refuses `value` when it is not a `ty` (`parameter` names it to the
