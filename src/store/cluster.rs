@@ -21,12 +21,7 @@ impl Store {
     /// The database's role: plain, a Citus coordinator or a worker.
     pub async fn cluster_role(&self) -> StoreResult<ClusterRole> {
         let mut conn = self.acquire().await?;
-        // language=PostgreSQL
-        let citus: bool =
-            sqlx::query_scalar("select exists (select from pg_extension where extname = 'citus')")
-                .fetch_one(&mut *conn)
-                .await?;
-        if !citus {
+        if !super::distribute::citus_installed(&mut conn).await? {
             return Ok(ClusterRole::Plain);
         }
         // language=PostgreSQL

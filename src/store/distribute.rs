@@ -125,7 +125,12 @@ async fn hash(
 
 async fn reference(conn: &mut PgConnection, table: &Ident) -> StoreResult<()> {
     // language=PostgreSQL
-    sqlx::query("select create_reference_table($1::regclass)")
+    on_table(conn, "select create_reference_table($1::regclass)", table).await
+}
+
+/// Runs Citus's function `call` on `table` (its `$1`, cast to `regclass`).
+async fn on_table(conn: &mut PgConnection, call: &str, table: &Ident) -> StoreResult<()> {
+    sqlx::query(call)
         .bind(table.as_str())
         .persistent(false)
         .execute(conn)
@@ -230,10 +235,6 @@ async fn place_with_history(
 
 async fn undistribute(conn: &mut PgConnection, table: &Ident) -> StoreResult<()> {
     // language=PostgreSQL
-    sqlx::query("select undistribute_table($1::regclass, cascade_via_foreign_keys => false)")
-        .bind(table.as_str())
-        .persistent(false)
-        .execute(conn)
-        .await?;
-    Ok(())
+    let call = "select undistribute_table($1::regclass, cascade_via_foreign_keys => false)";
+    on_table(conn, call, table).await
 }

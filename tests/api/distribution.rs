@@ -58,13 +58,11 @@ async fn a_distribution_the_table_cannot_have_is_refused_before_anything_is_made
             "{declaration}: the detail says why: {body}"
         );
     }
-    let r = app
-        .client
-        .get(app.url("/tables/orders"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404, "nothing was made");
+    assert_eq!(
+        app.get("/tables/orders").await.status(),
+        404,
+        "nothing was made"
+    );
 }
 
 #[tokio::test]
@@ -84,26 +82,17 @@ async fn a_distributed_table_needs_citus_and_a_local_one_reads_back_unchanged() 
             .as_str()
             .unwrap()
             .contains("CREATE EXTENSION citus"));
-        let r = app
-            .client
-            .get(app.url("/tables/orders"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 404, "nothing was made");
+        assert_eq!(
+            app.get("/tables/orders").await.status(),
+            404,
+            "nothing was made"
+        );
     }
 
     let local = distributed(EVENTS, json!("local"));
     let r = app.declare("events", &local).await;
     assert_eq!(r.status(), 201);
-    let shown = json_body(
-        app.client
-            .get(app.url("/tables/events"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let shown = json_body(app.get("/tables/events").await).await;
     assert_eq!(shown["distribution"], "local");
     // The distribution GET shows, a declaration takes back unchanged; and
     // one that says nothing keeps what the table has.
