@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
 use super::arrays::{field_of_each, split_tuples, ElementType, TupleArrays};
-use super::stage::copy_binary;
+use super::stage::{copy_binary, Freeze};
 use crate::ingest::{ContentDelta, ContentHash};
 use crate::period::Period;
 use crate::schema::{MergeMode, TableDef};
@@ -78,7 +78,7 @@ pub async fn copy_incoming(
         MergeMode::Patch => &[DELETED, PRESENT],
         MergeMode::Append | MergeMode::InsertMissing | MergeMode::Versions => &[],
     };
-    copy_binary(conn, &incoming, def, extra, rows).await
+    copy_binary(conn, &incoming, def, extra, Freeze::No, rows).await
 }
 
 /// What the decoder learnt of the incoming rows.

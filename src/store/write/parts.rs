@@ -15,13 +15,12 @@ use sha2::Digest;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use super::stage::{copy_binary, create_bounded, try_key_index};
+use super::stage::{begin_copy, copy_binary, try_key_index};
 use crate::ids::LoadId;
 use crate::period::Period;
 use crate::schema::TableDef;
-use crate::store::distribute;
 use crate::store::locks::lock_load_shared;
-use crate::store::sql::{column_ddl, staging_table};
+use crate::store::sql::staging_table;
 use crate::store::staged_loads::{self, StagedStatus};
 use crate::store::{count, StoreResult};
 
@@ -45,19 +44,8 @@ pub async fn copy_part(
     rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
     let table = staging_table(name);
-    let mut tx = conn.begin().await?;
-    match bound {
-        Some(period) => create_bounded(&mut tx, def, name, period).await?,
-        None => {
-            sqlx::query(&format!("create table {table} ({})", column_ddl(def)))
-                .execute(&mut *tx)
-                .await?;
-            if distribute::stages_distributed(def) {
-                distribute::place_beside(&mut tx, def, &table).await?;
-            }
-        }
-    }
-    let copied = copy_binary(&mut tx, &table, def, &[], rows).await?;
+    let (mut tx, freeze) = begin_copy(conn, def, name, bound).await?;
+    let copied = copy_binary(&mut tx, &table, def, &[], freeze, rows).await?;
     if bound.is_some() {
         try_key_index(&mut tx, def, &table).await?;
     }

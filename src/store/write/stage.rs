@@ -12,7 +12,7 @@ use std::io;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, PgConnection, Postgres, Transaction};
 
 use super::duplicates::{self, Resolve};
 use crate::ids::LoadId;
@@ -88,7 +88,8 @@ pub async fn abandon_claims(conn: &mut PgConnection) {
 
 /// Creates the stage for partition `ds` of `def` and COPYs `rows` (binary
 /// COPY data with `_load_id`, `_row_id` and `_row_hash` after the user columns)
-/// into it, all in one transaction: if anything fails, the stage is gone.
+/// into it. If anything fails, the stage is gone, or (on Citus) left empty
+/// for the caller's `release` to drop.
 #[tracing::instrument(skip_all, fields(table = %def.name, %ds, load_id = %repeats.load_id))]
 pub async fn stage_rows(
     conn: &mut PgConnection,
@@ -99,9 +100,8 @@ pub async fn stage_rows(
 ) -> StoreResult<Staged> {
     let name = &staging_name(repeats.load_id);
     let stage = staging_table(name);
-    let mut tx = conn.begin().await?;
-    create_bounded(&mut tx, def, name, ds).await?;
-    let copied = copy_binary(&mut tx, &stage, def, &[], rows).await?;
+    let (mut tx, freeze) = begin_copy(conn, def, name, Some(ds)).await?;
+    let copied = copy_binary(&mut tx, &stage, def, &[], freeze, rows).await?;
 
     let dropped_row_hashes = build_unique_index(&mut tx, def, &stage, repeats).await?;
     tx.commit().await?;
@@ -110,6 +110,61 @@ pub async fn stage_rows(
         rows: copied - dropped,
         dropped_row_hashes,
     })
+}
+
+/// How a COPY writes its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Freeze {
+    /// Frozen, so vacuum never has to visit them: the table was made in the
+    /// COPY's transaction, which no other transaction sees before it commits.
+    Yes,
+    No,
+}
+
+/// Makes the new stage (or part) table `name`, bounded to one partition or
+/// not, and opens the transaction its rows are COPYed in. A local stage is
+/// made in that transaction, so its rows are written frozen and a failure
+/// leaves nothing. A stage distributed by Citus is made, and committed,
+/// first: `create_distributed_table` colocated with the table locks the
+/// table's parent until its transaction ends, and a declaration of the table
+/// would otherwise wait for a whole body to arrive. The caller claims `name`
+/// and drops such a stage when the COPY fails (`release`).
+pub(super) async fn begin_copy<'c>(
+    conn: &'c mut PgConnection,
+    def: &TableDef,
+    name: &str,
+    bound: Option<Period>,
+) -> StoreResult<(Transaction<'c, Postgres>, Freeze)> {
+    if distribute::stages_distributed(def) {
+        let mut tx = conn.begin().await?;
+        create_stage(&mut tx, def, name, bound).await?;
+        tx.commit().await?;
+        return Ok((conn.begin().await?, Freeze::No));
+    }
+    let mut tx = conn.begin().await?;
+    create_stage(&mut tx, def, name, bound).await?;
+    Ok((tx, Freeze::Yes))
+}
+
+/// Creates stage `name`, empty: bounded to partition `bound` (see
+/// `create_bounded`), or for rows of any partition (a part of several).
+async fn create_stage(
+    tx: &mut PgConnection,
+    def: &TableDef,
+    name: &str,
+    bound: Option<Period>,
+) -> StoreResult<()> {
+    if let Some(period) = bound {
+        return create_bounded(tx, def, name, period).await;
+    }
+    let table = staging_table(name);
+    sqlx::query(&format!("create table {table} ({})", column_ddl(def)))
+        .execute(&mut *tx)
+        .await?;
+    if distribute::stages_distributed(def) {
+        distribute::place_beside(tx, def, &table).await?;
+    }
+    Ok(())
 }
 
 /// Creates stage `name` for partition `period` of `def`, empty. Its CHECK
@@ -298,18 +353,16 @@ pub(super) async fn copy_binary(
     table: &Ident,
     def: &TableDef,
     extra: &[Ident],
+    freeze: Freeze,
     mut rows: impl Stream<Item = io::Result<Bytes>> + Unpin,
 ) -> StoreResult<u64> {
     let columns: Vec<Ident> = all_columns(def)
         .into_iter()
         .chain(extra.iter().cloned())
         .collect();
-    // FREEZE: a stage is new in this transaction, so its rows can be written
-    // frozen and vacuum never has to visit them again.
-    let freeze = if table.as_str().starts_with(STAGING_SCHEMA) {
-        ", freeze"
-    } else {
-        ""
+    let freeze = match freeze {
+        Freeze::Yes => ", freeze",
+        Freeze::No => "",
     };
     let mut copy = conn
         .copy_in_raw(&format!(
