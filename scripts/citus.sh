@@ -14,6 +14,8 @@
 #                          coordinator's) and IDEM_CITUS_WORKER_URLS (the
 #                          workers' maintenance databases, comma-separated),
 #                          both with sslmode=disable
+#   citus_start_node DIR PORT  one node started (again) as citus_start
+#                          starts it
 #   citus_stop DIR         fast shutdown of the three
 #
 # Build Citus before any Postgres of the run starts: its build installs
@@ -57,17 +59,23 @@ citus_install() {
   citus_installed
 }
 
-citus_start() {
-  local dir=$1 port=$2 node i
+# citus_start_node DIR PORT: one node (again, after a stop), with Citus's
+# settings and PG_EXTRA_OPTS.
+citus_start_node() {
   # The coordinator opens at most 200 connections to each worker, below
   # the workers' max_connections (300, scripts/pg.sh): past it, Citus
   # waits for one rather than fails.
   local opts="-c shared_preload_libraries=citus -c max_prepared_transactions=200 -c citus.max_shared_pool_size=200 ${PG_EXTRA_OPTS:-}"
+  PG_EXTRA_OPTS="$opts" PG_DATABASE=idem pg_start "$1" "$2"
+}
+
+citus_start() {
+  local dir=$1 port=$2 node i
   # The nodes' folders are the postgres user's (pg_start), inside this one.
   mkdir -p "$dir" && chmod 755 "$dir"
   i=0
   for node in coordinator worker1 worker2; do
-    PG_EXTRA_OPTS="$opts" PG_DATABASE=idem pg_start "$dir/$node" $((port + i)) || return 1
+    citus_start_node "$dir/$node" $((port + i)) || return 1
     i=$((i + 1))
   done
   for i in 0 1 2; do

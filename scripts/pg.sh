@@ -65,11 +65,12 @@ pg_start() {
   fi
 }
 
+# pg_stop DIR [MODE]: a fast shutdown, or MODE's (`immediate`: as a crash).
 pg_stop() {
-  local data_dir=$1
+  local data_dir=$1 mode=${2:-fast}
   pg_find_bin || return 0
   [ -f "$data_dir/PG_VERSION" ] || return 0
-  pg_as_owner "$PG_BIN/pg_ctl" -D "$data_dir" -m fast -w stop >/dev/null 2>&1 || true
+  pg_as_owner "$PG_BIN/pg_ctl" -D "$data_dir" -m "$mode" -w stop >/dev/null 2>&1 || true
 }
 
 # A TCP port nobody listens on, chosen by the kernel.

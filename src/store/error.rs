@@ -174,6 +174,11 @@ impl From<sqlx::Error> for StoreError {
         if let (Some("0A000"), sqlx::Error::Database(db)) = (state.as_deref(), &err) {
             return StoreError::CitusUnsupported(db.message().to_owned());
         }
+        if let (Some("XX000"), sqlx::Error::Database(db)) = (state.as_deref(), &err) {
+            if citus_lost_a_node(db.message()) {
+                return StoreError::Unavailable(err);
+            }
+        }
         match state.as_deref().and_then(classify_sqlstate) {
             Some(Sorted::Away) => StoreError::Unavailable(err),
             Some(Sorted::Busy) => StoreError::Busy(err),
@@ -192,6 +197,22 @@ fn is_connection_error(err: &sqlx::Error) -> bool {
         err,
         sqlx::Error::Io(_) | sqlx::Error::PoolClosed | sqlx::Error::Tls(_)
     )
+}
+
+/// Whether an internal error (XX000) is Citus's word that a node it needed
+/// went away mid-transaction: Citus reports a connection it cannot open
+/// as 08006, as Postgres does, but one lost while a transaction used it,
+/// and the commits and placements that fail with it, under these messages
+/// (Citus 13's `remote_transaction.c`, `placement_connection.c`,
+/// `multi_copy.c`). The transaction was rolled back; a retry may succeed.
+fn citus_lost_a_node(message: &str) -> bool {
+    const LOST: [&str; 4] = [
+        "failure on connection marked as essential",
+        "could not connect to any active placements",
+        "could not commit transaction for shard",
+        "failed to prepare transaction",
+    ];
+    LOST.iter().any(|lost| message.starts_with(lost))
 }
 
 enum Sorted {
@@ -226,6 +247,17 @@ fn classify_sqlstate(state: &str) -> Option<Sorted> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn citus_losing_a_node_mid_transaction_is_the_database_away() {
+        assert!(citus_lost_a_node(
+            "failure on connection marked as essential: 127.0.0.1:59775"
+        ));
+        assert!(citus_lost_a_node(
+            "could not commit transaction for shard 102008 on at least one active node"
+        ));
+        assert!(!citus_lost_a_node("cache lookup failed for relation 1234"));
+    }
 
     #[test]
     fn sqlstates_are_sorted_by_what_the_caller_can_do() {

@@ -11,13 +11,20 @@ mod support;
 
 mod connect;
 mod distribution;
+mod worker_outage;
 
-// The fault suite's kill -9 during PUTs and keyed POSTs, and its race of
-// three processes on one key and one day, on the cluster's coordinator.
+// The fault suite's kill -9 during PUTs, keyed POSTs and staged loads (their
+// parts and their publish), and its race of three processes on one key and
+// one day, on the cluster's coordinator; its load through outages, which
+// `worker_outage` runs on a cluster of its own.
+#[path = "../faults/kill_load.rs"]
+mod kill_load;
 #[path = "../faults/kill_post.rs"]
 mod kill_post;
 #[path = "../faults/kill_put.rs"]
 mod kill_put;
+#[path = "../faults/outage.rs"]
+mod outage;
 #[path = "../faults/processes.rs"]
 mod processes;
 #[allow(dead_code)]

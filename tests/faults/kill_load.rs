@@ -152,7 +152,7 @@ async fn ledger_rows(db: &sqlx::PgPool, load_id: &str) -> i64 {
 /// restarts idem once for another.
 async fn stages_after_sweep(
     db: &sqlx::PgPool,
-    pg: &Postgres,
+    pg: &ScenarioDatabase,
     idem: Idem,
     name: &str,
 ) -> (i64, Idem) {
@@ -164,7 +164,7 @@ async fn stages_after_sweep(
         return (0, idem);
     }
     idem.kill9().await;
-    let idem = Idem::start(&pg.url, name, &[]).await;
+    let idem = Idem::start(pg.url(), name, &[]).await;
     (stages(db).await, idem)
 }
 
@@ -206,11 +206,11 @@ async fn warm_up(client: &reqwest::Client, idem: &Idem, db: &sqlx::PgPool, name:
     }
 }
 
-async fn start_scenario(name: &str) -> (Postgres, sqlx::PgPool, reqwest::Client, Idem) {
-    let pg = Postgres::start().await;
-    let db = db(&pg.url).await;
+async fn start_scenario(name: &str) -> (ScenarioDatabase, sqlx::PgPool, reqwest::Client, Idem) {
+    let pg = ScenarioDatabase::start().await;
+    let db = db(pg.url()).await;
     let client = client();
-    let idem = Idem::start(&pg.url, &format!("{name}-0"), &[]).await;
+    let idem = Idem::start(pg.url(), &format!("{name}-0"), &[]).await;
     declare(&client, &idem, "orders", ORDERS).await;
     (pg, db, client, idem)
 }
@@ -244,7 +244,7 @@ async fn kill_9_during_part_uploads_leaves_the_week_untouched_and_the_parts_sent
             .iter()
             .filter(|a| matches!(a, Ok((200, _))))
             .count();
-        idem = Idem::start(&pg.url, &format!("kill-parts-{}", round + 1), &[]).await;
+        idem = Idem::start(pg.url(), &format!("kill-parts-{}", round + 1), &[]).await;
 
         // Nothing of the load is live before its publish.
         assert_eq!(week_load(&db, &format!("round {round}")).await, live);
@@ -348,7 +348,7 @@ async fn kill_9_during_a_publish_leaves_the_week_wholly_old_or_new_and_a_retry_p
             .expect("the publish task");
         let answered = matches!(answer, Ok((200, _)));
         acknowledged += usize::from(answered);
-        idem = Idem::start(&pg.url, &format!("kill-publish-{}", round + 1), &[]).await;
+        idem = Idem::start(pg.url(), &format!("kill-publish-{}", round + 1), &[]).await;
 
         let context = format!("round {round}, after the kill");
         let now = week_load(&db, &context).await;

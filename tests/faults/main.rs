@@ -18,6 +18,7 @@ mod kill_load;
 mod kill_post;
 mod kill_producer;
 mod kill_put;
+mod outage;
 mod pg_outage;
 mod processes;
 mod props;

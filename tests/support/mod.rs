@@ -5,12 +5,16 @@
 //! Each binary uses a part of it, so the rest is dead code there.
 #![allow(dead_code)]
 
+mod citus;
 mod fixtures;
 mod http;
 mod postgres;
 mod process;
 mod python;
 
+// Only the Citus suite starts a cluster of a test's own.
+#[allow(unused_imports)]
+pub use citus::*;
 pub use fixtures::*;
 pub use http::*;
 pub use postgres::*;
