@@ -7,7 +7,11 @@
 # The benchmark writes only into a database it creates: idem_bench_<random>
 # on the server DATABASE_URL names or, without DATABASE_URL, on a Postgres of
 # its own in .idem/bench-pg. It drops that database (and stops that Postgres)
-# when it exits, and touches nothing else on the server.
+# when it exits, and touches nothing else on the server. A caller that made
+# the servers itself (bench/citus.sh) sets BENCH_DATABASE_READY=1 to use
+# DATABASE_URL's database as it is, BENCH_POSTMASTER_PIDS (one pid per
+# server) to count each server's CPU apart, and BENCH_WORKER_URLS for the
+# Citus workers behind DATABASE_URL's coordinator.
 set -euo pipefail
 OUT=bench/out
 mkdir -p "$OUT"
@@ -55,13 +59,15 @@ cargo build --release --quiet
 # The server's own database (the one DATABASE_URL names) only serves to
 # create and drop ours.
 ADMIN_URL=$DATABASE_URL
-new_db=idem_bench_$(python3 -c 'import secrets; print(secrets.token_hex(6))')
-psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -qc "create database \"$new_db\"" >/dev/null \
-  || { echo "bench: cannot create a database on the server of DATABASE_URL (needs CREATEDB)" >&2; exit 1; }
-BENCH_DB=$new_db
-DATABASE_URL=$(with_database "$ADMIN_URL" "$BENCH_DB")
-export DATABASE_URL
-echo "== database $BENCH_DB (dropped at exit)"
+if [ -z "${BENCH_DATABASE_READY:-}" ]; then
+  new_db=idem_bench_$(python3 -c 'import secrets; print(secrets.token_hex(6))')
+  psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -qc "create database \"$new_db\"" >/dev/null \
+    || { echo "bench: cannot create a database on the server of DATABASE_URL (needs CREATEDB)" >&2; exit 1; }
+  BENCH_DB=$new_db
+  DATABASE_URL=$(with_database "$ADMIN_URL" "$BENCH_DB")
+  export DATABASE_URL
+  echo "== database $BENCH_DB (dropped at exit)"
+fi
 PSQL=(psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -qAt)
 
 # gen FILE FORMAT SEED: ROWS orders of the day DS, kept in bench/out for the
@@ -131,39 +137,59 @@ median_of() {
 }
 # Each measurement starts from the same state: a fresh checkpoint, so that
 # one step's WAL does not land on the next one's clock.
-checkpoint() { "${PSQL[@]}" -c checkpoint; }
+# On a cluster, both also run on each of BENCH_WORKER_URLS (space-separated):
+# a VACUUM or CHECKPOINT on the coordinator leaves the workers' own to them.
+checkpoint() {
+  "${PSQL[@]}" -c checkpoint
+  local url
+  for url in ${BENCH_WORKER_URLS:-}; do psql "$url" -qAt -c checkpoint; done
+}
 # settle: what earlier steps wrote vacuumed and analyzed, then a checkpoint:
 # otherwise autovacuum, woken by one side's millions of inserts, works
 # through the next side's measurement (and the vacuum's WAL with it).
-settle() { "${PSQL[@]}" -c 'vacuum (analyze)'; checkpoint; }
+settle() {
+  "${PSQL[@]}" -c 'vacuum (analyze)'
+  local url
+  for url in ${BENCH_WORKER_URLS:-}; do psql "$url" -qAt -c 'vacuum (analyze)'; done
+  checkpoint
+}
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$IDEM_PID/status"; }
 
 # Where a side's time goes when both sides share this machine's cores: the
 # CPU each process spent, from /proc. Postgres's counts only when it runs on
 # this machine: its postmaster is the checkpointer's parent.
-POSTMASTER_PID=$("${PSQL[@]}" -c "select pid from pg_stat_activity where backend_type = 'checkpointer'")
-POSTMASTER_PID=$(awk '$2 == "(postgres)" {print $4}' "/proc/$POSTMASTER_PID/stat" 2>/dev/null || true)
+if [ -n "${BENCH_POSTMASTER_PIDS:-}" ]; then
+  POSTMASTER_PID=$BENCH_POSTMASTER_PIDS
+else
+  POSTMASTER_PID=$("${PSQL[@]}" -c "select pid from pg_stat_activity where backend_type = 'checkpointer'")
+  POSTMASTER_PID=$(awk '$2 == "(postgres)" {print $4}' "/proc/$POSTMASTER_PID/stat" 2>/dev/null || true)
+fi
 CLOCK_TICKS=$(getconf CLK_TCK)
 # ticks_of PID: the clock ticks PID and the children it reaped have spent.
 ticks_of() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-# cpu_ticks SHELL_PID: "CLIENT IDEM POSTGRES" ticks so far: the reaped
+# cpu_ticks SHELL_PID: "CLIENT IDEM POSTGRES…" ticks so far: the reaped
 # children of the shell SHELL_PID (pgbench, wrk: the caller's $BASHPID, read
-# before $(cpu_ticks …) forks a shell of its own), every idem process, and Postgres
-# (the postmaster, each of its processes, and those that ended).
+# before $(cpu_ticks …) forks a shell of its own), every idem process, and each
+# Postgres server (its postmaster, each of its processes, and those that
+# ended; one figure per server of POSTMASTER_PID, 0 when there is none).
 cpu_ticks() {
-  local idem=0 pg=0 pid
+  local idem=0 pg servers='' pid postmaster
   for pid in $IDEM_PID $(cat "$OUT/more-idem.pids" 2>/dev/null); do
     idem=$((idem + $(ticks_of "$pid")))
   done
-  if [ -n "$POSTMASTER_PID" ]; then
-    pg=$(ticks_of "$POSTMASTER_PID")
-    for pid in $(pgrep -P "$POSTMASTER_PID"); do pg=$((pg + $(ticks_of "$pid"))); done
-  fi
-  echo "$(awk '{print $16 + $17}' "/proc/$1/stat") $idem $pg"
+  for postmaster in ${POSTMASTER_PID:-0}; do
+    pg=0
+    if [ "$postmaster" != 0 ]; then
+      pg=$(ticks_of "$postmaster")
+      for pid in $(pgrep -P "$postmaster"); do pg=$((pg + $(ticks_of "$pid"))); done
+    fi
+    servers="$servers $pg"
+  done
+  echo "$(awk '{print $16 + $17}' "/proc/$1/stat") $idem$servers"
 }
 # cpu_per NAME BEFORE AFTER COUNT: writes $OUT/cpu-NAME.txt, the µs of CPU
-# a transaction or request of client, idem and Postgres ("-" for Postgres
-# when it is not on this machine).
+# a transaction or request of client, idem and each Postgres server ("-"
+# for Postgres when it is not on this machine).
 cpu_per() {
   python3 - "$2" "$3" "$4" "$CLOCK_TICKS" "${POSTMASTER_PID:--}" > "$OUT/cpu-$1.txt" <<'PY'
 import sys
@@ -171,7 +197,7 @@ import sys
 before, after, count, ticks, postmaster = sys.argv[1:]
 spent = [int(a) - int(b) for a, b in zip(after.split(), before.split())]
 each = [f"{s * 1e6 / int(ticks) / max(int(count), 1):.0f}" for s in spent]
-print(each[0], each[1], each[2] if postmaster != "-" else "-")
+print(" ".join(each if postmaster != "-" else each[:2] + ["-"]))
 PY
 }
 

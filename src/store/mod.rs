@@ -133,7 +133,17 @@ impl Store {
             // transaction may make a table and then write it (Citus refuses
             // to switch to this mode after parallel work). A Postgres without
             // Citus keeps the setting as a placeholder and ignores it.
-            .options([("citus.multi_shard_modify_mode", "sequential")]);
+            .options([("citus.multi_shard_modify_mode", "sequential")])
+            // On Citus, a write's rows reach a table's shards through a
+            // connection from this session to each shard's worker, opened
+            // (with TLS) for the write and closed after it past the cached
+            // count, one by default: 1-row POSTs then spent most of the
+            // cluster's CPU opening connections (227 requests/s against 2,742
+            // when they are kept; docs/operations/citus.md#sizing-a-cluster).
+            // Kept up to 16 a worker: the shards a worker holds of a table
+            // with Citus's 32 shards on two workers. Citus's shared pool
+            // (citus.max_shared_pool_size) still bounds them all.
+            .options([("citus.max_cached_conns_per_worker", "16")]);
         let pool = match open_pool(options.clone(), max_connections).await {
             // As libpq does under `sslmode=prefer` (the default): a TLS
             // handshake that fails is tried again without TLS. (Citus turns
