@@ -175,7 +175,10 @@ impl From<sqlx::Error> for StoreError {
             return StoreError::CitusUnsupported(db.message().to_owned());
         }
         if let (Some("XX000"), sqlx::Error::Database(db)) = (state.as_deref(), &err) {
-            if citus_lost_a_node(db.message()) {
+            let routine = db
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .and_then(|pg| pg.routine());
+            if citus_lost_a_node(db.message(), routine) {
                 return StoreError::Unavailable(err);
             }
         }
@@ -199,20 +202,24 @@ fn is_connection_error(err: &sqlx::Error) -> bool {
     )
 }
 
-/// Whether an internal error (XX000) is Citus's word that a node it needed
-/// went away mid-transaction: Citus reports a connection it cannot open
-/// as 08006, as Postgres does, but one lost while a transaction used it,
-/// and the commits and placements that fail with it, under these messages
-/// (Citus 13's `remote_transaction.c`, `placement_connection.c`,
-/// `multi_copy.c`). The transaction was rolled back; a retry may succeed.
-fn citus_lost_a_node(message: &str) -> bool {
+/// Whether an internal error (XX000), raised in `routine`, is Citus's word
+/// that a node it needed went away mid-transaction. Citus reports a
+/// connection it cannot open as 08006, as Postgres does, but one lost while
+/// a transaction used it, and the commits and placements that fail with it,
+/// under these messages (Citus 13's `remote_transaction.c`,
+/// `placement_connection.c`, `multi_copy.c`); and a command whose
+/// connection broke under it (no answer from the node, so no SQLSTATE of
+/// its own: "SSL SYSCALL error: EOF detected", "server closed the
+/// connection unexpectedly") as XX000 from `ReportResultError`. The
+/// transaction was rolled back; a retry may succeed.
+fn citus_lost_a_node(message: &str, routine: Option<&str>) -> bool {
     const LOST: [&str; 4] = [
         "failure on connection marked as essential",
         "could not connect to any active placements",
         "could not commit transaction for shard",
         "failed to prepare transaction",
     ];
-    LOST.iter().any(|lost| message.starts_with(lost))
+    routine == Some("ReportResultError") || LOST.iter().any(|lost| message.starts_with(lost))
 }
 
 enum Sorted {
@@ -251,12 +258,21 @@ mod tests {
     #[test]
     fn citus_losing_a_node_mid_transaction_is_the_database_away() {
         assert!(citus_lost_a_node(
-            "failure on connection marked as essential: 127.0.0.1:59775"
+            "failure on connection marked as essential: 127.0.0.1:59775",
+            Some("MarkRemoteTransactionFailed")
         ));
         assert!(citus_lost_a_node(
-            "could not commit transaction for shard 102008 on at least one active node"
+            "could not commit transaction for shard 102008 on at least one active node",
+            None
         ));
-        assert!(!citus_lost_a_node("cache lookup failed for relation 1234"));
+        assert!(citus_lost_a_node(
+            "SSL SYSCALL error: EOF detected\ninvalid socket",
+            Some("ReportResultError")
+        ));
+        assert!(!citus_lost_a_node(
+            "cache lookup failed for relation 1234",
+            Some("RelationBuildDesc")
+        ));
     }
 
     #[test]

@@ -18,6 +18,8 @@ const AWAY: [u64; 2] = [5, 5];
 
 struct WorkerOutages<'a> {
     cluster: &'a OwnCluster,
+    /// Transactions prepared on each stopped worker the moment it was back.
+    prepared_when_back: std::sync::Mutex<Vec<i64>>,
 }
 
 impl Outage for WorkerOutages<'_> {
@@ -32,7 +34,10 @@ impl Outage for WorkerOutages<'_> {
     }
 
     async fn start_again(&self, round: usize) {
-        self.cluster.start_worker(ROUNDS[round].0).await;
+        let worker = ROUNDS[round].0;
+        self.cluster.start_worker(worker).await;
+        let prepared = prepared_on(&self.cluster.worker_url(worker)).await;
+        self.prepared_when_back.lock().unwrap().push(prepared);
     }
 }
 
@@ -40,17 +45,20 @@ async fn connect(url: &str) -> PgConnection {
     PgConnection::connect(url).await.expect("connect to a node")
 }
 
-/// Transactions prepared on each worker and neither committed nor rolled
-/// back yet.
+/// Transactions prepared on the node at `url` and neither committed nor
+/// rolled back yet.
+async fn prepared_on(url: &str) -> i64 {
+    let mut conn = connect(url).await;
+    sqlx::query_scalar("select count(*) from pg_prepared_xacts")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+}
+
 async fn prepared_on_workers(cluster: &OwnCluster) -> Vec<i64> {
     let mut counts = Vec::new();
     for worker in [1, 2] {
-        let mut conn = connect(&cluster.worker_url(worker)).await;
-        let count: i64 = sqlx::query_scalar("select count(*) from pg_prepared_xacts")
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
-        counts.push(count);
+        counts.push(prepared_on(&cluster.worker_url(worker)).await);
     }
     counts
 }
@@ -61,12 +69,18 @@ async fn a_worker_stopped_under_load_answers_503_and_idem_recovers_without_a_res
     let env = [("IDEM_DISTRIBUTION_DEFAULT", "key")];
     let mut idem = Idem::start(&cluster.url, "worker-outage", &env).await;
     outage::declare_tables(&client(), &idem).await;
-    let run = outage::load_through(&idem, &WorkerOutages { cluster: &cluster }, &AWAY).await;
+    let outages = WorkerOutages {
+        cluster: &cluster,
+        prepared_when_back: Default::default(),
+    };
+    let run = outage::load_through(&idem, &outages, &AWAY).await;
+    let when_back = outages.prepared_when_back.lock().unwrap().clone();
 
     // A crash between a transaction's PREPARE on the worker and its COMMIT
     // PREPARED leaves it prepared (its rows unseen, its locks held) until
     // the coordinator recovers it, by itself within
-    // `citus.recover_2pc_interval` (a minute) or when asked, as here.
+    // `citus.recover_2pc_interval` (5 s on the test cluster) or when asked,
+    // as here.
     let prepared = prepared_on_workers(&cluster).await;
     let mut coordinator = connect(&cluster.url).await;
     let recovered: i32 = sqlx::query_scalar("select recover_prepared_transactions()")
@@ -75,8 +89,9 @@ async fn a_worker_stopped_under_load_answers_503_and_idem_recovers_without_a_res
         .unwrap();
     let left = prepared_on_workers(&cluster).await;
     report!(
-        "Citus worker outage: transactions prepared on the workers once they were back: \
-         {prepared:?}; the coordinator recovered {recovered}; left: {left:?}"
+        "Citus worker outage: transactions prepared on each stopped worker the moment it \
+         was back: {when_back:?}; on the workers after the load: {prepared:?}; the coordinator \
+         recovered {recovered} more; left: {left:?}"
     );
     assert_eq!(left, [0, 0], "prepared transactions left after recovery");
     outage::check_recovered(
