@@ -89,17 +89,7 @@ side() (
   merge_once() { # merge_once RUN
     curl -fsS "${AUTH[@]}" -X DELETE "$BASE/partitions/orders/$DS_MERGE" >/dev/null
     checkpoint
-    local t0 t1 i=0 args=() batch
-    for batch in "$OUT"/citus-batches/b-*; do
-      i=$((i + 1))
-      [ "$i" -gt 1 ] && args+=(--next)
-      args+=(-fsS "${AUTH[@]}" -o /dev/null -X POST "$BASE/rows?table=orders&mode=merge"
-        -H 'content-type: application/x-ndjson' -H "idempotency-key: citus-$1-$i" --data-binary "@$batch")
-    done
-    t0=$(now)
-    curl "${args[@]}"
-    t1=$(now)
-    elapsed "$t0" "$t1"
+    post_batches "citus-$1" "$OUT"/citus-batches/b-*
   }
   before=$(cpu_ticks "$me")
   local t_merge

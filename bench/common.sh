@@ -284,6 +284,24 @@ put() {
   t1=$(now)
   elapsed "$t0" "$t1"
 }
+# post_batches KEY_PREFIX BATCH...: POSTs each batch file (NDJSON orders)
+# in merge mode, one after the other on one kept-alive connection (as a
+# client library would send them), batch N under the Idempotency-Key
+# KEY_PREFIX-N; prints the seconds.
+post_batches() {
+  local prefix=$1 t0 t1 i=0 args=() batch
+  shift
+  for batch in "$@"; do
+    i=$((i + 1))
+    [ "$i" -gt 1 ] && args+=(--next)
+    args+=(-fsS "${AUTH[@]}" -o /dev/null -X POST "$BASE/rows?table=orders&mode=merge"
+      -H 'content-type: application/x-ndjson' -H "idempotency-key: $prefix-$i" --data-binary "@$batch")
+  done
+  t0=$(now)
+  curl "${args[@]}"
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
 drop_day() { curl -fsS "${AUTH[@]}" -X DELETE "$BASE/partitions/orders/$DS"; }
 
 # measure NAME SETUP FILE TYPE: runs SETUP, a checkpoint, then the timed PUT; median of REPEAT.

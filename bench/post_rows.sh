@@ -67,19 +67,7 @@ echo "== (a) idem: ${#BATCHES[@]} POSTs of $BATCH rows, merge mode (x$REPEAT)"
 idem_once() { # idem_once RUN
   curl -fsS "${AUTH[@]}" -X DELETE "$BASE/partitions/orders/$DS"
   checkpoint
-  # One curl for all batches, one after the other on one kept-alive
-  # connection (as a client library would send them), like psql's one session.
-  local t0 t1 i=0 args=()
-  for batch in "${BATCHES[@]}"; do
-    i=$((i + 1))
-    [ "$i" -gt 1 ] && args+=(--next)
-    args+=(-fsS "${AUTH[@]}" -o /dev/null -X POST "$BASE/rows?table=orders&mode=merge"
-      -H 'content-type: application/x-ndjson' -H "idempotency-key: bench-$1-$i" --data-binary "@$batch")
-  done
-  t0=$(now)
-  curl "${args[@]}"
-  t1=$(now)
-  elapsed "$t0" "$t1"
+  post_batches "bench-$1" "${BATCHES[@]}"
 }
 T_IDEM=$(median_of idem_once)
 ROWS_NOW=$(curl -fsS "${AUTH[@]}" -I "$BASE/partitions/orders/$DS" | awk -F': ' 'tolower($1)=="idem-row-count" {print $2+0}')
