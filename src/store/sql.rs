@@ -139,6 +139,16 @@ pub fn join(idents: &[Ident]) -> String {
         .join(", ")
 }
 
+/// `l.c = r.c and …` for each of `columns`: rows of aliases `l` and `r`
+/// that agree on them.
+pub fn columns_equal(l: &str, r: &str, columns: &[Ident]) -> String {
+    columns
+        .iter()
+        .map(|c| format!("{l}.{c} = {r}.{c}"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
 /// The parent (partitioned) table: `idem_data."orders"`.
 pub fn parent_table(table: &TableName) -> Ident {
     Ident::qualified(DATA_SCHEMA, Ident::table(table))

@@ -5,8 +5,8 @@
 use crate::names::ColumnName;
 use crate::schema::{ColumnType, TableDef};
 use crate::store::sql::{
-    self, history_table, partition_key, Ident, DELETED, LOAD_ID, PART, RECORDED_AT, ROW_HASH,
-    VALID_FROM,
+    self, columns_equal, history_table, partition_key, Ident, DELETED, LOAD_ID, PART, RECORDED_AT,
+    ROW_HASH, VALID_FROM,
 };
 
 /// A history table's shape, from its table's definition.
@@ -123,12 +123,7 @@ impl HistoryShape {
     /// is gone. A late version the current row did not take leaves the
     /// recorded one as it was: a past version is never rewritten silently.
     pub fn on_conflict_if_current(&self, parent: &Ident) -> String {
-        let key = self
-            .key
-            .iter()
-            .map(|c| format!("t.{c} = excluded.{c}"))
-            .collect::<Vec<_>>()
-            .join(" and ");
+        let key = columns_equal("t", "excluded", &self.key);
         self.on_conflict_where(&format!(
             "case when excluded.{DELETED}
                   then not exists (select 1 from {parent} t where {key})

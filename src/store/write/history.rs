@@ -11,7 +11,9 @@ use sqlx::{PgConnection, Row};
 use super::merge_sql::MergeSql;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::history::HistoryShape;
-use crate::store::sql::{partition_key, Ident, DELETED, LOAD_ID, ROW_HASH, VALID_FROM};
+use crate::store::sql::{
+    columns_equal, partition_key, Ident, DELETED, LOAD_ID, ROW_HASH, VALID_FROM,
+};
 use crate::store::StoreResult;
 
 /// Records the incoming rows a merge read (`sql.from_incoming`) as
@@ -143,15 +145,6 @@ pub(crate) async fn record_replacement(
     Ok(())
 }
 
-/// `p.c = s.c and …` for `columns`.
-fn matching(columns: &[Ident]) -> String {
-    columns
-        .iter()
-        .map(|c| format!("p.{c} = s.{c}"))
-        .collect::<Vec<_>>()
-        .join(" and ")
-}
-
 /// The staged rows that are not in the live partition as they are (a new
 /// key, or a new content), as versions of load `$1`.
 fn new_versions(
@@ -167,7 +160,7 @@ fn new_versions(
             .collect();
         format!(
             "where not exists (select 1 from {live} p where {} and p.{ROW_HASH} = s.{ROW_HASH})",
-            matching(&identity)
+            columns_equal("p", "s", &identity)
         )
     });
     format!("select {values} from {stage} s {unchanged}")
@@ -187,7 +180,7 @@ fn removals(shape: &HistoryShape, live: &Ident, stage: Option<&Ident>) -> String
     let kept = stage.map_or(String::new(), |stage| {
         format!(
             "where not exists (select 1 from {stage} s where {})",
-            matching(&shape.key)
+            columns_equal("p", "s", &shape.key)
         )
     });
     format!(

@@ -15,7 +15,7 @@ use super::merge_sql::MergeSql;
 use crate::ids::LoadId;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::history::HistoryShape;
-use crate::store::sql::{Ident, DELETED, LOAD_ID, ROW_HASH, VALID_FROM};
+use crate::store::sql::{columns_equal, Ident, DELETED, LOAD_ID, ROW_HASH, VALID_FROM};
 use crate::store::StoreResult;
 
 const VERSIONS: &str = "idem_history_versions";
@@ -114,7 +114,7 @@ impl<'a> Steps<'a> {
             .map(|c| format!("t.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let key_match = matching(&self.shape.key);
+        let key_match = columns_equal("t", "v", &self.shape.key);
         let mut statements = vec![
             format!(
                 "create temp table {STORED} on commit drop as
@@ -131,7 +131,7 @@ impl<'a> Steps<'a> {
             statements.push(format!(
                 "delete from {VERSIONS} v where v.{DELETED} or not exists
                    (select 1 from {STORED} t where {} and t.{ROW_HASH} = v.{ROW_HASH})",
-                matching(&self.identity)
+                columns_equal("t", "v", &self.identity)
             ));
         }
         statements
@@ -164,13 +164,4 @@ impl<'a> Steps<'a> {
             table = shape.table
         )
     }
-}
-
-/// `t.c = v.c` for each of `columns`, joined by `and`.
-fn matching(columns: &[Ident]) -> String {
-    columns
-        .iter()
-        .map(|c| format!("t.{c} = v.{c}"))
-        .collect::<Vec<_>>()
-        .join(" and ")
 }

@@ -13,8 +13,9 @@ use super::incoming::{incoming_table, IncomingRows};
 use crate::period::{Grain, Period};
 use crate::schema::{MergeMode, TableDef};
 use crate::store::sql::{
-    self, all_columns, key_index_column_list, key_index_columns, label_of, label_sql, parent_table,
-    partition_key, Ident, DELETED, LOAD_ID, PRESENT, PREV_HASH, ROW_HASH, ROW_ID,
+    self, all_columns, columns_equal, key_index_column_list, key_index_columns, label_of,
+    label_sql, parent_table, partition_key, Ident, DELETED, LOAD_ID, PRESENT, PREV_HASH, ROW_HASH,
+    ROW_ID,
 };
 use crate::store::{StoreError, StoreResult};
 
@@ -57,11 +58,7 @@ pub(super) struct MergeSql {
 
 impl MergeSql {
     pub(super) fn new(def: &TableDef, rows: IncomingRows) -> Self {
-        let join = key_index_column_list(def)
-            .into_iter()
-            .map(|c| format!("t.{c} = s.{c}"))
-            .collect::<Vec<_>>()
-            .join(" and ");
+        let join = columns_equal("t", "s", &key_index_column_list(def));
         let columns = all_columns(def);
         let excluded = columns
             .iter()
