@@ -279,6 +279,23 @@ impl Store {
         Ok(self.live_completed(stored))
     }
 
+    /// The key's completed request as the table holds it now, read on
+    /// `conn`, never from memory: for a PUT's key, which a rerun under it
+    /// (see `pipeline::keyed::key`) may have moved on in another process.
+    pub async fn completed_key_now(
+        &self,
+        conn: &mut PgConnection,
+        principal: &Principal,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<StoredKey>> {
+        let stored: Option<StoredKey> = sqlx::query_as(STORED_KEY_SQL)
+            .bind(principal)
+            .bind(key.as_str())
+            .fetch_optional(conn)
+            .await?;
+        Ok(self.live_completed(stored))
+    }
+
     /// The key's completed request, if this process remembers it.
     pub fn remembered_key(&self, principal: &Principal, key: &IdempotencyKey) -> Option<StoredKey> {
         self.completed.get(principal, key)

@@ -136,6 +136,27 @@ async fn keyed_reverts_sent_at_once_write_the_day_once() {
     assert_eq!(day_rows(&app).await, [1, 2]);
 }
 
+/// A revert run by another process moves the key on: a process that
+/// remembers the key's first record answers with the revert's load, not
+/// the one it replaced (the day holds the same content under both).
+#[tokio::test]
+async fn a_revert_run_by_another_process_is_what_a_repeat_gets_back() {
+    let first = spawn_app().await;
+    first.declare_orders().await;
+    let other = spawn_app_on(first.options.clone(), Default::default()).await;
+    let original = json_body(put_keyed(&first, "file-a", &file_a()).await).await;
+    put_keyed(&other, "file-b", &file_b()).await;
+    let revert = json_body(put_keyed(&other, "file-a", &file_a()).await).await;
+    assert_eq!(revert["replayed"], json!(false));
+    assert_ne!(revert["load_id"], original["load_id"]);
+    let repeat = json_body(put_keyed(&first, "file-a", &file_a()).await).await;
+    assert_eq!(
+        (&repeat["replayed"], &repeat["load_id"]),
+        (&json!(true), &revert["load_id"])
+    );
+    assert_eq!(day_rows(&first).await, [1, 2]);
+}
+
 #[tokio::test]
 async fn idem_put_of_a_file_a_corrected_file_and_the_first_again_leaves_the_first() {
     let app = spawn_app().await;

@@ -45,7 +45,7 @@ use crate::pipeline::Pipeline;
 use crate::store::idempotency::{complete_key, renew_key, unbound_lock_waits, Claim, Completion};
 use crate::store::ledger::LoadEntry;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
-use crate::store::write::publish::current;
+use crate::store::write::publish::{current, Current};
 use crate::store::write::stage::{self, StageFate};
 
 /// A write that runs under an Idempotency-Key.
@@ -123,19 +123,14 @@ impl Pipeline {
             .expect("a keyed body is digested");
         // Most repeats find their key completed: answer them without a
         // transaction. A POST's look-up also brings its table's definition.
-        let stored = match &mut write {
-            KeyedWrite::Rows(rows) => self.look_up_rows_key(&req, rows).await?,
-            KeyedWrite::Partition(_) | KeyedWrite::Replay(_) => {
-                self.store.completed_key(&req.principal, &req.key).await?
-            }
+        let day = write_day(&write);
+        let stored = match (&mut write, day) {
+            (KeyedWrite::Rows(rows), _) => self.look_up_rows_key(&req, rows).await?,
+            (_, Some(day)) => self.look_up_put_key(&req, day).await?,
+            _ => self.store.completed_key(&req.principal, &req.key).await?,
         };
         if let Some(stored) = stored {
-            if self
-                .record_stands(put_record(&write, &stored), None)
-                .await?
-            {
-                return replay(&req, &mut write, &digest, stored).await;
-            }
+            return replay(&req, &mut write, &digest, stored).await;
         }
         let write = match write {
             // A POST on a channel under a key is written alone: a batch
@@ -184,6 +179,27 @@ impl Pipeline {
         }
         rows.known_def = def;
         Ok(stored)
+    }
+
+    /// A PUT's key, completed, if its record stands (see `record_stands`).
+    /// The partition is read before the key, and the key from the table:
+    /// a rerun under the key commits the key's new record with the content
+    /// it puts back, so a key read after the partition is never older than
+    /// the content it is compared with (read the other way round, or from
+    /// a memory that another process's rerun left behind, a repeat could
+    /// replay the record of a load the rerun replaced).
+    async fn look_up_put_key(
+        &self,
+        req: &KeyedRequest,
+        (table, ds): (TableName, Period),
+    ) -> WriteResult<Option<StoredKey>> {
+        let mut conn = self.store.acquire().await?;
+        let live = current(&mut conn, &table, ds).await?;
+        let stored = self
+            .store
+            .completed_key_now(&mut conn, &req.principal, &req.key)
+            .await?;
+        Ok(stored.filter(|stored| record_stands((&table, ds), stored, live.as_ref())))
     }
 
     /// The write in a transaction of its own, which claims its key.
@@ -305,8 +321,10 @@ impl Pipeline {
             Claim::Fresh(tx, def) => (tx, def, None),
             Claim::Completed(stored) => return Ok(Claimed::Replay(stored)),
             Claim::Held(mut tx, stored) => {
-                let record = put_record(write, &stored);
-                if self.record_stands(record, Some(&mut tx)).await? {
+                if self
+                    .held_record_stands(write_day(write), &stored, &mut tx)
+                    .await?
+                {
                     // Let the key go before the replay reads the body.
                     tx.rollback()
                         .await
@@ -325,24 +343,21 @@ impl Pipeline {
         Ok(Claimed::Write(tx, rerun))
     }
 
-    /// Whether a completed key's record answers the request: always for a
-    /// POST (its rows were written once, as the key promises) and for a
-    /// record of another request (its fingerprint refuses this one); for a
-    /// PUT, while its partition holds the content the record names (read
-    /// on `conn` when given, the claim's transaction).
-    async fn record_stands(
+    /// Whether the completed key a claim holds answers the request: always
+    /// for a POST (its rows were written once, as the key promises); for a
+    /// PUT, see `record_stands`, its partition read in the claim's
+    /// transaction.
+    async fn held_record_stands(
         &self,
-        record: Option<PutRecord<'_>>,
-        conn: Option<&mut PgConnection>,
+        day: Option<(TableName, Period)>,
+        stored: &StoredKey,
+        tx: &mut PgConnection,
     ) -> WriteResult<bool> {
-        let Some(PutRecord { table, ds, content }) = record else {
+        let Some((table, ds)) = day else {
             return Ok(true);
         };
-        let live = match conn {
-            Some(conn) => current(conn, table, ds).await?,
-            None => current(&mut *self.store.acquire().await?, table, ds).await?,
-        };
-        Ok(live.is_some_and(|live| live.content_sha256 == content))
+        let live = current(tx, &table, ds).await?;
+        Ok(record_stands((&table, ds), stored, live.as_ref()))
     }
 
     /// A PUT run again under its key whose body is not the key's request:
@@ -442,29 +457,31 @@ enum Claimed {
     Replay(StoredKey),
 }
 
-/// What a completed key recorded of a PUT: its partition, and the content
-/// it left there.
-struct PutRecord<'a> {
-    table: &'a TableName,
-    ds: Period,
-    content: &'a str,
+/// The partition a PUT replaces.
+fn write_day(write: &KeyedWrite) -> Option<(TableName, Period)> {
+    match write {
+        KeyedWrite::Partition(put) => Some((put.table.clone(), put.ds)),
+        _ => None,
+    }
 }
 
-/// The key's record of a PUT of this request's partition, if it is one.
-fn put_record<'a>(write: &'a KeyedWrite, stored: &'a StoredKey) -> Option<PutRecord<'a>> {
-    let KeyedWrite::Partition(put) = write else {
-        return None;
-    };
+/// Whether a completed key's record answers a PUT: a record of another
+/// request always does (its fingerprint refuses this one); a record of a
+/// PUT of this partition, while the partition holds the content it names.
+fn record_stands(
+    (table, ds): (&TableName, Period),
+    stored: &StoredKey,
+    live: Option<&Current>,
+) -> bool {
     let receipt = &stored.response_body;
     let same_partition = receipt["mode"].as_str() == Some(request::MODE)
-        && receipt["table"].as_str() == Some(put.table.as_str())
-        && receipt["ds"].as_str() == Some(put.ds.label().as_str());
-    let content = stored.response_etag.as_deref().filter(|_| same_partition)?;
-    Some(PutRecord {
-        table: &put.table,
-        ds: put.ds,
-        content,
-    })
+        && receipt["table"].as_str() == Some(table.as_str())
+        && receipt["ds"].as_str() == Some(ds.label().as_str());
+    let recorded = stored.response_etag.as_deref().filter(|_| same_partition);
+    match recorded {
+        None => true,
+        Some(content) => live.is_some_and(|live| live.content_sha256 == content),
+    }
 }
 
 /// Stores the key's answer, and a merge's deltas and ledger row with it.
