@@ -37,6 +37,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::Utc;
+use sqlx::pool::PoolConnection;
+use sqlx::Postgres;
 use tokio::sync::oneshot;
 
 use super::answer::{AnswerForm, KeyedAnswer};
@@ -55,11 +57,14 @@ use crate::pipeline::rows::request::PostRows;
 use crate::pipeline::Pipeline;
 use crate::schema::{MergeMode, TableDef};
 use crate::store::channels::{commit_offsets, lock_channels, OffsetCommit};
-use crate::store::idempotency::{claim_keys, ClaimedKeys, Completion};
+use crate::store::idempotency::{begin_bounded_on, claim_keys, ClaimedKeys, Completion};
 use crate::store::write::arrays::TupleArrays;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
 use crate::store::write::incoming::{fits_arrays, small_bodies};
 use crate::store::write::merge::{apply_batch, LoadRows, Merged};
+
+/// How long a batch worker keeps its connection without a batch to write.
+const KEPT_WHILE_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What became of a POST offered to a batch.
 pub enum Batched {
@@ -116,13 +121,11 @@ impl Pipeline {
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
         Ok(match self.write_in_batch(item).await? {
-            BatchOutcome::Written(receipt) => Batched::Answered(KeyedAnswer {
-                status: COMPLETED_STATUS,
-                body: form.rows(&receipt),
-                etag: None,
-                replayed: false,
-                counts: Some(receipt.counts()),
-            }),
+            BatchOutcome::Written(receipt) => Batched::Answered(KeyedAnswer::written(
+                form.rows(&receipt),
+                None,
+                receipt.counts(),
+            )),
             BatchOutcome::Replayed(answer) => Batched::Answered(answer?),
             BatchOutcome::Alone(item) => Batched::Alone(item.alone()),
         })
@@ -158,10 +161,25 @@ impl Pipeline {
         started
     }
 
-    /// A worker: writes what waits, batch after batch.
+    /// A worker: writes what waits, batch after batch, on a connection it
+    /// keeps while batches come (sqlx tests a connection given back to its
+    /// pool by a round trip: one a batch, as dear as a small batch's
+    /// statement). The connection goes back after a batch that failed
+    /// (the pool tests it, and drops it if it is broken), or after
+    /// `KEPT_WHILE_IDLE` without a batch.
     async fn drain(self, queue: Arc<Queue>) {
+        let mut kept: Option<PoolConnection<Postgres>> = None;
         loop {
-            queue.wake.notified().await;
+            if kept.is_some()
+                && tokio::time::timeout(KEPT_WHILE_IDLE, queue.wake.notified())
+                    .await
+                    .is_err()
+            {
+                kept = None;
+            }
+            if kept.is_none() {
+                queue.wake.notified().await;
+            }
             // Until nothing waits, or another worker is writing a batch
             // (it wakes one of us when it reaches its commit).
             while let Some((batch, turn)) = queue.take() {
@@ -170,18 +188,24 @@ impl Pipeline {
                     tokio::time::sleep(WRITING_TURN_BOUND).await;
                     bounded.give_back(number);
                 });
-                self.run_batch(batch, turn).await;
+                self.run_batch(batch, turn, &mut kept).await;
                 bound.abort();
             }
         }
     }
 
     /// Writes one batch and answers each of its POSTs.
-    async fn run_batch(&self, batch: Vec<Waiting>, turn: WritingTurn<'_>) {
+    async fn run_batch(
+        &self,
+        batch: Vec<Waiting>,
+        turn: WritingTurn<'_>,
+        kept: &mut Option<PoolConnection<Postgres>>,
+    ) {
         let items: Vec<&BatchData> = batch.iter().map(|w| &w.item.data).collect();
-        let settled = match self.write_batch(&items, turn).await {
+        let settled = match self.write_batch(&items, turn, kept).await {
             Ok(settled) => settled,
             Err(e) => {
+                *kept = None;
                 tracing::info!(error = %e, posts = batch.len(), "a batch failed; its POSTs go alone");
                 batch.iter().map(|_| Settled::Alone).collect()
             }
@@ -208,6 +232,7 @@ impl Pipeline {
         &self,
         items: &[&BatchData],
         turn: WritingTurn<'_>,
+        kept: &mut Option<PoolConnection<Postgres>>,
     ) -> WriteResult<Vec<Settled>> {
         let claimed_at = Utc::now();
         // Each token with a POST in the batch has one of its turns taken.
@@ -216,10 +241,11 @@ impl Pipeline {
             .load_slots
             .acquire(&principals, self.settings.load_wait())
             .await?;
-        let mut tx = self
-            .store
-            .begin_bounded(self.settings.idempotency_wait())
-            .await?;
+        let conn = match kept {
+            Some(conn) => conn,
+            None => kept.insert(self.store.acquire().await?),
+        };
+        let mut tx = begin_bounded_on(conn, self.settings.idempotency_wait()).await?;
         let keys: Vec<(&Principal, &IdempotencyKey)> =
             items.iter().filter_map(|item| item.key()).collect();
         let mut tables: Vec<&TableName> = items.iter().map(|item| &item.pre.def.name).collect();
