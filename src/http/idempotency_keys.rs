@@ -43,7 +43,7 @@ async fn get_key(
             load_id: stored.load_id,
             principal: stored.principal,
             response: KeptAnswer {
-                body: stored.response_body,
+                body: stored.response_body.json().clone(),
                 status: stored.response_status,
             },
             retention_seconds: retention,

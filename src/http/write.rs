@@ -21,7 +21,8 @@ use crate::idempotency::{IdempotencyKey, KeyedRequest};
 use crate::metrics::RowCounts;
 use crate::names::TableName;
 use crate::pipeline::{
-    BodyHeaders, BodyLimits, BodySource, DigestMode, KeyedAnswer, MinRate, WriteError, WriteResult,
+    AnswerBody, BodyHeaders, BodyLimits, BodySource, DigestMode, KeyedAnswer, MinRate, WriteError,
+    WriteResult,
 };
 
 /// The table's stored definition (404 `table_not_found` without one).
@@ -178,15 +179,22 @@ pub fn keyed_response(
     state.saw_answer(span, table, &answer);
     let status =
         axum::http::StatusCode::from_u16(answer.status).unwrap_or(axum::http::StatusCode::OK);
-    let mut body = answer.body;
-    if answer.replayed {
-        body["replayed"] = serde_json::Value::Bool(true);
-    }
-    let mut response = (status, Json(body)).into_response();
+    let replayed = answer.replayed();
+    let mut response = match answer.body {
+        AnswerBody::Written(body) => (status, Json(body)).into_response(),
+        // The stored answer's bytes, as they are (see `StoredAnswer`).
+        AnswerBody::Replayed(stored) => {
+            let json = [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )];
+            (status, json, stored.replay_bytes()).into_response()
+        }
+    };
     let headers = response.headers_mut();
     headers.insert(
         REPLAYED_HEADER,
-        HeaderValue::from_static(if answer.replayed { "true" } else { "false" }),
+        HeaderValue::from_static(if replayed { "true" } else { "false" }),
     );
     if let Some(tag) = answer.etag {
         headers.insert(header::ETAG, etag(&tag));
@@ -200,7 +208,8 @@ impl AppState {
     /// counts as a replay; a POST on a channel counts its commit or skip),
     /// and puts its load id on the request's log line.
     pub(super) fn saw_answer(&self, span: &RequestSpan, table: &TableName, answer: &KeyedAnswer) {
-        if let Some(load_id) = answer.body.get("load_id").and_then(|id| id.as_str()) {
+        let body = answer.body.as_stored();
+        if let Some(load_id) = body.get("load_id").and_then(|id| id.as_str()) {
             span.record("load_id", tracing::field::display(load_id));
         }
         let Some(counts) = answer.counts else {
@@ -208,7 +217,7 @@ impl AppState {
             return;
         };
         self.metrics.rows(table.as_str(), counts);
-        if let Some(committed) = answer.body.get("committed").and_then(|c| c.as_bool()) {
+        if let Some(committed) = body.get("committed").and_then(|c| c.as_bool()) {
             self.metrics.channel(table.as_str(), committed);
         }
     }

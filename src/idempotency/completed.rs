@@ -8,17 +8,20 @@
 //! `expires_at`. A PUT's key is
 //! completed again when its day no longer holds what it recorded (see
 //! `pipeline/keyed/key.rs`): a copy elsewhere may then name the earlier load of
-//! the same request, and is served only after the day is found to hold the
-//! content it names. The copies are bounded in bytes
-//! (each answer kept as its JSON text, so that the bound is what they
-//! take); past the bound the oldest go first, a few at each new one (never
-//! a mass of them at once, which would hold a thread for long).
+//! the same request: a PUT's key is therefore always read from the table.
+//! The copies are bounded in bytes (each answer counted by its JSON text);
+//! past the bound the oldest go first, a few at each new one (never a mass
+//! of them at once, which would hold a thread for long). An answer is kept
+//! as a replay sends it (`StoredAnswer`): a replay from memory clones a
+//! few strings and a reference to its bytes.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use chrono::Utc;
 
+#[cfg(test)]
+use super::StoredAnswer;
 use super::{IdempotencyKey, StoredKey};
 use crate::ids::Principal;
 
@@ -33,15 +36,9 @@ pub struct CompletedKeys {
     inner: Mutex<Inner>,
 }
 
-/// A completed key as remembered: its answer as JSON text.
-struct Remembered {
-    stored: StoredKey,
-    body: Box<str>,
-}
-
 #[derive(Default)]
 struct Inner {
-    keys: HashMap<(Principal, String), Remembered>,
+    keys: HashMap<(Principal, String), StoredKey>,
     /// The keys in the order they were remembered, oldest first.
     order: VecDeque<(Principal, String)>,
     bytes: usize,
@@ -49,12 +46,11 @@ struct Inner {
 
 /// What an entry takes, about: its strings (the key twice: in the map and
 /// in the order) and its answer's text.
-fn size_of(remembered: &Remembered) -> usize {
-    let stored = &remembered.stored;
+fn size_of(stored: &StoredKey) -> usize {
     2 * (std::mem::size_of::<Principal>() + stored.key.len())
         + stored.fingerprint.len()
         + stored.response_etag.as_ref().map_or(0, String::len)
-        + remembered.body.len()
+        + stored.response_body.size()
         + 256
 }
 
@@ -66,16 +62,12 @@ impl CompletedKeys {
     /// The completed key, if remembered and not expired.
     pub fn get(&self, principal: &Principal, key: &IdempotencyKey) -> Option<StoredKey> {
         let id = (principal.clone(), key.as_str().to_string());
-        let (mut stored, body) = {
-            let inner = self.lock();
-            let remembered = inner.keys.get(&id)?;
-            if remembered.stored.expires_at <= Utc::now() {
-                return None;
-            }
-            (remembered.stored.clone(), remembered.body.clone())
-        };
-        stored.response_body = serde_json::from_str(&body).ok()?;
-        Some(stored)
+        let inner = self.lock();
+        let stored = inner.keys.get(&id)?;
+        if stored.expires_at <= Utc::now() {
+            return None;
+        }
+        Some(stored.clone())
     }
 
     /// Forgets every key: a dropped table's keys no longer stand (a drop
@@ -86,20 +78,13 @@ impl CompletedKeys {
 
     /// Remembers a key that is completed (committed).
     pub fn remember(&self, stored: &StoredKey) {
-        let remembered = Remembered {
-            stored: StoredKey {
-                response_body: serde_json::Value::Null,
-                ..stored.clone()
-            },
-            body: stored.response_body.to_string().into_boxed_str(),
-        };
-        let size = size_of(&remembered);
+        let size = size_of(stored);
         if size > MAX_ANSWER_BYTES || stored.expires_at <= Utc::now() {
             return;
         }
         let id = (stored.principal.clone(), stored.key.clone());
         let mut inner = self.lock();
-        if let Some(old) = inner.keys.insert(id.clone(), remembered) {
+        if let Some(old) = inner.keys.insert(id.clone(), stored.clone()) {
             inner.bytes -= size_of(&old);
         } else {
             inner.order.push_back(id);
@@ -131,7 +116,7 @@ mod tests {
             fingerprint: "f".into(),
             load_id: None,
             response_status: 200,
-            response_body: serde_json::json!({"rows_written": 1}),
+            response_body: StoredAnswer::new(serde_json::json!({"rows_written": 1})),
             response_etag: None,
             created_at: Utc::now(),
             expires_at: Utc::now() + chrono::Duration::seconds(expires_in_secs),
@@ -145,7 +130,14 @@ mod tests {
         cache.remember(&stored("expired", -1));
         let live = cache.get(&Principal::Admin, &key("live")).unwrap();
         assert_eq!(live.fingerprint, "f");
-        assert_eq!(live.response_body, serde_json::json!({"rows_written": 1}));
+        assert_eq!(
+            live.response_body.json(),
+            &serde_json::json!({"rows_written": 1})
+        );
+        assert_eq!(
+            &live.response_body.replay_bytes()[..],
+            br#"{"replayed":true,"rows_written":1}"#
+        );
         assert!(cache.get(&Principal::Admin, &key("expired")).is_none());
         assert!(
             cache.get(&Principal::Anonymous, &key("live")).is_none(),
@@ -156,10 +148,7 @@ mod tests {
     #[test]
     fn past_its_bound_the_oldest_keys_go_first() {
         let cache = CompletedKeys::default();
-        let each = size_of(&Remembered {
-            stored: stored("k-0", 60),
-            body: "{\"rows_written\": 1}".into(),
-        });
+        let each = size_of(&stored("k-0", 60));
         let fit = MAX_BYTES / each;
         for i in 0..fit + 10 {
             cache.remember(&stored(&format!("k-{i}"), 60));

@@ -9,11 +9,14 @@
 pub mod completed;
 
 use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
 
 use crate::ids::LoadId;
 use crate::ids::Principal;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// An `Idempotency-Key`: 1 to 255 visible ASCII characters, without the
@@ -91,18 +94,78 @@ impl KeyedRequest {
 pub const COMPLETED_STATUS: u16 = 200;
 
 /// A completed key, as stored.
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Deserialize, sqlx::FromRow)]
 pub struct StoredKey {
     pub principal: Principal,
     pub key: String,
     pub fingerprint: String,
     pub load_id: Option<LoadId>,
     pub response_status: i32,
-    pub response_body: serde_json::Value,
+    #[sqlx(try_from = "sqlx::types::Json<serde_json::Value>")]
+    pub response_body: StoredAnswer,
     /// The `ETag` the response carried, if any (a keyed PUT's).
     pub response_etag: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+}
+
+/// A completed key's answer body: as the write answered it, and as a
+/// replay sends it (`"replayed": true`), serialized once when the key is
+/// read or completed, so that a replay from memory sends its bytes as they
+/// are. Cheap to clone.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "serde_json::Value")]
+pub struct StoredAnswer {
+    json: Arc<serde_json::Value>,
+    replay: Bytes,
+}
+
+impl StoredAnswer {
+    pub fn new(mut json: serde_json::Value) -> StoredAnswer {
+        let replay = match json.as_object_mut() {
+            Some(fields) => {
+                let was = fields.insert("replayed".into(), true.into());
+                let replay = serde_json::to_vec(fields);
+                match was {
+                    Some(was) => fields.insert("replayed".into(), was),
+                    None => fields.remove("replayed"),
+                };
+                replay
+            }
+            None => serde_json::to_vec(&json),
+        };
+        StoredAnswer {
+            replay: Bytes::from(replay.expect("a JSON value serializes")),
+            json: Arc::new(json),
+        }
+    }
+
+    /// The body as the write answered it.
+    pub fn json(&self) -> &serde_json::Value {
+        &self.json
+    }
+
+    /// The body a replay sends.
+    pub fn replay_bytes(&self) -> Bytes {
+        self.replay.clone()
+    }
+
+    /// About what it takes in memory: the answer's text, twice.
+    pub fn size(&self) -> usize {
+        2 * self.replay.len()
+    }
+}
+
+impl From<serde_json::Value> for StoredAnswer {
+    fn from(json: serde_json::Value) -> StoredAnswer {
+        StoredAnswer::new(json)
+    }
+}
+
+impl From<sqlx::types::Json<serde_json::Value>> for StoredAnswer {
+    fn from(json: sqlx::types::Json<serde_json::Value>) -> StoredAnswer {
+        StoredAnswer::new(json.0)
+    }
 }
 
 /// What a claim does with a key it finds completed.

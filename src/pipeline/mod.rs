@@ -47,7 +47,7 @@ pub use day::receipt::Receipt;
 pub use day::request::PutPartition;
 pub use error::{WriteError, WriteResult};
 pub use intake::body::{BodyError, BodyHeaders, BodyLimits, BodySource, DigestMode, MinRate};
-pub use keyed::answer::{AnswerForm, KeyedAnswer};
+pub use keyed::answer::{AnswerBody, AnswerForm, KeyedAnswer};
 pub use keyed::key::KeyedWrite;
 pub use loads::many::PutMany;
 pub use loads::open::{LoadView, OpenLoad};

@@ -16,7 +16,7 @@ use sqlx::{FromRow, PgConnection, Postgres, Row, Transaction};
 use super::locks::lock_key;
 use super::sql::array_params;
 use super::{Store, StoreError, StoreResult};
-use crate::idempotency::{IdempotencyKey, OnCompleted, StoredKey};
+use crate::idempotency::{IdempotencyKey, OnCompleted, StoredAnswer, StoredKey};
 use crate::ids::LoadId;
 use crate::ids::Principal;
 use crate::names::TableName;
@@ -49,6 +49,22 @@ const STORED_KEY_SQL: &str =
     "select principal, key, fingerprint, load_id, response_status, response_body,
         response_etag, created_at, expires_at
    from idem.idempotency_keys where principal = $1 and key = $2";
+
+/// `Store::begin_bounded` on a connection the caller keeps.
+pub async fn begin_bounded_on(
+    conn: &mut PgConnection,
+    wait: Duration,
+) -> StoreResult<Transaction<'_, Postgres>> {
+    Ok(Transaction::begin(conn, Some(bounded_begin(wait).into())).await?)
+}
+
+/// A transaction's begin, its lock waits bounded by `wait`.
+fn bounded_begin(wait: Duration) -> String {
+    format!(
+        "begin; set local lock_timeout = {}",
+        wait.as_millis().max(1)
+    )
+}
 
 /// The advisory lock every claimer of a key takes before it inserts the
 /// key's row: so that no insert of a key row ever waits for another's, and
@@ -214,12 +230,8 @@ impl Store {
         &self,
         wait: Duration,
     ) -> StoreResult<Transaction<'static, Postgres>> {
-        let begin = format!(
-            "begin; set local lock_timeout = {}",
-            wait.as_millis().max(1)
-        );
         let conn = self.acquire().await?;
-        Ok(Transaction::begin(conn, Some(begin.into())).await?)
+        Ok(Transaction::begin(conn, Some(bounded_begin(wait).into())).await?)
     }
 
     /// `completed_key`, and the definition of `table` read by the same
@@ -377,7 +389,7 @@ impl Completion<'_> {
             fingerprint: self.fingerprint.to_string(),
             load_id: self.load_id,
             response_status: i32::from(self.status),
-            response_body: self.body.clone(),
+            response_body: StoredAnswer::new(self.body.clone()),
             response_etag: self.etag.map(str::to_string),
             created_at: claimed_at,
             expires_at: claimed_at

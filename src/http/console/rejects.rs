@@ -277,8 +277,7 @@ pub async fn replay(
     };
     let answer = replay_rejects(&state, &span, signed.caller.clone(), &table, request).await?;
     state.saw_answer(&span, &table, &answer);
-    let mut receipt = answer.body;
-    receipt["replayed"] = serde_json::Value::Bool(answer.replayed);
+    let receipt = answer.body.into_json();
     let q = RejectsQuery {
         table: table.to_string(),
         ..RejectsQuery::default()

@@ -5,7 +5,7 @@
 //! holds what the client was sent.
 
 use crate::channel::ChannelSkipped;
-use crate::idempotency::{StoredKey, COMPLETED_STATUS};
+use crate::idempotency::{StoredAnswer, StoredKey, COMPLETED_STATUS};
 use crate::metrics::RowCounts;
 use crate::pipeline::day::receipt::Receipt;
 use crate::pipeline::error::{WriteError, WriteResult};
@@ -24,15 +24,44 @@ pub trait AnswerForm: Send + Sync {
     fn channel_skipped(&self, skipped: &ChannelSkipped) -> serde_json::Value;
 }
 
-/// A keyed write's answer: status and body (in the caller's form), the
-/// partition's `ETag` for a PUT, and whether it is a stored answer replayed.
+/// A keyed write's answer: status and body, the partition's `ETag` for a
+/// PUT, and what the write did.
 pub struct KeyedAnswer {
     pub status: u16,
-    pub body: serde_json::Value,
+    pub body: AnswerBody,
     pub etag: Option<String>,
-    pub replayed: bool,
     /// What the write did; `None` for a replay, which wrote nothing.
     pub counts: Option<RowCounts>,
+}
+
+/// A keyed write's answer body.
+pub enum AnswerBody {
+    /// The write's receipt, in the caller's form (`"replayed": false`).
+    Written(serde_json::Value),
+    /// A completed key's stored answer, replayed.
+    Replayed(StoredAnswer),
+}
+
+impl AnswerBody {
+    /// The body as its key stores it (`"replayed": false`).
+    pub fn as_stored(&self) -> &serde_json::Value {
+        match self {
+            AnswerBody::Written(body) => body,
+            AnswerBody::Replayed(stored) => stored.json(),
+        }
+    }
+
+    /// The body as JSON, with `"replayed"` as it is sent.
+    pub fn into_json(self) -> serde_json::Value {
+        match self {
+            AnswerBody::Written(body) => body,
+            AnswerBody::Replayed(stored) => {
+                let mut body = stored.json().clone();
+                body["replayed"] = true.into();
+                body
+            }
+        }
+    }
 }
 
 impl KeyedAnswer {
@@ -44,10 +73,24 @@ impl KeyedAnswer {
         }
         Ok(KeyedAnswer {
             status: u16::try_from(stored.response_status).unwrap_or(COMPLETED_STATUS),
-            body: stored.response_body,
+            body: AnswerBody::Replayed(stored.response_body),
             etag: stored.response_etag,
-            replayed: true,
             counts: None,
         })
+    }
+
+    /// A write's answer.
+    pub fn written(body: serde_json::Value, etag: Option<String>, counts: RowCounts) -> Self {
+        KeyedAnswer {
+            status: COMPLETED_STATUS,
+            body: AnswerBody::Written(body),
+            etag,
+            counts: Some(counts),
+        }
+    }
+
+    /// Whether it is a stored answer replayed.
+    pub fn replayed(&self) -> bool {
+        matches!(self.body, AnswerBody::Replayed(_))
     }
 }

@@ -15,7 +15,6 @@ use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch::Batched;
 use super::batch_queue::BatchClaim;
 use crate::channel::{ChannelCommitted, ChannelSkipped};
-use crate::idempotency::COMPLETED_STATUS;
 use crate::metrics::RowCounts;
 use crate::pipeline::error::WriteResult;
 use crate::pipeline::intake::body::drain;
@@ -117,13 +116,7 @@ impl Pipeline {
                 (form.channel_skipped(&skipped), RowCounts::default())
             }
         };
-        Ok(KeyedAnswer {
-            status: COMPLETED_STATUS,
-            body,
-            etag: None,
-            replayed: false,
-            counts: Some(counts),
-        })
+        Ok(KeyedAnswer::written(body, None, counts))
     }
 
     /// The POST's rows written in `tx`, behind its channel's gate when it

@@ -25,7 +25,7 @@ use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch::Batched;
 use super::batch_queue::BatchClaim;
 use super::channel::Gated;
-use crate::idempotency::{IdempotencyKey, KeyedRequest, OnCompleted, StoredKey, COMPLETED_STATUS};
+use crate::idempotency::{IdempotencyKey, KeyedRequest, OnCompleted, StoredKey};
 use crate::ids::LoadId;
 use crate::ingest::ContentDelta;
 use crate::metrics::RowCounts;
@@ -250,7 +250,7 @@ impl Pipeline {
             fingerprint: &fingerprint,
             load_id: recorded.load_id(&ticket),
             status: answer.status,
-            body: &answer.body,
+            body: answer.body.as_stored(),
             etag: answer.etag.as_deref(),
             retention: self.settings.idempotency_retention(),
         };
@@ -410,13 +410,7 @@ impl Pipeline {
                 (answer, Recorded::Published)
             }
         };
-        let answer = KeyedAnswer {
-            status: COMPLETED_STATUS,
-            body,
-            etag,
-            replayed: false,
-            counts: Some(counts),
-        };
+        let answer = KeyedAnswer::written(body, etag, counts);
         Ok((answer, recorded))
     }
 
@@ -473,7 +467,7 @@ fn record_stands(
     stored: &StoredKey,
     live: Option<&Current>,
 ) -> bool {
-    let receipt = &stored.response_body;
+    let receipt = stored.response_body.json();
     let same_partition = receipt["mode"].as_str() == Some(request::MODE)
         && receipt["table"].as_str() == Some(table.as_str())
         && receipt["ds"].as_str() == Some(ds.label().as_str());
