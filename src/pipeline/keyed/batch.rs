@@ -35,6 +35,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::Utc;
 use sqlx::pool::PoolConnection;
@@ -62,9 +63,6 @@ use crate::store::write::arrays::TupleArrays;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
 use crate::store::write::incoming::{fits_arrays, small_bodies};
 use crate::store::write::merge::{apply_batch, LoadRows, Merged};
-
-/// How long a batch worker keeps its connection without a batch to write.
-const KEPT_WHILE_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What became of a POST offered to a batch.
 pub enum Batched {
@@ -162,24 +160,15 @@ impl Pipeline {
     }
 
     /// A worker: writes what waits, batch after batch, on a connection it
-    /// keeps while batches come (sqlx tests a connection given back to its
-    /// pool by a round trip: one a batch, as dear as a small batch's
-    /// statement). The connection goes back after a batch that failed
-    /// (the pool tests it, and drops it if it is broken), or after
-    /// `KEPT_WHILE_IDLE` without a batch.
+    /// keeps while batches follow each other (sqlx tests a connection given
+    /// back to its pool by a round trip: one a batch, as dear as a small
+    /// batch's statement). The connection goes back when nothing waits,
+    /// and after a batch that failed (the pool tests it, and drops it if it
+    /// is broken).
     async fn drain(self, queue: Arc<Queue>) {
-        let mut kept: Option<PoolConnection<Postgres>> = None;
         loop {
-            if kept.is_some()
-                && tokio::time::timeout(KEPT_WHILE_IDLE, queue.wake.notified())
-                    .await
-                    .is_err()
-            {
-                kept = None;
-            }
-            if kept.is_none() {
-                queue.wake.notified().await;
-            }
+            queue.wake.notified().await;
+            let mut kept: Option<PoolConnection<Postgres>> = None;
             // Until nothing waits, or another worker is writing a batch
             // (it wakes one of us when it reaches its commit).
             while let Some((batch, turn)) = queue.take() {
@@ -237,10 +226,17 @@ impl Pipeline {
         let claimed_at = Utc::now();
         // Each token with a POST in the batch has one of its turns taken.
         let principals: Vec<&Principal> = items.iter().map(|item| &item.principal).collect();
-        let _slot = self
-            .load_slots
-            .acquire(&principals, self.settings.load_wait())
-            .await?;
+        let _slot = match self.load_slots.acquire(&principals, Duration::ZERO).await {
+            Ok(slot) => slot,
+            // Not waited for holding a connection: the writes that hold
+            // the turns may be waiting for one.
+            Err(_) => {
+                *kept = None;
+                self.load_slots
+                    .acquire(&principals, self.settings.load_wait())
+                    .await?
+            }
+        };
         let conn = match kept {
             Some(conn) => conn,
             None => kept.insert(self.store.acquire().await?),
