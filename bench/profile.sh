@@ -82,7 +82,9 @@ perf record -q -F 499 -a -o "$OUT/perf-all-$STEP.data" -- sleep 4 >/dev/null 2>&
 wait "$WRK_PID"
 echo "   $(python3 bench/wrk_summary.py < "$OUT/wrk-profile-$STEP.txt" | awk '{printf "%.0f requests/s, p50 %s ms, p99 %s ms, non-2xx %s", $1, $2, $3, $4}')"
 
-top() { grep -v '^#' | grep '%' | head -n "$1" | cut -c1-150; }
+# (sed, not head, reads to the end: perf must not die of a closed pipe
+# under pipefail.)
+top() { grep -v '^#' | grep '%' | sed -n "1,${1}p" | cut -c1-150; }
 echo "== idem, inclusive (its own functions and the libraries it calls)"
 perf report -i "$OUT/perf-idem-$STEP.data" --children --sort symbol --stdio -g none --percent-limit 2 2>/dev/null |
   grep -E 'idem::|sqlx|serde_json::|sha2|tracing_subscriber' | top 30
