@@ -121,21 +121,14 @@ pub struct StoredAnswer {
 }
 
 impl StoredAnswer {
-    pub fn new(mut json: serde_json::Value) -> StoredAnswer {
-        let replay = match json.as_object_mut() {
-            Some(fields) => {
-                let was = fields.insert("replayed".into(), true.into());
-                let replay = serde_json::to_vec(fields);
-                match was {
-                    Some(was) => fields.insert("replayed".into(), was),
-                    None => fields.remove("replayed"),
-                };
-                replay
-            }
-            None => serde_json::to_vec(&json),
-        };
+    pub fn new(json: serde_json::Value) -> StoredAnswer {
+        let mut replayed = json.clone();
+        if let Some(fields) = replayed.as_object_mut() {
+            fields.insert("replayed".into(), true.into());
+        }
+        let replay = serde_json::to_vec(&replayed).expect("a JSON value serializes");
         StoredAnswer {
-            replay: Bytes::from(replay.expect("a JSON value serializes")),
+            replay: Bytes::from(replay),
             json: Arc::new(json),
         }
     }

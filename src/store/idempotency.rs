@@ -283,12 +283,8 @@ impl Store {
         if let Some(stored) = self.completed.get(principal, key) {
             return Ok(Some(stored));
         }
-        let stored: Option<StoredKey> = sqlx::query_as(STORED_KEY_SQL)
-            .bind(principal)
-            .bind(key.as_str())
-            .fetch_optional(&mut *self.acquire().await?)
-            .await?;
-        Ok(self.live_completed(stored))
+        let mut conn = self.acquire().await?;
+        self.completed_key_now(&mut conn, principal, key).await
     }
 
     /// The key's completed request as the table holds it now, read on

@@ -175,15 +175,21 @@ impl Load {
     /// stop, to see what reads get while the database is away.
     async fn probe(self) -> Vec<(Write, bool)> {
         while !self.stop.load(Ordering::SeqCst) {
-            let read = self
-                .client
-                .get(format!("{}/partitions/orders/2026-01-03", self.idem_base));
-            self.send("GET day (prober)", read).await;
-            let probe = self.client.get(format!("{}/readyz", self.idem_base));
-            self.send("GET /readyz (prober)", probe).await;
+            self.read_and_probe(["GET day (prober)", "GET /readyz (prober)"])
+                .await;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Vec::new()
+    }
+
+    /// A read of a day and a readiness probe, each under its label.
+    async fn read_and_probe(&self, [read_label, probe_label]: [&'static str; 2]) {
+        let read = self
+            .client
+            .get(format!("{}/partitions/orders/2026-01-03", self.idem_base));
+        self.send(read_label, read).await;
+        let probe = self.client.get(format!("{}/readyz", self.idem_base));
+        self.send(probe_label, probe).await;
     }
 
     /// One client: writes, with a read and a readiness probe between them,
@@ -204,12 +210,7 @@ impl Load {
             };
             let acknowledged = self.until_acknowledged(&write).await;
             done.push((write, acknowledged));
-            let read = self
-                .client
-                .get(format!("{}/partitions/orders/2026-01-03", self.idem_base));
-            self.send("GET day", read).await;
-            let probe = self.client.get(format!("{}/readyz", self.idem_base));
-            self.send("GET /readyz", probe).await;
+            self.read_and_probe(["GET day", "GET /readyz"]).await;
         }
         done
     }

@@ -321,10 +321,7 @@ impl Pipeline {
             Claim::Fresh(tx, def) => (tx, def, None),
             Claim::Completed(stored) => return Ok(Claimed::Replay(stored)),
             Claim::Held(mut tx, stored) => {
-                if self
-                    .held_record_stands(write_day(write), &stored, &mut tx)
-                    .await?
-                {
+                if held_record_stands(write_day(write), &stored, &mut tx).await? {
                     // Let the key go before the replay reads the body.
                     tx.rollback()
                         .await
@@ -341,23 +338,6 @@ impl Pipeline {
             KeyedWrite::Replay(_) => {}
         }
         Ok(Claimed::Write(tx, rerun))
-    }
-
-    /// Whether the completed key a claim holds answers the request: always
-    /// for a POST (its rows were written once, as the key promises); for a
-    /// PUT, see `record_stands`, its partition read in the claim's
-    /// transaction.
-    async fn held_record_stands(
-        &self,
-        day: Option<(TableName, Period)>,
-        stored: &StoredKey,
-        tx: &mut PgConnection,
-    ) -> WriteResult<bool> {
-        let Some((table, ds)) = day else {
-            return Ok(true);
-        };
-        let live = current(tx, &table, ds).await?;
-        Ok(record_stands((&table, ds), stored, live.as_ref()))
     }
 
     /// A PUT run again under its key whose body is not the key's request:
@@ -449,6 +429,21 @@ type ClaimedAnswer = (serde_json::Value, Option<String>, RowCounts);
 enum Claimed {
     Write(Transaction<'static, Postgres>, Option<String>),
     Replay(StoredKey),
+}
+
+/// Whether the completed key a claim holds answers the request: always
+/// for a POST (its rows were written once, as the key promises); for a
+/// PUT, see `record_stands`, its partition read in the claim's transaction.
+async fn held_record_stands(
+    day: Option<(TableName, Period)>,
+    stored: &StoredKey,
+    tx: &mut PgConnection,
+) -> WriteResult<bool> {
+    let Some((table, ds)) = day else {
+        return Ok(true);
+    };
+    let live = current(tx, &table, ds).await?;
+    Ok(record_stands((&table, ds), stored, live.as_ref()))
 }
 
 /// The partition a PUT replaces.
