@@ -77,14 +77,14 @@ impl CompletedKeys {
     }
 
     /// Remembers a key that is completed (committed).
-    pub fn remember(&self, stored: &StoredKey) {
-        let size = size_of(stored);
+    pub fn remember(&self, stored: StoredKey) {
+        let size = size_of(&stored);
         if size > MAX_ANSWER_BYTES || stored.expires_at <= Utc::now() {
             return;
         }
         let id = (stored.principal.clone(), stored.key.clone());
         let mut inner = self.lock();
-        if let Some(old) = inner.keys.insert(id.clone(), stored.clone()) {
+        if let Some(old) = inner.keys.insert(id.clone(), stored) {
             inner.bytes -= size_of(&old);
         } else {
             inner.order.push_back(id);
@@ -126,8 +126,8 @@ mod tests {
     #[test]
     fn a_remembered_key_is_served_until_it_expires() {
         let cache = CompletedKeys::default();
-        cache.remember(&stored("live", 60));
-        cache.remember(&stored("expired", -1));
+        cache.remember(stored("live", 60));
+        cache.remember(stored("expired", -1));
         let live = cache.get(&Principal::Admin, &key("live")).unwrap();
         assert_eq!(live.fingerprint, "f");
         assert_eq!(
@@ -151,7 +151,7 @@ mod tests {
         let each = size_of(&stored("k-0", 60));
         let fit = MAX_BYTES / each;
         for i in 0..fit + 10 {
-            cache.remember(&stored(&format!("k-{i}"), 60));
+            cache.remember(stored(&format!("k-{i}"), 60));
         }
         assert!(
             cache.get(&Principal::Admin, &key("k-0")).is_none(),

@@ -121,14 +121,23 @@ pub struct StoredAnswer {
 }
 
 impl StoredAnswer {
-    pub fn new(json: serde_json::Value) -> StoredAnswer {
-        let mut replayed = json.clone();
-        if let Some(fields) = replayed.as_object_mut() {
-            fields.insert("replayed".into(), true.into());
-        }
-        let replay = serde_json::to_vec(&replayed).expect("a JSON value serializes");
+    pub fn new(mut json: serde_json::Value) -> StoredAnswer {
+        // `"replayed"` set for the serialization and then put back, rather
+        // than a copy of the answer made: this runs for every keyed write.
+        let replay = match json.as_object_mut() {
+            Some(fields) => {
+                let was = fields.insert("replayed".into(), true.into());
+                let replay = serde_json::to_vec(fields);
+                match was {
+                    Some(was) => fields.insert("replayed".into(), was),
+                    None => fields.remove("replayed"),
+                };
+                replay
+            }
+            None => serde_json::to_vec(&json),
+        };
         StoredAnswer {
-            replay: Bytes::from(replay),
+            replay: Bytes::from(replay.expect("a JSON value serializes")),
             json: Arc::new(json),
         }
     }

@@ -267,7 +267,7 @@ impl Store {
     fn live_completed(&self, stored: Option<StoredKey>) -> Option<StoredKey> {
         let stored = stored.filter(|s| s.expires_at > Utc::now() && !s.fingerprint.is_empty());
         if let Some(stored) = &stored {
-            self.completed.remember(stored);
+            self.completed.remember(stored.clone());
         }
         stored
     }
@@ -310,7 +310,7 @@ impl Store {
     }
 
     /// Remembers a key whose completion has committed.
-    pub fn remember_completed(&self, stored: &StoredKey) {
+    pub fn remember_completed(&self, stored: StoredKey) {
         self.completed.remember(stored);
     }
 

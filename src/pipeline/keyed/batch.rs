@@ -44,8 +44,8 @@ use tokio::sync::oneshot;
 
 use super::answer::{AnswerForm, KeyedAnswer};
 use super::batch_queue::{
-    with_predecoded, BatchClaim, BatchData, BatchItem, BatchOutcome, Queue, Waiting, WritingTurn,
-    WRITING_TURN_BOUND,
+    with_predecoded, BatchClaim, BatchData, BatchItem, BatchOutcome, PostWritten, Queue, Waiting,
+    WritingTurn, WRITING_TURN_BOUND,
 };
 use super::predecode::Predecoding;
 use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
@@ -79,14 +79,12 @@ struct GroupWritten<'a> {
     table: TableName,
     /// The POSTs it wrote.
     taken: Vec<&'a BatchData>,
-    written: HashMap<LoadId, RowsWritten>,
-    /// Each one's answer, as its key stores it.
-    bodies: HashMap<LoadId, serde_json::Value>,
+    written: PostsWritten,
 }
 
 /// What a batch's transaction did with one of its POSTs.
 enum Settled {
-    Written(Box<RowsReceipt>),
+    Written(Box<PostWritten>),
     /// Its key was found completed: its stored answer.
     Completed(Box<StoredKey>),
     /// Not taken: it goes alone.
@@ -119,11 +117,9 @@ impl Pipeline {
             Err(rows) => return Ok(Batched::Alone(rows)),
         };
         Ok(match self.write_in_batch(item).await? {
-            BatchOutcome::Written(receipt) => Batched::Answered(KeyedAnswer::written(
-                form.rows(&receipt),
-                None,
-                receipt.counts(),
-            )),
+            BatchOutcome::Written(post) => {
+                Batched::Answered(KeyedAnswer::written(post.body, None, post.receipt.counts()))
+            }
             BatchOutcome::Replayed(answer) => Batched::Answered(answer?),
             BatchOutcome::Alone(item) => Batched::Alone(item.alone()),
         })
@@ -201,7 +197,7 @@ impl Pipeline {
         };
         for (waiting, settled) in batch.into_iter().zip(settled) {
             let outcome = match settled {
-                Settled::Written(receipt) => BatchOutcome::Written(receipt),
+                Settled::Written(post) => BatchOutcome::Written(post),
                 Settled::Completed(stored) => {
                     let fingerprint = waiting.item.data.fingerprint().unwrap_or_default();
                     BatchOutcome::Replayed(KeyedAnswer::replay(fingerprint, *stored))
@@ -249,7 +245,7 @@ impl Pipeline {
         tables.dedup();
         let mut keys = claim_keys(&mut tx, &keys, &tables).await?;
         for stored in keys.completed.values() {
-            self.store.remember_completed(stored);
+            self.store.remember_completed(stored.clone());
         }
         let mut written = Vec::new();
         for group in self.groups(items, &keys).into_values() {
@@ -264,16 +260,19 @@ impl Pipeline {
         // The next batch is written while this one commits.
         drop(turn);
         tx.commit().await.map_err(crate::store::StoreError::from)?;
-        for key in &completions {
+        for key in completions {
             self.store.remember_completed(key);
         }
-        let mut receipts = HashMap::new();
+        let mut posts = HashMap::new();
         for group in written {
             self.metrics
                 .batch(group.table.as_str(), group.written.len());
-            receipts.extend(group.written.into_iter().map(|(id, w)| (id, w.receipt)));
+            posts.extend(group.written.into_iter().map(|(id, (rows, body))| {
+                let receipt = rows.receipt;
+                (id, PostWritten { receipt, body })
+            }));
         }
-        Ok(settle(items, &mut keys.completed, receipts))
+        Ok(settle(items, &mut keys.completed, posts))
     }
 
     /// The deltas, ledger rows and key completions of every table's
@@ -344,36 +343,23 @@ impl Pipeline {
         let merged = apply_batch(tx, def, mode, &loads, arrays, tombstones).await?;
         let written = receipts(def, mode, &taken, merged, &open);
         commit_channels(tx, &taken, &written).await?;
-        let bodies: HashMap<LoadId, serde_json::Value> = taken
-            .iter()
-            .map(|item| {
-                let id = item.pre.ticket.load_id;
-                (id, item.form.rows(&written[&id].receipt))
-            })
-            .collect();
         Ok(Some(GroupWritten {
             table: def.name.clone(),
             taken,
             written,
-            bodies,
         }))
     }
 
     /// Each POST's deltas, ledger row and key completion, of one table's
     /// written POSTs.
     fn closings<'a>(&self, group: &'a GroupWritten<'_>) -> Vec<RowsClosing<'a>> {
-        let GroupWritten {
-            taken,
-            written,
-            bodies,
-            ..
-        } = group;
+        let GroupWritten { taken, written, .. } = group;
         taken
             .iter()
             .map(|item| {
                 let pre = &item.pre;
                 let load_id = pre.ticket.load_id;
-                let RowsWritten { receipt, deltas } = &written[&load_id];
+                let (RowsWritten { receipt, deltas }, body) = &written[&load_id];
                 RowsClosing {
                     load_id,
                     deltas,
@@ -385,7 +371,7 @@ impl Pipeline {
                             fingerprint,
                             load_id: Some(load_id),
                             status: COMPLETED_STATUS,
-                            body: &bodies[&load_id],
+                            body,
                             etag: None,
                             retention: self.settings.idempotency_retention(),
                         }),
@@ -397,18 +383,19 @@ impl Pipeline {
     }
 }
 
-/// What became of each of the batch's POSTs: its receipt when written, its
-/// key's stored answer when found completed, else it goes alone.
+/// What became of each of the batch's POSTs: its receipt and answer when
+/// written, its key's stored answer when found completed, else it goes
+/// alone.
 fn settle(
     items: &[&BatchData],
     completed: &mut HashMap<(Principal, String), StoredKey>,
-    mut receipts: HashMap<LoadId, RowsReceipt>,
+    mut posts: HashMap<LoadId, PostWritten>,
 ) -> Vec<Settled> {
     items
         .iter()
         .map(|item| {
-            if let Some(receipt) = receipts.remove(&item.pre.ticket.load_id) {
-                return Settled::Written(Box::new(receipt));
+            if let Some(post) = posts.remove(&item.pre.ticket.load_id) {
+                return Settled::Written(Box::new(post));
             }
             let stored = item.key().and_then(|(principal, key)| {
                 completed.remove(&(principal.clone(), key.to_string()))
@@ -438,15 +425,19 @@ fn taken_items<'a>(
         .collect()
 }
 
-/// Each taken POST's receipt (with its channel's offset, on a channel) and
-/// deltas, from what the batch's statements did for it.
+/// Each written POST's receipt and deltas, and its answer in its form (as
+/// its key stores it and as it is sent).
+type PostsWritten = HashMap<LoadId, (RowsWritten, serde_json::Value)>;
+
+/// Each taken POST's receipt (with its channel's offset, on a channel),
+/// deltas and answer, from what the batch's statements did for it.
 fn receipts(
     def: &TableDef,
     mode: MergeMode,
     taken: &[&BatchData],
     mut merged: std::collections::BTreeMap<LoadId, Merged>,
     open: &HashMap<LoadId, Offset>,
-) -> HashMap<LoadId, RowsWritten> {
+) -> PostsWritten {
     let mut written = HashMap::new();
     for item in taken {
         let pre = &item.pre;
@@ -457,7 +448,8 @@ fn receipts(
             name: channel.name.clone(),
             offset: open[&pre.ticket.load_id].clone(),
         });
-        written.insert(pre.ticket.load_id, RowsWritten { receipt, deltas });
+        let body = item.form.rows(&receipt);
+        written.insert(pre.ticket.load_id, (RowsWritten { receipt, deltas }, body));
     }
     written
 }
@@ -511,13 +503,13 @@ async fn open_channels(
 async fn commit_channels(
     tx: &mut sqlx::PgConnection,
     taken: &[&BatchData],
-    written: &HashMap<LoadId, RowsWritten>,
+    written: &PostsWritten,
 ) -> WriteResult<()> {
     let commits: Vec<OffsetCommit<'_>> = taken
         .iter()
         .filter_map(|item| {
             let load_id = item.pre.ticket.load_id;
-            let receipt = &written[&load_id].receipt;
+            let receipt = &written[&load_id].0.receipt;
             let committed = receipt.channel.as_ref()?;
             Some(OffsetCommit {
                 principal: &item.principal,

@@ -57,6 +57,13 @@ pub(super) struct BatchData {
     row_ids: Vec<u128>,
 }
 
+/// A POST a batch wrote: its receipt, and its answer in its form (as its
+/// key stores it).
+pub struct PostWritten {
+    pub receipt: RowsReceipt,
+    pub body: serde_json::Value,
+}
+
 /// `rows` with its body decoded already, to be written alone.
 pub(super) fn with_predecoded(mut rows: Box<PostRows>, pre: Box<Predecoded>) -> Box<PostRows> {
     rows.predecoded = Some(pre);
@@ -64,7 +71,7 @@ pub(super) fn with_predecoded(mut rows: Box<PostRows>, pre: Box<Predecoded>) -> 
 }
 
 pub enum BatchOutcome {
-    Written(Box<RowsReceipt>),
+    Written(Box<PostWritten>),
     /// Its key was found completed: the stored answer, or the refusal of
     /// another request under that key.
     Replayed(WriteResult<KeyedAnswer>),

@@ -256,8 +256,7 @@ impl Pipeline {
         };
         complete(&mut tx, &ticket, &completion, &recorded).await?;
         tx.commit().await.map_err(crate::store::StoreError::from)?;
-        self.store
-            .remember_completed(&completion.stored(claimed_at));
+        self.store.remember_completed(completion.stored(claimed_at));
         Ok(answer)
     }
 
