@@ -128,3 +128,76 @@ async fn a_batch_waiting_for_a_lock_on_one_table_does_not_hold_up_another_tables
     assert_eq!(waiting.await.unwrap(), 200);
     assert_eq!(app.rows("held", "2026-10-12").await[0]["status"], "shipped");
 }
+
+#[tokio::test]
+async fn a_batch_locks_the_days_it_writes_in_one_order_up_to_the_first_day_still_to_make() {
+    use idem::names::TableName;
+    use idem::period::Period;
+    use idem::store::locks::partition_lock_key;
+    use idem::store::write::touched::lock_existing_partitions;
+
+    let app = spawn_app().await;
+    let day = Period::parse_any("2026-10-18").unwrap();
+    let names: Vec<TableName> = ["events_a", "events_b", "events_c"]
+        .iter()
+        .map(|name| TableName::parse(name).unwrap())
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        let r = app.declare(name.as_str(), EVENTS).await;
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        // events_b has no partition of the day yet.
+        if name.as_str() != "events_b" {
+            let (status, body) = append(&app, name.as_str(), &format!("first-{i}"), i).await;
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+    // A swap of a day takes its lock exclusively: it can while no writer
+    // holds it shared.
+    let swap_could_lock = |name: &TableName| {
+        let (db, key) = (app.db.clone(), partition_lock_key(name, day));
+        async move {
+            let mut other = db.begin().await.unwrap();
+            sqlx::query_scalar::<_, bool>("select pg_try_advisory_xact_lock($1)")
+                .bind(key)
+                .fetch_one(&mut *other)
+                .await
+                .unwrap()
+        }
+    };
+    let wanted: Vec<(&TableName, Period)> = names.iter().map(|name| (name, day)).collect();
+
+    // events_b's day is missing: only events_a's is locked, since
+    // events_c's must wait until events_b's is made (in order).
+    let mut writer = app.db.begin().await.unwrap();
+    assert_eq!(
+        lock_existing_partitions(&mut writer, &wanted)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(!swap_could_lock(&names[0]).await, "events_a's day is held");
+    assert!(
+        swap_could_lock(&names[2]).await,
+        "events_c's day is not held yet"
+    );
+    writer.rollback().await.unwrap();
+
+    // Once events_b's day exists, the three are locked by one statement.
+    let (status, body) = append(&app, "events_b", "first-b", 9).await;
+    assert_eq!(status, 200, "{body}");
+    let mut writer = app.db.begin().await.unwrap();
+    assert_eq!(
+        lock_existing_partitions(&mut writer, &wanted)
+            .await
+            .unwrap(),
+        3
+    );
+    for name in &names {
+        assert!(!swap_could_lock(name).await, "{} is held", name.as_str());
+    }
+    writer.commit().await.unwrap();
+    assert!(
+        swap_could_lock(&names[1]).await,
+        "released at the writer's end"
+    );
+}

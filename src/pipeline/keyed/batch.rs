@@ -33,7 +33,7 @@
 //! Postgres as for a POST alone, so processes batching side by side stay
 //! correct.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +52,7 @@ use crate::channel::{ChannelCommitted, ChannelName, ChannelOffset, Offset};
 use crate::idempotency::{IdempotencyKey, StoredKey, COMPLETED_STATUS};
 use crate::ids::{LoadId, Principal};
 use crate::names::TableName;
+use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
 use crate::pipeline::rows::receipt::{RowsReceipt, RowsWritten};
 use crate::pipeline::rows::request::PostRows;
@@ -63,6 +64,7 @@ use crate::store::write::arrays::TupleArrays;
 use crate::store::write::closing::{close_rows_writes, RowsClosing};
 use crate::store::write::incoming::{fits_arrays, small_bodies};
 use crate::store::write::merge::{apply_batch, LoadRows, Merged};
+use crate::store::write::touched::lock_existing_partitions;
 
 /// What became of a POST offered to a batch.
 pub enum Batched {
@@ -72,6 +74,9 @@ pub enum Batched {
     /// To be written alone (its body perhaps decoded already).
     Alone(Box<PostRows>),
 }
+
+/// A batch's POSTs by table (in name order) and mode.
+type Groups<'a> = BTreeMap<(TableName, &'static str), Vec<&'a BatchData>>;
 
 /// What a batch wrote of one table's (and mode's) POSTs, closed with the
 /// other tables' at the end of the batch (see `close_rows_writes`).
@@ -247,9 +252,14 @@ impl Pipeline {
         for stored in keys.completed.values() {
             self.store.remember_completed(stored.clone());
         }
+        let groups = self.groups(items, &keys);
+        let locked = lock_partitions_at_once(&mut tx, &groups, &keys.claimed).await?;
         let mut written = Vec::new();
-        for group in self.groups(items, &keys).into_values() {
-            let group = self.write_group(&mut tx, group, &keys.claimed).await?;
+        for ((table, _), group) in groups {
+            let locked = locked.get(&table).unwrap_or(&NONE_LOCKED);
+            let group = self
+                .write_group(&mut tx, group, &keys.claimed, locked)
+                .await?;
             written.extend(group);
         }
         if written.is_empty() {
@@ -299,11 +309,7 @@ impl Pipeline {
     /// The batch's POSTs by table (in name order) and mode, each decoded for
     /// its table's definition as it is now; a POST decoded for another goes
     /// alone (decoded again there), and its table's definition is forgotten.
-    fn groups<'a>(
-        &self,
-        items: &[&'a BatchData],
-        keys: &ClaimedKeys,
-    ) -> BTreeMap<(TableName, &'static str), Vec<&'a BatchData>> {
+    fn groups<'a>(&self, items: &[&'a BatchData], keys: &ClaimedKeys) -> Groups<'a> {
         let mut groups: BTreeMap<_, Vec<&BatchData>> = BTreeMap::new();
         for item in items {
             let def = &item.pre.def;
@@ -326,6 +332,7 @@ impl Pipeline {
         tx: &mut sqlx::PgConnection,
         items: Vec<&'a BatchData>,
         claimed: &HashSet<(Principal, String)>,
+        locked: &BTreeSet<Period>,
     ) -> WriteResult<Option<GroupWritten<'a>>> {
         let (def, mode) = (&items[0].pre.def, items[0].pre.mode);
         let (open, def_now) = open_channels(tx, &def.name, &items).await?;
@@ -340,7 +347,7 @@ impl Pipeline {
             return Ok(None);
         }
         let (loads, arrays, tombstones) = gather(def, mode, &taken)?;
-        let merged = apply_batch(tx, def, mode, &loads, arrays, tombstones).await?;
+        let merged = apply_batch(tx, def, mode, &loads, arrays, tombstones, locked).await?;
         let written = receipts(def, mode, &taken, merged, &open);
         commit_channels(tx, &taken, &written).await?;
         Ok(Some(GroupWritten {
@@ -381,6 +388,47 @@ impl Pipeline {
             })
             .collect()
     }
+}
+
+/// A table none of whose partitions the batch locked at once.
+static NONE_LOCKED: BTreeSet<Period> = BTreeSet::new();
+
+/// The partitions the claimed POSTs of a batch over several tables touch,
+/// locked at once, by table: one statement, not one a table (see
+/// `lock_existing_partitions`: up to the first that does not exist). None
+/// when the batch writes one table (its one lock statement is as dear), or
+/// holds a channel's POST (a channel is locked before its table's
+/// partitions, and a channel's writer alone locks in that order).
+async fn lock_partitions_at_once(
+    tx: &mut sqlx::PgConnection,
+    groups: &Groups<'_>,
+    claimed: &HashSet<(Principal, String)>,
+) -> WriteResult<BTreeMap<TableName, BTreeSet<Period>>> {
+    let items = || groups.values().flatten();
+    let tables = groups
+        .keys()
+        .map(|(table, _)| table)
+        .collect::<BTreeSet<_>>();
+    if tables.len() < 2 || items().any(|item| item.channel().is_some()) {
+        return Ok(BTreeMap::new());
+    }
+    let mut wanted = BTreeSet::new();
+    for item in items() {
+        let Some((principal, key)) = item.key() else {
+            continue;
+        };
+        if claimed.contains(&(principal.clone(), key.to_string())) {
+            let table = &item.pre.def.name;
+            wanted.extend(item.pre.decoded.periods.iter().map(|&ds| (table, ds)));
+        }
+    }
+    let wanted: Vec<(&TableName, Period)> = wanted.into_iter().collect();
+    let count = lock_existing_partitions(tx, &wanted).await?;
+    let mut locked: BTreeMap<TableName, BTreeSet<Period>> = BTreeMap::new();
+    for (table, ds) in &wanted[..count] {
+        locked.entry((*table).clone()).or_default().insert(*ds);
+    }
+    Ok(locked)
 }
 
 /// What became of each of the batch's POSTs: its receipt and answer when

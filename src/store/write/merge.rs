@@ -158,7 +158,8 @@ pub async fn apply_incoming(
 /// Writes several POSTs' rows (`arrays`, each row carrying its load's id)
 /// by the same statements as one POST's, and tells each load what it did.
 /// The rows must not repeat a row id, within a load or across them (see
-/// `fits_arrays`; `RowIds` finds repeats across loads).
+/// `fits_arrays`; `RowIds` finds repeats across loads). The partitions in
+/// `locked` the batch has locked already.
 #[tracing::instrument(level = "debug", skip_all, fields(table = %def.name, mode = mode.as_str(), loads = loads.len()))]
 pub async fn apply_batch(
     conn: &mut PgConnection,
@@ -167,6 +168,7 @@ pub async fn apply_batch(
     loads: &[LoadRows],
     arrays: TupleArrays,
     tombstones: u64,
+    locked: &BTreeSet<Period>,
 ) -> StoreResult<BTreeMap<LoadId, Merged>> {
     if mode == MergeMode::Patch {
         return Err(StoreError::Corrupt("a patch came in a batch"));
@@ -183,9 +185,11 @@ pub async fn apply_batch(
         // A conflict fails the batch: its POSTs then go alone, where the
         // table's policy refuses or holds it.
         refuse_conflicts: true,
+        // Those the batch has not locked already (`lock_existing_partitions`).
         periods: loads
             .iter()
             .flat_map(|l| l.periods.iter().copied())
+            .filter(|ds| !locked.contains(ds))
             .collect(),
         additions: BTreeMap::new(),
     };

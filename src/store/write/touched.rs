@@ -8,6 +8,7 @@ use sqlx::PgConnection;
 
 use crate::ids::LoadId;
 use crate::ingest::ContentHash;
+use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::{Distribution, TableDef};
 use crate::store::locks::{lock_partition, partition_lock_key};
@@ -38,6 +39,49 @@ pub(super) async fn lock_touched_partitions(
         }
     }
     Ok(())
+}
+
+/// A batch's partition locks, taken shared in one statement rather than
+/// one a table: `wanted` (in (table, period) order, the order every
+/// writer locks in) locked up to the first partition that does not exist.
+/// That one is made under its exclusive lock by its table's writer, which
+/// then locks the rest one by one (`lock_touched_partitions`), so the
+/// order holds. Returns how many of `wanted` were locked: a prefix.
+pub async fn lock_existing_partitions(
+    conn: &mut PgConnection,
+    wanted: &[(&TableName, Period)],
+) -> StoreResult<usize> {
+    debug_assert!(wanted.windows(2).all(|w| w[0] < w[1]), "in lock order");
+    let tables: Vec<&str> = wanted.iter().map(|(t, _)| t.as_str()).collect();
+    let periods: Vec<String> = wanted.iter().map(|(_, ds)| ds.label()).collect();
+    let locks: Vec<i64> = wanted
+        .iter()
+        .map(|(t, ds)| partition_lock_key(t, *ds))
+        .collect();
+    // A volatile function in a sorted query's output runs after the sort,
+    // so the locks are taken in `n`'s order.
+    // language=PostgreSQL
+    let locked: Vec<(i64,)> = sqlx::query_as(
+        "with wanted as (
+           select w.n, w.lock,
+                  -- A scalar subquery: probed by key for each row, never
+                  -- hashed over the whole registry as `exists` may be.
+                  coalesce((select true from idem.partitions p
+                             where p.table_name = w.table_name and p.ds = w.ds),
+                           false) as registered
+             from unnest($1::text[], $2::text[], $3::bigint[])
+                  with ordinality w(table_name, ds, lock, n))
+         select w.n, pg_advisory_xact_lock_shared(w.lock) from wanted w
+          where w.n < coalesce((select min(m.n) from wanted m where not m.registered),
+                               cardinality($3::bigint[]) + 1)
+          order by w.n",
+    )
+    .bind(&tables)
+    .bind(&periods)
+    .bind(&locks)
+    .fetch_all(conn)
+    .await?;
+    Ok(locked.len())
 }
 
 /// Takes partition `ds`'s lock shared if the partition exists; returns
