@@ -32,6 +32,7 @@ use crate::http::token_cache::follow_revocations;
 use crate::http::{client_addr, edge, observe};
 use crate::log_writer::{buffered_log, LogGuard};
 use crate::metrics::Metrics;
+use crate::pipeline::Pipeline;
 use crate::store::contents::FOLD_AFTER;
 use crate::store::Store;
 
@@ -260,11 +261,13 @@ impl AsyncWrite for FirstByte {
 }
 
 /// Every idem process's own tasks: the janitor, the folder of partition
-/// deltas and, with tokens, the listener for their revocations.
+/// deltas, the expire rounds and, with tokens, the listener for their
+/// revocations.
 fn start_background(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = vec![
         tokio::spawn(maintain(state.store.clone(), state.metrics.clone())),
         tokio::spawn(fold_deltas(state.store.clone())),
+        tokio::spawn(expire_partitions(state.pipeline())),
     ];
     if !state.settings.insecure_no_auth {
         let follow = follow_revocations(state.store.clone(), state.tokens.clone());
@@ -305,9 +308,6 @@ const MAINTAIN_EVERY: Duration = Duration::from_secs(30);
 /// How often busy partitions' deltas are folded (see `fold_deltas`).
 const FOLD_EVERY: Duration = Duration::from_secs(1);
 
-/// Removes expired idempotency keys and stages left by crashed processes,
-/// now and then. Every idem process runs one; they share the work through
-/// `skip locked` and the stages' advisory locks.
 /// Folds the deltas of busy partitions often, so that a read adds few, and
 /// of every partition at times. Any process may fold any partition; folders
 /// skip a partition another is folding.
@@ -322,6 +322,22 @@ async fn fold_deltas(store: Store) {
     }
 }
 
+/// Drops the partitions past their table's retention, every
+/// `retention_every`. Every process runs rounds; one runs at a time, the
+/// others skip theirs.
+async fn expire_partitions(pipeline: Pipeline) {
+    let mut tick = tokio::time::interval(pipeline.settings.retention_every());
+    loop {
+        tick.tick().await;
+        if let Err(e) = pipeline.expire_partitions().await {
+            tracing::warn!(error = %e, "could not expire partitions past retention");
+        }
+    }
+}
+
+/// Removes expired idempotency keys and stages left by crashed processes,
+/// now and then. Every idem process runs one; they share the work through
+/// `skip locked` and the stages' advisory locks.
 async fn maintain(store: Store, metrics: Arc<Metrics>) {
     let mut tick = tokio::time::interval(MAINTAIN_EVERY);
     loop {

@@ -189,6 +189,17 @@ pub struct Settings {
     /// its staged rows.
     #[arg(long, env = "IDEM_LOAD_TTL", default_value_t = 24 * 3600, value_parser = clap::value_parser!(u64).range(1..=366 * 24 * 3600))]
     pub load_ttl: u64,
+    /// How often each process runs an expire round (one at a time across
+    /// processes): partitions past their table's `retention` dropped.
+    #[arg(long, env = "IDEM_RETENTION_EVERY_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=24 * 3600))]
+    pub retention_every_secs: u64,
+    /// How far ahead of the system clock idem's clock runs for retention,
+    /// in seconds: for drills and tests that watch partitions expire. 0
+    /// in production.
+    #[arg(long, env = "IDEM_CLOCK_AHEAD_SECS", default_value_t = 0,
+          value_parser = clap::value_parser!(i64).range(0..=100 * 366 * 24 * 3600))]
+    pub clock_ahead_secs: i64,
     /// Serve the web console at `/console` (sign in with a token).
     #[arg(long, env = "IDEM_CONSOLE", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true")]
@@ -352,6 +363,18 @@ impl Settings {
         usize::try_from(self.max_record_bytes).unwrap_or(usize::MAX)
     }
 
+    /// The time retention is reckoned from: the system clock, moved
+    /// ahead by `clock_ahead_secs`.
+    pub fn now(&self) -> chrono::NaiveDateTime {
+        let now = chrono::Utc::now().naive_utc();
+        now.checked_add_signed(chrono::Duration::seconds(self.clock_ahead_secs))
+            .unwrap_or(now)
+    }
+
+    pub fn retention_every(&self) -> Duration {
+        Duration::from_secs(self.retention_every_secs)
+    }
+
     pub fn load_ttl(&self) -> Duration {
         Duration::from_secs(self.load_ttl)
     }
@@ -405,6 +428,8 @@ impl Default for Settings {
             batch_workers: 3,
             idempotency_retention_secs: 72 * 3600,
             load_ttl: 24 * 3600,
+            retention_every_secs: 60,
+            clock_ahead_secs: 0,
             console: true,
             console_session_secs: 12 * 3600,
             console_signin_failures_per_address: 10,

@@ -105,12 +105,15 @@ pub enum Principal {
     Anonymous,
     /// A metrics scrape from the local machine, without a token.
     LocalScraper,
+    /// idem itself, for work no request asked for (an expire round).
+    Idem,
 }
 
 impl Principal {
     const ADMIN: &'static str = "admin";
     const ANONYMOUS: &'static str = "anonymous";
     const LOCAL_SCRAPER: &'static str = "local-scraper";
+    const IDEM: &'static str = "idem";
 
     pub fn token_id(&self) -> Option<TokenId> {
         match self {
@@ -127,6 +130,7 @@ impl fmt::Display for Principal {
             Principal::Admin => f.write_str(Principal::ADMIN),
             Principal::Anonymous => f.write_str(Principal::ANONYMOUS),
             Principal::LocalScraper => f.write_str(Principal::LOCAL_SCRAPER),
+            Principal::Idem => f.write_str(Principal::IDEM),
         }
     }
 }
@@ -143,6 +147,7 @@ impl FromStr for Principal {
             Principal::ADMIN => Ok(Principal::Admin),
             Principal::ANONYMOUS => Ok(Principal::Anonymous),
             Principal::LOCAL_SCRAPER => Ok(Principal::LocalScraper),
+            Principal::IDEM => Ok(Principal::Idem),
             _ => text
                 .parse()
                 .map(Principal::Token)
@@ -211,6 +216,7 @@ mod tests {
             Principal::Admin,
             Principal::Anonymous,
             Principal::LocalScraper,
+            Principal::Idem,
         ] {
             assert_eq!(principal.to_string().parse(), Ok(principal.clone()));
             let json = serde_json::to_string(&principal).unwrap();

@@ -194,10 +194,11 @@ impl WriteFamilies {
     }
 }
 
-/// The janitor's work: stages dropped and keys deleted.
+/// The janitor's work: stages dropped, keys deleted, partitions expired.
 struct JanitorFamilies {
     stages_swept: IntCounter,
     keys_reaped: IntCounter,
+    partitions_expired: IntCounterVec,
 }
 
 impl JanitorFamilies {
@@ -212,6 +213,11 @@ impl JanitorFamilies {
                 r,
                 "idem_idempotency_keys_reaped_total",
                 "Expired Idempotency-Keys the janitor deleted.",
+            ),
+            partitions_expired: by_table(
+                r,
+                "idem_partitions_expired_total",
+                "Partitions dropped because their period passed their table's retention.",
             ),
         }
     }
@@ -388,6 +394,13 @@ impl Metrics {
 
     pub fn keys_reaped(&self, n: u64) {
         self.janitor.keys_reaped.inc_by(n);
+    }
+
+    pub fn partition_expired(&self, table: &str) {
+        self.janitor
+            .partitions_expired
+            .with_label_values(&[table])
+            .inc();
     }
 
     /// A console sign-in refused for its token.

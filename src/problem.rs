@@ -65,6 +65,8 @@ problem_codes! {
     CitusUnsupported => "citus_unsupported",
     /// A `/partitions` request for a table without partitions.
     NotPartitioned => "not_partitioned",
+    /// A write to a partition whose period is past its table's retention.
+    PartitionExpired => "partition_expired",
     /// A history read of a table declared without `"history"`.
     NoHistory => "no_history",
     PreconditionFailed => "precondition_failed",

@@ -181,6 +181,9 @@ impl ApiError {
             ProblemCode::NotPartitioned => (StatusCode::CONFLICT, "Table not partitioned"),
             ProblemCode::NoHistory => (StatusCode::CONFLICT, "Table keeps no history"),
             ProblemCode::AuditFailed => (StatusCode::UNPROCESSABLE_ENTITY, "Audit failed"),
+            ProblemCode::PartitionExpired => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "Partition past retention")
+            }
             ProblemCode::IdempotencyKeyInFlight => (StatusCode::CONFLICT, "Request in flight"),
             ProblemCode::PreconditionFailed => {
                 (StatusCode::PRECONDITION_FAILED, "Precondition failed")

@@ -17,8 +17,9 @@ use super::state::AppState;
 use crate::access::Scope;
 use crate::http::error::{ApiError, ApiResult};
 use crate::names::TableName;
+use crate::period::Period;
 use crate::pipeline::WriteError;
-use crate::schema::TableDeclaration;
+use crate::schema::{plan_changes, TableDeclaration, TableDef};
 use crate::store::catalog::{Declared, Origin, SchemaVersion, TableInfo};
 use crate::wire::tables::TableView;
 
@@ -53,7 +54,8 @@ async fn list_tables(
     let limit = page_limit(q.limit)?;
     let visible = caller.grants.readable_like();
     let tables = state.store.tables(after.as_ref(), &visible, limit).await?;
-    let tables: Vec<TableView> = tables.into_iter().map(TableView::from).collect();
+    let now = state.settings.now();
+    let tables: Vec<TableView> = tables.into_iter().map(|t| view(t, now)).collect();
     Ok(page(&uri, tables, limit, |t: &TableView| {
         t.def.name.to_string()
     }))
@@ -86,14 +88,24 @@ async fn get_table(
     TablePath(table): TablePath,
 ) -> ApiResult<Json<TableView>> {
     caller.require(Scope::Read, &table)?;
-    Ok(Json(table_info(&state, table).await?.into()))
+    Ok(Json(view(
+        table_info(&state, table).await?,
+        state.settings.now(),
+    )))
 }
 
-/// Declaring needs `write` on the table (or `admin`).
+#[derive(Deserialize)]
+struct DeclareQuery {
+    dry_run: Option<bool>,
+}
+
+/// Declaring needs `write` on the table (or `admin`). `?dry_run=true`
+/// changes nothing and answers what the declaration would do.
 async fn put_table(
     State(state): State<AppState>,
     caller: Caller,
     TablePath(table): TablePath,
+    ApiQuery(query): ApiQuery<DeclareQuery>,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
     caller.require(Scope::Write, &table)?;
@@ -106,15 +118,39 @@ async fn put_table(
         ApiError::InvalidDeclaration(format!("line {}, column {}: {e}", e.line(), e.column()))
     })?;
     let def = declaration.into_def(table.clone())?;
+    if query.dry_run == Some(true) {
+        return Ok((StatusCode::OK, Json(dry_run(&state, &def).await?)));
+    }
     let (status, changes) = match state.store.declare_table(&def, Origin::Declared).await? {
         Declared::Created(_) => (StatusCode::CREATED, json!([])),
         Declared::Unchanged(_) => (StatusCode::OK, json!([])),
         Declared::Changed(_, changes) => (StatusCode::OK, json!(changes)),
     };
-    let info = TableView::from(table_info(&state, table).await?);
+    let info = view(table_info(&state, table).await?, state.settings.now());
     let mut answer = serde_json::to_value(info).map_err(anyhow::Error::from)?;
     answer["changes"] = changes;
     Ok((status, Json(answer)))
+}
+
+/// What a declaration would do, done nothing of: whether it would make
+/// the table, the changes it would make to it, and the partitions its
+/// retention would drop (`would_expire`).
+async fn dry_run(state: &AppState, def: &TableDef) -> ApiResult<serde_json::Value> {
+    let (created, changes) = match state.store.table(&def.name).await? {
+        None => (true, Vec::new()),
+        Some(stored) => (false, plan_changes(&stored, def)?),
+    };
+    let expiring = match created {
+        true => Vec::new(),
+        false => state.pipeline().would_expire(def).await?,
+    };
+    Ok(json!({
+        "dry_run": true,
+        "table": def.name,
+        "created": created,
+        "changes": changes,
+        "would_expire": expiring.iter().map(Period::label).collect::<Vec<_>>(),
+    }))
 }
 
 #[derive(Deserialize)]
@@ -146,15 +182,19 @@ async fn drop_table(
     })
 }
 
-impl From<TableInfo> for TableView {
-    fn from(info: TableInfo) -> Self {
-        TableView {
-            def: info.def,
-            inferred: info.inferred,
-            partitions: info.partitions,
-            rows: info.rows,
-            created_at: info.created_at,
-            updated_at: info.updated_at,
-        }
+/// A table as shown at `now` (its oldest period kept depends on it).
+fn view(info: TableInfo, now: chrono::NaiveDateTime) -> TableView {
+    let oldest_kept = info
+        .def
+        .retention
+        .map(|retention| retention.oldest_kept(info.def.grain, now).label());
+    TableView {
+        def: info.def,
+        inferred: info.inferred,
+        partitions: info.partitions,
+        rows: info.rows,
+        created_at: info.created_at,
+        updated_at: info.updated_at,
+        oldest_kept,
     }
 }

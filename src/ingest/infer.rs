@@ -203,6 +203,7 @@ pub fn table_of_columns(
         history: None,
         // The server's default, when the table is made.
         distribution: Default::default(),
+        retention: None,
     })
 }
 

@@ -11,6 +11,7 @@ use crate::pipeline::intake::body::BodyError;
 use crate::pipeline::intake::slots::NoSlot;
 use crate::problem::ProblemCode;
 use crate::schema::AuditReport;
+use crate::schema::Retention;
 use crate::schema::SchemaError;
 use crate::store::StoreError;
 use crate::versions::Unmet;
@@ -97,6 +98,15 @@ pub enum WriteError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// idem's own machinery failed (a decoder task, a spool file).
+    /// A write to a period already past its table's retention: it would
+    /// be dropped by the next expire round.
+    #[error("partition {} of table {table:?} is past the table's retention ({retention}): the oldest partition kept is {}", period.label(), oldest_kept.label())]
+    PartitionExpired {
+        table: TableName,
+        period: Period,
+        retention: Retention,
+        oldest_kept: Period,
+    },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -122,6 +132,7 @@ impl WriteError {
             WriteError::LoadNotOpen { .. } => ProblemCode::LoadNotOpen,
             WriteError::LoadPublished(_) => ProblemCode::LoadPublished,
             WriteError::AuditFailed(_) => ProblemCode::AuditFailed,
+            WriteError::PartitionExpired { .. } => ProblemCode::PartitionExpired,
             WriteError::Channel(e) => e.code(),
             WriteError::Store(e) => e.code(),
             WriteError::Internal(_) => ProblemCode::Internal,

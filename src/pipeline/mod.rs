@@ -9,8 +9,9 @@
 //!   limits, spool it, decode it to COPY data; wait for a turn to write;
 //!   find (or guess) the table it goes to; its ticket in the ledger.
 //! - `table/`: a table's own changes: fitted to a body under `schema:
-//!   evolve`, dropped (`DELETE /tables/{table}`); the definitions this
-//!   process remembers.
+//!   evolve`, dropped (`DELETE /tables/{table}`), its partitions past
+//!   retention refused and dropped; the definitions this process
+//!   remembers.
 //! - `day/`: a day replaced (`PUT /partitions/{table}/{ds}`): staged, then
 //!   swapped in.
 //! - `rows/`: rows merged into a table (`POST /rows`), and a table's
@@ -57,6 +58,7 @@ pub use loads::target::LoadTarget;
 pub use rows::receipt::{ReplayReceipt, RowsReceipt};
 pub use rows::request::{PostRows, ReplayRejects};
 pub use table::drop::{DropReceipt, MODE as DROP_MODE};
+pub use table::retention::{Expired, MODE as EXPIRE_MODE};
 
 use crate::config::Settings;
 use crate::metrics::Metrics;

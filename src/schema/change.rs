@@ -11,6 +11,7 @@ use super::error::SchemaError;
 use super::policy::{
     BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
 };
+use super::retention::Retention;
 use super::table::{check_width, Column, ColumnType, TableDef};
 use crate::names::{ColumnName, NameError};
 
@@ -167,6 +168,11 @@ pub enum SchemaChange {
     /// holds none; the store checks).
     SetDistribution {
         distribution: Distribution,
+    },
+    /// Partitions kept for another length of time (dropped by the next
+    /// expire round when past it).
+    SetRetention {
+        retention: Option<Retention>,
     },
 }
 
@@ -334,6 +340,11 @@ fn policy_changes(old: &TableDef, new: &TableDef) -> Vec<SchemaChange> {
             history: new.history,
         });
     }
+    if old.retention != new.retention {
+        changes.push(SchemaChange::SetRetention {
+            retention: new.retention,
+        });
+    }
     if new.distribution != Distribution::Unstated && old.distribution != new.distribution {
         changes.push(SchemaChange::SetDistribution {
             distribution: new.distribution.clone(),
@@ -374,6 +385,7 @@ impl TableDef {
                 SchemaChange::SetDistribution { distribution } => {
                     def.distribution = distribution.clone()
                 }
+                SchemaChange::SetRetention { retention } => def.retention = *retention,
             }
         }
         def

@@ -11,6 +11,7 @@ use super::error::{invalid, invalid_distribution, SchemaError};
 use super::policy::{
     BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
 };
+use super::retention::Retention;
 use super::table::{check_width, Column, ColumnType, TableDef};
 use crate::names::{ColumnName, TableName};
 use crate::period::Grain;
@@ -58,6 +59,10 @@ pub struct TableDeclaration {
     /// it exists, the server's default when it is made.
     #[serde(default)]
     pub distribution: Distribution,
+    /// How long a partition is kept once its period ended (an ISO 8601
+    /// duration); absent: for ever.
+    #[serde(default)]
+    pub retention: Option<String>,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's
@@ -136,9 +141,15 @@ impl TableDeclaration {
             write_mode: versioning.write_mode,
             history: versioning.history,
             distribution: self.distribution,
+            retention: None,
         };
         if let Some(audits) = &self.audits {
             def.audits = Box::new(Audits::parse(audits, &def)?);
+        }
+        if let Some(text) = &self.retention {
+            let retention = Retention::parse(text)?;
+            retention.check_grain(def.grain)?;
+            def.retention = Some(retention);
         }
         Ok(def)
     }

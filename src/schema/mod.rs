@@ -12,7 +12,8 @@
 //! - `audits`: `Audits` a load's staged rows must pass, and `AuditReport`;
 //! - `audit_checks`: `Audits::parse`, audits checked against a table;
 //! - `arrow_fields`: the Arrow field metadata idem writes and reads;
-//! - `distribution`: where a table's rows live on a Citus cluster.
+//! - `distribution`: where a table's rows live on a Citus cluster;
+//! - `retention`: how long a partition is kept once its period ended.
 
 pub mod arrow_fields;
 mod audit_checks;
@@ -22,6 +23,7 @@ mod declaration;
 mod distribution;
 mod error;
 mod policy;
+mod retention;
 mod table;
 
 pub use crate::period::Grain;
@@ -33,4 +35,5 @@ pub use error::SchemaError;
 pub use policy::{
     BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
 };
+pub use retention::Retention;
 pub use table::{check_width, Column, ColumnType, TableDef, MAX_ROW_BYTES, MAX_USER_COLUMNS};

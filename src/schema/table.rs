@@ -11,6 +11,7 @@ use super::error::SchemaError;
 use super::policy::{
     BadRowPolicy, DuplicatePolicy, HistoryKind, MergeMode, RetryWindow, SchemaPolicy,
 };
+use super::retention::Retention;
 use crate::names::{ColumnName, TableName};
 use crate::period::Grain;
 
@@ -154,6 +155,10 @@ pub struct TableDef {
     /// distribution existed read as `local`, what they were).
     #[serde(default = "local")]
     pub distribution: Distribution,
+    /// How long a partition is kept once its period ended (`None`: for
+    /// ever); see `retention`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
 }
 
 fn local() -> Distribution {

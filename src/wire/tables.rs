@@ -18,6 +18,10 @@ pub struct TableView {
     pub rows: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// With a `retention`: the oldest period kept now (older ones are
+    /// dropped, and a write to one is refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_kept: Option<String>,
 }
 
 /// A partition as listed: the registry's entry and the bounds of its

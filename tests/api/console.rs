@@ -337,3 +337,56 @@ async fn duplicates_of_a_key_are_shown_side_by_side_with_their_differences() {
     assert_eq!(browser.all("table.versions thead th").await.len(), 3);
     browser.screenshot("duplicates").await;
 }
+
+#[tokio::test]
+async fn days_past_retention_are_drawn_apart_from_missing_ones() {
+    let app = spawn_app().await;
+    let declaration = |retention: &str| {
+        format!(
+            r#"{{"columns": {{"id": "bigint", "ds": "date", "qty": "integer"}},
+                "primary_key": ["id"]{retention}}}"#
+        )
+    };
+    assert_eq!(app.declare("events", &declaration("")).await.status(), 201);
+    let day =
+        |days: i64| (chrono::Utc::now().date_naive() + chrono::Duration::days(days)).to_string();
+    // Today's day 3 before is missing; 12 days before is loaded, then
+    // dropped by a retention of 7 days.
+    for days in [-12, -5, -4, -2, -1, 0] {
+        put_day(&app, "events", &day(days), 5).await;
+    }
+    let r = app
+        .declare("events", &declaration(r#", "retention": "P7D""#))
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(app.expire_now().await.len(), 1);
+    let browser = Browser::start().await;
+    browser.sign_in(&app.base, ADMIN_TOKEN).await;
+    let class = |ds: String| {
+        let (browser, app) = (&browser, &app);
+        async move {
+            browser
+                .goto(&app.url(&format!("/console/tables/events?at={ds}")))
+                .await;
+            let cell = browser.css(&format!("td[data-ds='{ds}']")).await;
+            cell.attr("class").await.unwrap().unwrap_or_default()
+        }
+    };
+    for gone in [day(-12), day(-9)] {
+        let class = class(gone.clone()).await;
+        assert!(
+            class.contains("expired") && !class.contains("missing"),
+            "{gone}: {class}"
+        );
+    }
+    let missing = class(day(-3)).await;
+    assert!(
+        missing.contains("missing") && !missing.contains("expired"),
+        "{missing}"
+    );
+    let kept = class(day(-5)).await;
+    assert!(
+        !kept.contains("expired") && !kept.contains("missing"),
+        "{kept}"
+    );
+}

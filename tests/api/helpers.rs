@@ -25,6 +25,8 @@ pub struct TestApp {
     /// A pool on the test's own database, for looking behind the API.
     pub db: PgPool,
     pub options: PgConnectOptions,
+    /// The server's state, for what no request starts (an expire round).
+    pub state: AppState,
     /// The database this app was spawned on, when it created it: dropped with the app.
     _database: Option<TestDatabase>,
 }
@@ -80,13 +82,18 @@ async fn spawn_app_listening(
     store.sweep_stages().await.expect("sweep");
     let addr = listener.local_addr().unwrap();
     let state = AppState::new(store.clone(), settings);
-    tokio::spawn(idem::app::serve(listener, state, std::future::pending()));
+    tokio::spawn(idem::app::serve(
+        listener,
+        state.clone(),
+        std::future::pending(),
+    ));
     let db = PgPool::connect_with(options.clone()).await.unwrap();
     TestApp {
         base: format!("http://{addr}"),
         client: client_with_token(ADMIN_TOKEN),
         db,
         options,
+        state,
         _database: None,
     }
 }
@@ -137,6 +144,31 @@ impl TestApp {
 
     pub async fn put_ndjson(&self, path: &str, rows: &[Value]) -> Response {
         self.put(path, "application/x-ndjson", ndjson(rows)).await
+    }
+
+    /// `rows` as NDJSON to `path` by `method`, under the Idempotency-Key `key`.
+    pub async fn send_keyed(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        key: &str,
+        rows: &[Value],
+    ) -> Response {
+        self.client
+            .request(method, self.url(path))
+            .header("content-type", "application/x-ndjson")
+            .header("idempotency-key", key)
+            .body(ndjson(rows))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Runs an expire round now, as the server's own task would; what it
+    /// dropped.
+    pub async fn expire_now(&self) -> Vec<idem::pipeline::Expired> {
+        let round = self.state.pipeline().expire_partitions().await;
+        round.expect("the round ran").expect("no other round runs")
     }
 
     pub async fn get(&self, path: &str) -> Response {

@@ -52,6 +52,7 @@ mod refusals;
 mod rejects_replay;
 mod reports;
 mod reserved_names;
+mod retention;
 mod reverts;
 mod round_trip;
 mod rows;

@@ -14,6 +14,7 @@ mod support;
 mod scenario;
 
 mod hostile;
+mod kill_expire;
 mod kill_load;
 mod kill_post;
 mod kill_producer;

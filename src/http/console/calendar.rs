@@ -6,8 +6,9 @@
 //! a year). A cell is shaded by its row count against the window's
 //! largest; outlined when its count moved more than the threshold against
 //! the same weekday a week before (the same hour a week before; the same
-//! month a year before); and marked missing when no partition exists
-//! between the table's first and last.
+//! month a year before); marked missing when no partition exists
+//! between the table's first and last; and expired when its period is past
+//! the table's retention (dropped, or never written, and refused now).
 
 use std::collections::HashMap;
 
@@ -105,18 +106,22 @@ pub struct Cell {
     pub shade: u64,
     /// Between the table's first and last partition, with none of its own.
     pub missing: bool,
+    /// Past the table's retention: no partition, and none may be written.
+    pub expired: bool,
     /// The comparable's rows, when this count moved more than the
     /// threshold against it.
     pub moved_from: Option<u64>,
 }
 
 /// The window's cells, from the partitions' row counts by label (the
-/// window's and its comparables'), and the table's span (first and last
-/// labels).
+/// window's and its comparables'), the table's span (first and last
+/// labels), and the instant a period must end after to be kept (its
+/// retention's limit, when it has one).
 pub fn cells(
     window: &Window,
     counts: &HashMap<String, u64>,
     span: Option<&(String, String)>,
+    kept_after: Option<NaiveDateTime>,
     threshold_pct: u64,
 ) -> Vec<Cell> {
     let label = |at| Period::containing(at, window.grain).label();
@@ -133,9 +138,13 @@ pub fn cells(
             let name = label(at);
             let rows = counts.get(&name).copied();
             let before = counts.get(&label(window.comparable(at))).copied();
+            let ends = Period::containing(at, window.grain).end();
+            let expired = rows.is_none() && kept_after.is_some_and(|limit| ends <= limit);
             Cell {
                 missing: rows.is_none()
+                    && !expired
                     && span.is_some_and(|(first, last)| *first < name && name < *last),
+                expired,
                 shade: rows.map_or(0, |rows| shade(rows, most)),
                 moved_from: rows
                     .zip(before)
@@ -193,6 +202,7 @@ pub fn calendar(window: &Window, cells: &[Cell], table: &str) -> Markup {
         p.legend {
             span.cell.shade-1 {} " fewer rows " span.cell.shade-4 {} " more rows "
             span.cell.missing {} " missing "
+            span.cell.expired {} " past retention "
             span.cell.shade-2.moved {} " moved against the week (or year) before"
         }
     }
@@ -202,6 +212,9 @@ fn cell_markup(cell: &Cell, table: &str) -> Markup {
     let mut classes = format!("cell shade-{}", cell.shade);
     if cell.missing {
         classes.push_str(" missing");
+    }
+    if cell.expired {
+        classes.push_str(" expired");
     }
     if cell.moved_from.is_some() {
         classes.push_str(" moved");
@@ -215,6 +228,7 @@ fn cell_markup(cell: &Cell, table: &str) -> Markup {
         ),
         (Some(rows), None) => format!("{}: {} rows", cell.label, grouped(rows)),
         (None, _) if cell.missing => format!("{}: missing", cell.label),
+        (None, _) if cell.expired => format!("{}: past retention", cell.label),
         (None, _) => format!("{}: no partition", cell.label),
     };
     let loads = format!(
@@ -344,7 +358,7 @@ mod tests {
         counts.insert("2026-01-13".into(), 10);
         counts.insert("2026-01-14".into(), 1500);
         let span = ("2026-01-01".to_string(), "2026-01-20".to_string());
-        let cells = cells(&window, &counts, Some(&span), DEFAULT_THRESHOLD_PCT);
+        let cells = cells(&window, &counts, Some(&span), None, DEFAULT_THRESHOLD_PCT);
         let cell = |label: &str| cells.iter().find(|c| c.label == label).unwrap();
         assert!(cell("2026-01-05").missing);
         assert_eq!(cell("2026-01-05").rows, None);
@@ -358,6 +372,29 @@ mod tests {
         assert_eq!(cell("2026-01-14").shade, 4);
         // After the last partition nothing is expected.
         assert!(!cell("2026-01-25").missing);
+    }
+
+    #[test]
+    fn days_past_retention_are_expired_not_missing() {
+        let window = Window::holding(day("2026-01-10"), Grain::Day);
+        let counts: HashMap<String, u64> = (8..=20)
+            .map(|d| (format!("2026-01-{d:02}"), 1000))
+            .collect();
+        // The table's first partition was 2026-01-01, since dropped; days
+        // ending by 2026-01-08 are past retention.
+        let span = ("2026-01-01".to_string(), "2026-01-20".to_string());
+        let limit = Some(day("2026-01-08"));
+        let cells = cells(&window, &counts, Some(&span), limit, DEFAULT_THRESHOLD_PCT);
+        let cell = |label: &str| cells.iter().find(|c| c.label == label).unwrap();
+        assert!(cell("2026-01-03").expired && !cell("2026-01-03").missing);
+        assert!(cell("2026-01-07").expired);
+        assert!(!cell("2026-01-08").expired);
+        assert!(!cell("2026-01-10").expired && cell("2026-01-10").rows.is_some());
+        let markup = cell_markup(cell("2026-01-03"), "orders").into_string();
+        assert!(
+            markup.contains("expired") && markup.contains("past retention"),
+            "{markup}"
+        );
     }
 
     #[test]

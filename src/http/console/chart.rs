@@ -179,6 +179,7 @@ mod tests {
             rows,
             shade: 0,
             missing: false,
+            expired: false,
             moved_from: None,
         };
         let cells = [cell("2026-10-01", None), cell("2026-10-02", Some(7))];

@@ -22,6 +22,7 @@ use crate::http::extract::parse_label;
 use crate::http::state::AppState;
 use crate::names::TableName;
 use crate::period::{Grain, Period};
+use crate::schema::Retention;
 use crate::store::catalog::TableInfo;
 use crate::store::console::{LoadMark, TableActivity, COUNT_CAP};
 
@@ -167,7 +168,7 @@ pub async fn show(
     let history = state.store.history(&table).await?;
     let partitions = match info.def.grain {
         Grain::Whole => html! { p { "A plain table: one set of rows, no partitions." } },
-        grain => partitions_view(&state, &table, grain, &q).await?,
+        grain => partitions_view(&state, &table, grain, info.def.retention, &q).await?,
     };
     let body = html! {
         (summary(&info, &activity))
@@ -216,6 +217,7 @@ async fn partitions_view(
     state: &AppState,
     table: &TableName,
     grain: Grain,
+    retention: Option<Retention>,
     q: &ShowQuery,
 ) -> PageResult<Markup> {
     let span = state.store.partition_span(table).await?;
@@ -227,7 +229,8 @@ async fn partitions_view(
     let window = Window::holding(at, grain);
     let counts = window_counts(state, table, &window).await?;
     let threshold = q.threshold.unwrap_or(DEFAULT_THRESHOLD_PCT);
-    let cells = calendar::cells(&window, &counts, span.as_ref(), threshold);
+    let kept_after = retention.map(|r| r.limit(state.settings.now()));
+    let cells = calendar::cells(&window, &counts, span.as_ref(), kept_after, threshold);
     let first = cells.first().map(|c| c.label.clone()).unwrap_or_default();
     let last = cells.last().map(|c| c.label.clone()).unwrap_or_default();
     Ok(html! {

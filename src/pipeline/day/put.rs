@@ -106,6 +106,7 @@ impl Pipeline {
         let (target, body) =
             Target::resolve(&self.settings, &mut *conn, &table, create_table, body).await?;
         check_grain(target.def(), ds)?;
+        self.refuse_expired(target.def(), [ds])?;
         let reading = BodyReading {
             format,
             options: &options,

@@ -51,6 +51,13 @@ impl Pipeline {
                     .await
             }
         };
+        // A write to a period past retention is refused by the write alone.
+        if self
+            .refuse_expired(&def, decoded.periods.iter().copied())
+            .is_err()
+        {
+            return Ok(Predecoding::Alone(body_put_back(rows, body)));
+        }
         let copy = copy.ok_or_else(|| {
             WriteError::Internal(anyhow::anyhow!("a good body's rows went missing"))
         })?;

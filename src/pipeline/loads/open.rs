@@ -43,6 +43,7 @@ impl Pipeline {
             .await?
             .ok_or_else(|| WriteError::TableNotFound(req.table.clone()))?;
         let target = LoadTarget::from_json(&req.target, &def)?;
+        self.refuse_expired(&def, target.periods().unwrap_or_default())?;
         let audits = match &req.audits {
             Some(value) => Audits::parse(value, &def)?,
             None => Audits::default(),

@@ -120,6 +120,7 @@ impl Pipeline {
         mut load: Finish<'_>,
         made: &mut Vec<Assembled>,
     ) -> WriteResult<Finished> {
+        self.refuse_expired(load.def, load_periods(&load))?;
         let stages = stage_partitions(&mut *conn, &load, made).await?;
         let report = audit(&mut *conn, load.def, &load.audits, &stages).await?;
         if load.how == Finishing::AuditOnly {
@@ -296,7 +297,7 @@ async fn stage_partitions(
     made: &mut Vec<Assembled>,
 ) -> WriteResult<Vec<PartitionStage>> {
     let def = load.def;
-    let plans = plans(def, load.periods.as_deref(), &load.parts);
+    let plans = plans(load.periods.as_deref(), &load.parts);
     let repeats = Resolve {
         policy: def.duplicates,
         load_id: load.ticket.load_id,
@@ -307,13 +308,10 @@ async fn stage_partitions(
     Ok(partition_stages(made, &load.parts))
 }
 
-/// Where each target partition's rows come from.
-fn plans(
-    def: &TableDef,
-    periods: Option<&[Period]>,
-    parts: &[PartSource],
-) -> Vec<(Period, Source)> {
-    let periods: Vec<Period> = match periods {
+/// The partitions a load replaces: its target's, or for a whole table
+/// those its parts' rows fall in.
+fn target_partitions(periods: Option<&[Period]>, parts: &[PartSource]) -> Vec<Period> {
+    match periods {
         Some(periods) => periods.to_vec(),
         None => {
             let mut all: Vec<Period> = parts
@@ -322,11 +320,19 @@ fn plans(
                 .collect();
             all.sort();
             all.dedup();
-            let _ = def;
             all
         }
-    };
-    periods
+    }
+}
+
+/// `target_partitions` of a load being finished.
+fn load_periods(load: &Finish<'_>) -> Vec<Period> {
+    target_partitions(load.periods.as_deref(), &load.parts)
+}
+
+/// Where each target partition's rows come from.
+fn plans(periods: Option<&[Period]>, parts: &[PartSource]) -> Vec<(Period, Source)> {
+    target_partitions(periods, parts)
         .into_iter()
         .map(|period| {
             let holding: Vec<&PartSource> = parts

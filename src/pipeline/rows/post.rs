@@ -60,6 +60,7 @@ impl Pipeline {
         decoding: Decode,
     ) -> WriteResult<(Option<RejectSpool>, RowsWritten)> {
         let (mut decoded, landed) = self.land_rows(tx, target.def(), mode, decoding).await?;
+        self.refuse_expired(target.def(), decoded.periods.iter().copied())?;
         let (def, table_created) = match target {
             Target::Inferred(def) if landed.rows == 0 => {
                 return nothing_stored(ticket, &def, mode, decoded);

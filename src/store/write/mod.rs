@@ -31,6 +31,7 @@ pub mod arrays;
 pub mod assemble;
 pub mod closing;
 pub mod duplicates;
+pub mod expire;
 pub mod history;
 mod history_citus;
 pub mod incoming;
