@@ -34,6 +34,7 @@ use crate::log_writer::{buffered_log, LogGuard};
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::store::contents::FOLD_AFTER;
+use crate::store::load_events::LOADS_CHANNEL;
 use crate::store::Store;
 
 /// The routes and, from the inside out, what every request goes through:
@@ -269,6 +270,9 @@ fn start_background(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
         tokio::spawn(fold_deltas(state.store.clone())),
         tokio::spawn(expire_partitions(state.pipeline())),
     ];
+    let announce = Arc::new(tokio::sync::Notify::new());
+    tasks.push(tokio::spawn(listen_loads(state.clone(), announce.clone())));
+    tasks.push(tokio::spawn(announce_loads(state.clone(), announce)));
     if !state.settings.insecure_no_auth {
         let follow = follow_revocations(state.store.clone(), state.tokens.clone());
         tasks.push(tokio::spawn(follow));
@@ -332,6 +336,52 @@ async fn expire_partitions(pipeline: Pipeline) {
         if let Err(e) = pipeline.expire_partitions().await {
             tracing::warn!(error = %e, "could not expire partitions past retention");
         }
+    }
+}
+
+/// Gives committed loads their positions (`store::load_events`) when told
+/// of one (`listen_loads`), and every second for what a lost notification
+/// left; one process at a time does, the others find nothing to do.
+async fn announce_loads(state: AppState, told: Arc<tokio::sync::Notify>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = told.notified() => {}
+            _ = tick.tick() => {}
+        }
+        match state.store.announce_loads().await {
+            Ok(0) => {}
+            Ok(last) => state
+                .load_events
+                .heard(i64::try_from(last).unwrap_or(i64::MAX)),
+            Err(e) => tracing::debug!(error = %e, "could not announce loads"),
+        }
+    }
+}
+
+/// Listens for committed loads (to announce them) and for positions handed
+/// out by any process's announcer (to wake this process's event streams);
+/// listens again after a lost connection.
+async fn listen_loads(state: AppState, announce: Arc<tokio::sync::Notify>) {
+    loop {
+        match state.store.listen_loads().await {
+            Ok(mut listener) => loop {
+                match listener.recv().await {
+                    Ok(told) if told.channel() == LOADS_CHANNEL => announce.notify_one(),
+                    Ok(told) => {
+                        if let Ok(position) = told.payload().parse() {
+                            state.load_events.heard(position);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "lost the loads' notifications");
+                        break;
+                    }
+                }
+            },
+            Err(e) => tracing::debug!(error = %e, "could not listen for loads"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

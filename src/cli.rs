@@ -52,6 +52,10 @@ pub enum Command {
     Partitions(args::PartitionsArgs),
     /// Client: the loads ledger, newest first.
     Loads(args::LoadsArgs),
+    /// Client: each load of TABLE as the server announces it, a line each,
+    /// until interrupted; exits 2 when the stream breaks (and says how to
+    /// resume).
+    Watch(args::WatchArgs),
     /// Client: what the server recorded under an Idempotency-Key.
     Key(args::KeyArgs),
     /// Client: declare (or safely change) TABLE from a JSON file, as

@@ -38,6 +38,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Tables(args) => client::show::tables(args).await,
         Command::Partitions(args) => client::show::partitions(args).await,
         Command::Loads(args) => client::show::loads(args).await,
+        Command::Watch(args) => client::watch::watch(args).await,
         Command::Key(args) => client::show::key(args).await,
         Command::Declare(args) => client::tables::declare(args).await,
         Command::Drop(args) => client::tables::drop(args).await,

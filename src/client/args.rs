@@ -297,6 +297,18 @@ pub struct LoadsArgs {
     pub list: ListArgs,
 }
 
+/// `idem watch TABLE`.
+#[derive(Clone, Debug, Args)]
+pub struct WatchArgs {
+    pub table: String,
+    /// Start after this position (an event id `idem watch` said to resume
+    /// from); without it, from now.
+    #[arg(long)]
+    pub after: Option<i64>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
 /// `idem key KEY`.
 #[derive(Clone, Debug, Args)]
 pub struct KeyArgs {

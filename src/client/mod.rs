@@ -23,6 +23,7 @@ mod row_groups;
 mod send;
 pub mod show;
 pub mod tables;
+pub mod watch;
 
 /// How a client command ends, as its process's exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -354,7 +354,7 @@ fn token_hint(token_sent: bool) -> &'static str {
     }
 }
 
-fn http_client() -> Result<reqwest::Client, Exit> {
+pub(super) fn http_client() -> Result<reqwest::Client, Exit> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .read_timeout(Duration::from_secs(120))

@@ -87,6 +87,9 @@ pub enum ApiError {
     /// `IDEM_MAX_CONNECTIONS_PER_CLIENT` requests in flight.
     #[error("this client has too many requests in flight; wait for one to end or retry later")]
     TooManyRequestsFromClient,
+    /// A token that holds its most `GET /loads/events` streams open here.
+    #[error("this token has {0} event streams open on this server, the most it may; close one or retry later")]
+    TooManyStreams(usize),
     /// Staged rows failed an audit: the problem carries the report.
     #[error("the staged rows failed {} audit(s); nothing was published", failed_audits(.0))]
     AuditFailed(Box<AuditReport>),
@@ -134,7 +137,7 @@ impl ApiError {
             Write(e) => e.code(),
             Internal(_) => ProblemCode::Internal,
             AuditFailed(_) => ProblemCode::AuditFailed,
-            TooManyRequestsFromClient => ProblemCode::TooManyConnections,
+            TooManyRequestsFromClient | TooManyStreams(_) => ProblemCode::TooManyConnections,
         }
     }
 
@@ -257,6 +260,7 @@ impl ApiError {
             ApiError::Write(WriteError::Busy | WriteError::ShareTaken) => return Some(RETRY_BUSY),
             ApiError::Write(WriteError::SpoolFull(_)) => return Some(RETRY_SPOOL_FULL),
             ApiError::TooManyRequestsFromClient => return Some(RETRY_BUSY),
+            ApiError::TooManyStreams(_) => return Some(RETRY_UNAVAILABLE),
             _ => return None,
         };
         match store {

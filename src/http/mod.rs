@@ -15,6 +15,7 @@ pub mod error;
 pub mod extract;
 pub mod history_rows;
 pub mod idempotency_keys;
+pub mod load_events;
 pub mod loads;
 pub mod many;
 pub mod observe;
@@ -55,6 +56,7 @@ pub fn router(console: bool) -> Router<AppState> {
         .merge(channels::router())
         .merge(idempotency_keys::router())
         .merge(loads::router())
+        .merge(load_events::router())
         .merge(staged_loads::router())
         .merge(rejects::router())
         .merge(duplicates::router())

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::client_requests::PerClient;
+use super::load_events::LoadEvents;
 use super::token_cache::TokenCache;
 use crate::config::Settings;
 use crate::metrics::{Metrics, PoolGauges};
@@ -41,6 +42,8 @@ pub struct Shared {
     pipeline: Pipeline,
     /// Requests in flight per client behind a trusted proxy.
     pub(super) client_requests: PerClient,
+    /// The announced loads this process heard of, and its event streams.
+    pub load_events: LoadEvents,
 }
 
 impl AppState {
@@ -61,6 +64,7 @@ impl AppState {
             settings,
             tokens: Arc::default(),
             pipeline,
+            load_events: LoadEvents::default(),
         }))
     }
 

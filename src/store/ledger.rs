@@ -46,7 +46,8 @@ pub struct Load {
 
 /// Every column of a ledger row, and its duration.
 // language=PostgreSQL
-const LOAD_COLUMNS: &str = "load_id, table_name, ds, mode, status, rows_received, rows_written,
+pub(super) const LOAD_COLUMNS: &str =
+    "load_id, table_name, ds, mode, status, rows_received, rows_written,
     duplicates, rejected, content_sha256, changed, idempotency_key, error, started_at, finished_at,
     (extract(epoch from finished_at - started_at) * 1000)::bigint as duration_ms,
     token_id, token_name, dropped_by";

@@ -25,6 +25,7 @@ pub mod error;
 pub mod history;
 pub mod idempotency;
 pub mod ledger;
+pub mod load_events;
 pub mod locks;
 pub mod partitions;
 pub mod read;
