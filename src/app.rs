@@ -339,6 +339,9 @@ async fn expire_partitions(pipeline: Pipeline) {
     }
 }
 
+/// The least time between two announcer rounds of one process.
+const ANNOUNCE_PAUSE: Duration = Duration::from_millis(50);
+
 /// Gives committed loads their positions (`store::load_events`) when told
 /// of one (`listen_loads`), and every second for what a lost notification
 /// left; one process at a time does, the others find nothing to do.
@@ -356,6 +359,9 @@ async fn announce_loads(state: AppState, told: Arc<tokio::sync::Notify>) {
                 .heard(i64::try_from(last).unwrap_or(i64::MAX)),
             Err(e) => tracing::debug!(error = %e, "could not announce loads"),
         }
+        // What commits meanwhile waits for the next round: a round for
+        // each notification would cost more than the loads it announces.
+        tokio::time::sleep(ANNOUNCE_PAUSE).await;
     }
 }
 

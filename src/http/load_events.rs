@@ -10,9 +10,8 @@
 //! (`LoadEvents`) only wakes its streams to read them, so a stream on any
 //! process sees every load, whichever process wrote or announced it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -48,35 +47,6 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/loads/events", get(load_events))
 }
 
-/// What this process knows of the announced loads: the last position it
-/// heard of, and the streams open per token.
-pub struct LoadEvents {
-    last: watch::Sender<i64>,
-    open: Mutex<HashMap<Principal, usize>>,
-}
-
-impl Default for LoadEvents {
-    fn default() -> Self {
-        LoadEvents {
-            last: watch::channel(0).0,
-            open: Mutex::default(),
-        }
-    }
-}
-
-impl LoadEvents {
-    /// Wakes the streams when `position` is new to this process.
-    pub fn heard(&self, position: i64) {
-        self.last.send_if_modified(|last| {
-            let newer = position > *last;
-            if newer {
-                *last = position;
-            }
-            newer
-        });
-    }
-}
-
 /// A stream's place among its token's (given back when it ends).
 struct StreamSlot {
     state: AppState,
@@ -85,16 +55,9 @@ struct StreamSlot {
 
 impl StreamSlot {
     fn take(state: &AppState, principal: &Principal) -> ApiResult<StreamSlot> {
-        let mut open = state
-            .load_events
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let count = open.entry(principal.clone()).or_default();
-        if *count >= STREAMS_PER_TOKEN {
+        if !state.load_events.open_stream(principal, STREAMS_PER_TOKEN) {
             return Err(ApiError::TooManyStreams(STREAMS_PER_TOKEN));
         }
-        *count += 1;
         Ok(StreamSlot {
             state: state.clone(),
             principal: principal.clone(),
@@ -104,18 +67,7 @@ impl StreamSlot {
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        let mut open = self
-            .state
-            .load_events
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = open.get_mut(&self.principal) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                open.remove(&self.principal);
-            }
-        }
+        self.state.load_events.close_stream(&self.principal);
     }
 }
 
@@ -142,7 +94,7 @@ async fn load_events(
     };
     let slot = StreamSlot::take(&state, &caller.actor.principal)?;
     let cursor = Cursor {
-        wake: state.load_events.last.subscribe(),
+        wake: state.load_events.subscribe(),
         state,
         table,
         visible: caller.grants.readable_like(),

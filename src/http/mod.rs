@@ -16,6 +16,7 @@ pub mod extract;
 pub mod history_rows;
 pub mod idempotency_keys;
 pub mod load_events;
+pub mod load_events_heard;
 pub mod loads;
 pub mod many;
 pub mod observe;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::client_requests::PerClient;
-use super::load_events::LoadEvents;
+use super::load_events_heard::LoadEvents;
 use super::token_cache::TokenCache;
 use crate::config::Settings;
 use crate::metrics::{Metrics, PoolGauges};

@@ -1,7 +1,7 @@
-//! Loads announced (see migration `load_events`): a committed load's
-//! trigger sends `NOTIFY idem_loads`; an announcer (any process, one at a
-//! time) then gives each committed load not yet announced the next
-//! position in `idem.load_events` and sends `NOTIFY idem_load_events`,
+//! Loads announced (see migration `load_events`): the statement that
+//! records committed loads sends `NOTIFY idem_loads` and queues them; an
+//! announcer (any process, one at a time) then gives each queued load the
+//! next position in `idem.load_events` and sends `NOTIFY idem_load_events`,
 //! which wakes the event streams of every process to read what follows
 //! the position they sent last.
 
@@ -19,13 +19,12 @@ pub const LOADS_CHANNEL: &str = "idem_loads";
 /// the last one).
 pub const EVENTS_CHANNEL: &str = "idem_load_events";
 
-/// The most loads one announcer's turn positions.
-const ANNOUNCED_AT_ONCE: i64 = 1000;
-
 impl Store {
-    /// Gives the committed loads not yet announced their positions, in one
+    /// Gives the committed loads queued to be announced their positions,
+    /// all of them (what commits between two rounds: a queue with no
+    /// order to keep needs no sort nor index, and stays small), in one
     /// transaction, unless another process's announcer is at it (then 0);
-    /// how many it gave.
+    /// the last position given.
     pub async fn announce_loads(&self) -> StoreResult<u64> {
         let mut conn = self.acquire().await?;
         let mut tx = conn.begin().await?;
@@ -39,19 +38,13 @@ impl Store {
         // language=PostgreSQL
         let last: Option<i64> = sqlx::query_scalar(
             "with next as (
-               select load_id, table_name, finished_at from idem.loads
-                where not announced and status in ('published', 'unchanged')
-                order by finished_at, load_id
-                limit $1),
-             marked as (
-               update idem.loads l set announced = true from next where l.load_id = next.load_id),
+               delete from idem.loads_to_announce returning load_id, table_name, finished_at),
              placed as (
                insert into idem.load_events (load_id, table_name)
                select load_id, table_name from next order by finished_at, load_id
                returning position)
              select max(position) from placed",
         )
-        .bind(ANNOUNCED_AT_ONCE)
         .fetch_one(&mut *tx)
         .await?;
         let Some(last) = last else {
