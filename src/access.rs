@@ -175,6 +175,15 @@ pub struct Actor {
 }
 
 impl Actor {
+    /// idem itself, for work no request asked for (an expire round, the
+    /// repeats a key adoption resolved).
+    pub fn idem() -> Actor {
+        Actor {
+            principal: Principal::Idem,
+            token_name: "idem".to_string(),
+        }
+    }
+
     /// `None` for the bootstrap admin token and in open mode.
     pub fn token_id(&self) -> Option<TokenId> {
         self.principal.token_id()

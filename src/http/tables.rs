@@ -117,11 +117,16 @@ async fn put_table(
     let declaration: TableDeclaration = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::InvalidDeclaration(format!("line {}, column {}: {e}", e.line(), e.column()))
     })?;
+    let repeats = declaration.adopt.unwrap_or_default().repeats;
     let def = declaration.into_def(table.clone())?;
     if query.dry_run == Some(true) {
         return Ok((StatusCode::OK, Json(dry_run(&state, &def).await?)));
     }
-    let (status, changes) = match state.store.declare_table(&def, Origin::Declared).await? {
+    let declared = state
+        .store
+        .declare_table_adopting(&def, Origin::Declared, repeats)
+        .await?;
+    let (status, changes) = match declared {
         Declared::Created(_) => (StatusCode::CREATED, json!([])),
         Declared::Unchanged(_) => (StatusCode::OK, json!([])),
         Declared::Changed(_, changes) => (StatusCode::OK, json!(changes)),

@@ -174,6 +174,13 @@ pub enum SchemaChange {
     SetRetention {
         retention: Option<Retention>,
     },
+    /// A key declared on a table that had none (one a first write made):
+    /// its stored rows take their ids from the key, which becomes NOT NULL
+    /// and unique in each partition (the store checks, and resolves
+    /// repeats when asked).
+    AdoptKey {
+        primary_key: Vec<ColumnName>,
+    },
 }
 
 impl SchemaChange {
@@ -205,13 +212,10 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
             old.grain.as_str()
         )));
     }
-    if old.primary_key != new.primary_key {
-        return Err(conflict(format!(
-            "the primary key is {:?}; changing the key is unsafe",
-            old.primary_key
-        )));
-    }
     let mut changes = Vec::new();
+    if old.primary_key != new.primary_key {
+        changes.push(adopt_key(old, new)?);
+    }
     for col in &old.columns {
         let Some(declared) = new.column(&col.name) else {
             return Err(conflict(format!(
@@ -254,6 +258,25 @@ pub fn plan_changes(old: &TableDef, new: &TableDef) -> Result<Vec<SchemaChange>,
     check_versioning(old, new)?;
     changes.extend(policy_changes(old, new));
     Ok(changes)
+}
+
+/// The adoption of `new`'s key by `old`, a table without one whose columns
+/// hold it; any other change of a key is a 409.
+fn adopt_key(old: &TableDef, new: &TableDef) -> Result<SchemaChange, SchemaError> {
+    if !old.primary_key.is_empty() {
+        return Err(SchemaError::Conflict(format!(
+            "the primary key is {:?}; changing the key is unsafe",
+            old.primary_key
+        )));
+    }
+    if let Some(missing) = new.primary_key.iter().find(|c| old.column(c).is_none()) {
+        return Err(SchemaError::Conflict(format!(
+            "key column {missing:?} is new: the stored rows have no value for it"
+        )));
+    }
+    Ok(SchemaChange::AdoptKey {
+        primary_key: new.primary_key.clone(),
+    })
 }
 
 /// Whether `new`'s write mode, history and cursor may follow `old`'s. A
@@ -386,6 +409,14 @@ impl TableDef {
                     def.distribution = distribution.clone()
                 }
                 SchemaChange::SetRetention { retention } => def.retention = *retention,
+                SchemaChange::AdoptKey { primary_key } => {
+                    def.primary_key = primary_key.clone();
+                    for column in def.columns.iter_mut() {
+                        if primary_key.contains(&column.name) {
+                            column.nullable = false;
+                        }
+                    }
+                }
             }
         }
         def

@@ -63,6 +63,29 @@ pub struct TableDeclaration {
     /// duration); absent: for ever.
     #[serde(default)]
     pub retention: Option<String>,
+    /// How a key declared on a table that has none treats the keys its
+    /// stored rows repeat (not part of the definition: it acts once).
+    #[serde(default)]
+    pub adopt: Option<Adopt>,
+}
+
+/// `"adopt": {"repeats": "refuse" | "resolve"}`.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Adopt {
+    #[serde(default)]
+    pub repeats: AdoptRepeats,
+}
+
+/// What a key adoption does with keys the stored rows repeat: refuse the
+/// declaration (409, the default), or keep one version of each by the
+/// table's `duplicates` rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdoptRepeats {
+    #[default]
+    Refuse,
+    Resolve,
 }
 
 /// `columns` is a JSON object whose order is the column order; serde_json's

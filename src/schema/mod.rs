@@ -29,7 +29,7 @@ mod table;
 pub use crate::period::Grain;
 pub use audits::{AuditReport, AuditResult, Audits, Bounds, ChangeRatio};
 pub use change::{plan_changes, SchemaChange, SchemaWants};
-pub use declaration::{TableDeclaration, DEFAULT_PARTITION_COLUMN};
+pub use declaration::{Adopt, AdoptRepeats, TableDeclaration, DEFAULT_PARTITION_COLUMN};
 pub use distribution::{Distribution, DistributionColumn, DistributionDefault, ROW_ID_COLUMN};
 pub use error::SchemaError;
 pub use policy::{

@@ -16,8 +16,8 @@ use super::{distribute, Store, StoreError, StoreResult};
 use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::schema::{
-    check_width, plan_changes, Distribution, DistributionDefault, SchemaChange, SchemaPolicy,
-    SchemaWants, TableDef,
+    check_width, plan_changes, AdoptRepeats, Distribution, DistributionDefault, SchemaChange,
+    SchemaPolicy, SchemaWants, TableDef,
 };
 
 #[derive(Clone, Debug)]
@@ -128,8 +128,21 @@ impl Store {
 
     /// `declare` on a connection of its own.
     pub async fn declare_table(&self, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
+        self.declare_table_adopting(def, origin, AdoptRepeats::Refuse)
+            .await
+    }
+
+    /// `declare_table`, a key adopted by a table without one treating the
+    /// keys its stored rows repeat as `repeats` says.
+    pub async fn declare_table_adopting(
+        &self,
+        def: &TableDef,
+        origin: Origin,
+        repeats: AdoptRepeats,
+    ) -> StoreResult<Declared> {
         let mut conn = self.acquire().await?;
-        declare(&mut conn, def, origin, self.distribution_default()).await
+        let default = self.distribution_default();
+        declare_with(&mut conn, def, origin, default, repeats).await
     }
 
     /// Table `name`'s schema versions, oldest first (none: no such table).
@@ -171,6 +184,23 @@ pub async fn declare(
     origin: Origin,
     distribution_default: DistributionDefault,
 ) -> StoreResult<Declared> {
+    declare_with(
+        conn,
+        def,
+        origin,
+        distribution_default,
+        AdoptRepeats::Refuse,
+    )
+    .await
+}
+
+async fn declare_with(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    origin: Origin,
+    distribution_default: DistributionDefault,
+    repeats: AdoptRepeats,
+) -> StoreResult<Declared> {
     let mut tx = conn.begin().await?;
     lock_table(&mut tx, &def.name).await?;
     let outcome = match (table_def(&mut tx, &def.name).await?, origin) {
@@ -193,7 +223,7 @@ pub async fn declare(
         }
         // An inferred write racing a declaration takes what is there.
         (Some(stored), Origin::Inferred) => Declared::Unchanged(stored),
-        (Some(stored), Origin::Declared) => evolve(&mut tx, stored, def).await?,
+        (Some(stored), Origin::Declared) => evolve(&mut tx, stored, def, repeats).await?,
     };
     tx.commit().await?;
     Ok(outcome)
@@ -220,10 +250,17 @@ async fn evolve(
     conn: &mut PgConnection,
     stored: TableDef,
     declared: &TableDef,
+    repeats: AdoptRepeats,
 ) -> StoreResult<Declared> {
     let changes = plan_changes(&stored, declared)?;
     if changes.is_empty() {
         return Ok(Declared::Unchanged(stored));
+    }
+    if changes
+        .iter()
+        .any(|c| matches!(c, SchemaChange::AdoptKey { .. }))
+    {
+        super::adopt_key::adopt_key(&mut *conn, &stored, &stored.apply(&changes), repeats).await?;
     }
     let new_def = apply_changes(&mut *conn, &stored, &changes, ChangeCause::Declaration).await?;
     Ok(Declared::Changed(new_def, changes))

@@ -11,6 +11,7 @@
 //! quoted; `locks` owns the advisory lock keys; values travel as bind
 //! parameters or COPY data.
 
+pub mod adopt_key;
 pub mod audits;
 pub mod catalog;
 pub mod channels;

@@ -2,6 +2,7 @@
 //! test against a fresh database on a real Postgres (`DATABASE_URL`, which
 //! `scripts/test` provides).
 
+mod adopt_key;
 mod audits;
 mod auth;
 mod browser;

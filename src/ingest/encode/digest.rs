@@ -5,6 +5,7 @@ use sha2::{Digest, Sha256};
 
 use super::RowEncoder;
 use crate::ingest::cell::{parse_text, Cell};
+use crate::period::Period;
 use crate::schema::TableDef;
 
 impl RowEncoder<'_> {
@@ -65,6 +66,37 @@ pub fn row_hash_of_text(def: &TableDef, values: &[Option<String>]) -> Option<[u8
     let mut canonical = Vec::with_capacity(256);
     write_canonical_list(&mut canonical, without_trailing_nulls(&cells).iter());
     Some(Sha256::digest(&canonical).into())
+}
+
+/// The `_row_id` a keyed table gives a row of partition `period` whose
+/// identity (its key) holds `key` (as Postgres prints it, in order), as
+/// `RowEncoder::row_id` makes it: how the stored rows of a table that
+/// adopts a key get theirs. `None` when a value is null or does not read
+/// back as its column's type.
+pub fn row_id_of_key_text(
+    def: &TableDef,
+    period: Period,
+    key: &[Option<String>],
+) -> Option<[u8; 32]> {
+    let cells = def
+        .identity()
+        .into_iter()
+        .zip(key)
+        .map(|(column, value)| {
+            let ty = def.column(column)?.ty;
+            parse_text(ty, value.as_deref()?).ok()
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let mut id = Sha256::new();
+    id.update(b"idem-row-v1\0");
+    id.update(def.name.as_bytes());
+    id.update(b"\0");
+    id.update(period.label().as_bytes());
+    id.update(b"\0");
+    let mut canonical = Vec::with_capacity(64);
+    write_canonical_list(&mut canonical, cells.iter());
+    id.update(&canonical);
+    Some(id.finalize().into())
 }
 
 /// A row's cells less the nulls at its end: a column added to a table comes

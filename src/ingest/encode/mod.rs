@@ -22,7 +22,7 @@ use crate::ingest::{ErrorLog, RawRecord, RowError};
 use crate::period::Period;
 use crate::schema::{ColumnType, SchemaWants, TableDef};
 
-pub use digest::row_hash_of_text;
+pub use digest::{row_hash_of_text, row_id_of_key_text};
 
 /// The digests of one accepted row.
 #[derive(Clone, Copy, Debug)]

@@ -7,7 +7,7 @@
 use chrono::NaiveDateTime;
 
 use crate::access::Actor;
-use crate::ids::{LoadId, Principal};
+use crate::ids::LoadId;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::pipeline::error::{WriteError, WriteResult};
@@ -120,7 +120,7 @@ impl Pipeline {
         def: &TableDef,
         period: Period,
     ) -> WriteResult<Option<Expired>> {
-        let ticket = LoadTicket::new(&def.name, Some(period), MODE, None, &idem_itself());
+        let ticket = LoadTicket::new(&def.name, Some(period), MODE, None, &Actor::idem());
         let entry = LoadEntry {
             status: LoadStatus::Published,
             changed: true,
@@ -139,13 +139,5 @@ impl Pipeline {
             load_id: ticket.load_id,
             rows: dropped.rows,
         }))
-    }
-}
-
-/// The actor of work no request asked for.
-fn idem_itself() -> Actor {
-    Actor {
-        principal: Principal::Idem,
-        token_name: "idem".to_string(),
     }
 }

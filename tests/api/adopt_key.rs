@@ -1,0 +1,199 @@
+//! A key adopted later: a table a first write made (no key) takes the key
+//! a later declaration gives it, when its stored rows are unique on it, or
+//! with its repeats resolved by the duplicates rule when the declaration
+//! asks; writers wait for the adoption, none fails, none writes a repeat.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::support::*;
+
+/// The orders of a day as a first write sends them, order 2 twice.
+fn first_day() -> Vec<Value> {
+    vec![
+        order(1, "paid", "2026-10-12T08:00:00Z"),
+        order(2, "paid", "2026-10-12T09:00:00Z"),
+        order(2, "shipped", "2026-10-12T10:00:00Z"),
+    ]
+}
+
+/// The declaration of `orders` as its first write made it (its columns'
+/// types as inferred from the body), with the key and cursor added.
+async fn keyed_orders(app: &TestApp) -> String {
+    let table = json_body(app.get("/tables/orders").await).await;
+    let columns: serde_json::Map<String, Value> = table["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["type"].clone()))
+        .collect();
+    json!({"columns": columns, "primary_key": ["order_id"], "cursor": "updated_at"}).to_string()
+}
+
+fn with_adopt(declaration: &str, repeats: &str) -> String {
+    let mut value: Value = serde_json::from_str(declaration).unwrap();
+    value["adopt"] = json!({"repeats": repeats});
+    value.to_string()
+}
+
+/// On a Citus cluster every table a first write makes is distributed by
+/// its row id, which a key would change: the adoption is refused there.
+async fn refused_on_citus(app: &TestApp) -> bool {
+    if distribution_default() != idem::schema::DistributionDefault::Key {
+        return false;
+    }
+    let declaration = with_adopt(&keyed_orders(app).await, "resolve");
+    let r = app.declare("orders", &declaration).await;
+    assert_eq!(r.status(), 409);
+    assert_eq!(json_body(r).await["code"], "citus_unsupported");
+    true
+}
+
+#[tokio::test]
+async fn a_table_made_by_a_first_write_adopts_its_key_its_repeats_resolved_and_logged() {
+    let app = spawn_app().await;
+    let day = "/partitions/orders/2026-10-12";
+    assert_eq!(app.put_ndjson(day, &first_day()).await.status(), 200);
+    assert_eq!(
+        app.count("orders", "2026-10-12").await,
+        3,
+        "stored as sent: no key"
+    );
+    if refused_on_citus(&app).await {
+        return;
+    }
+    let keyed = keyed_orders(&app).await;
+    let refused = app.declare("orders", &keyed).await;
+    assert_eq!(refused.status(), 409);
+    let problem = json_body(refused).await;
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(r#"{"order_id": 2} in 2026-10-12 (2 rows)"#) && detail.contains("resolve"),
+        "{problem}"
+    );
+    assert_eq!(
+        app.count("orders", "2026-10-12").await,
+        3,
+        "the refusal changed nothing"
+    );
+
+    let adopted = app.declare("orders", &with_adopt(&keyed, "resolve")).await;
+    assert_eq!(adopted.status(), 200);
+    let adopted = json_body(adopted).await;
+    assert_eq!(adopted["primary_key"], json!(["order_id"]), "{adopted}");
+    assert!(
+        adopted["changes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"change": "adopt_key", "primary_key": ["order_id"]})),
+        "{adopted}"
+    );
+    // The cursor picks order 2's survivor; its other version is logged.
+    let rows = app.rows("orders", "2026-10-12").await;
+    assert_eq!(rows.len(), 2);
+    let two = rows.iter().find(|r| r["order_id"] == 2).unwrap();
+    assert_eq!(two["status"], "shipped");
+    let logged = json_body(app.get("/duplicates?table=orders").await).await;
+    let logged = logged.as_array().unwrap();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["key"], json!({"order_id": 2}));
+    assert_eq!(logged[0]["row"]["status"], "paid");
+    // Keyed now: a POST of order 1 updates it, the day's count and hash
+    // follow, and the day reads back as it is stored.
+    let post = app
+        .send_keyed(
+            Method::POST,
+            "/rows?table=orders",
+            "after-adoption",
+            &[order(1, "refunded", "2026-10-12T11:00:00Z")],
+        )
+        .await;
+    assert_eq!(post.status(), 200);
+    assert_eq!(json_body(post).await["updated"], 1);
+    assert_eq!(app.count("orders", "2026-10-12").await, 2);
+    app.put_back_unchanged(day).await;
+}
+
+#[tokio::test]
+async fn a_key_the_stored_rows_hold_once_is_adopted_without_asking() {
+    let app = spawn_app().await;
+    let day = "/partitions/orders/2026-10-12";
+    let rows = [
+        order(1, "paid", "2026-10-12T08:00:00Z"),
+        order(2, "paid", "2026-10-12T09:00:00Z"),
+    ];
+    assert_eq!(app.put_ndjson(day, &rows).await.status(), 200);
+    let etag = app.get(day).await.headers()["etag"].clone();
+    if refused_on_citus(&app).await {
+        return;
+    }
+    let keyed = keyed_orders(&app).await;
+    assert_eq!(app.declare("orders", &keyed).await.status(), 200);
+    // The same rows, the same content: the partition's ETag stays.
+    assert_eq!(app.get(day).await.headers()["etag"], etag);
+    assert_eq!(app.put_ndjson(day, &rows).await.status(), 200);
+    assert_eq!(app.get(day).await.headers()["etag"], etag);
+}
+
+#[tokio::test]
+async fn eight_writers_during_an_adoption_all_succeed_and_no_key_repeats() {
+    let app = spawn_app().await;
+    let day = "/partitions/orders/2026-10-12";
+    assert_eq!(app.put_ndjson(day, &first_day()).await.status(), 200);
+    if refused_on_citus(&app).await {
+        return;
+    }
+    let writers = (0..8).map(|w| {
+        let app = &app;
+        async move {
+            let mut statuses = Vec::new();
+            for n in 0..25 {
+                // Keys 1..=5 again and again: before the adoption each is a
+                // row of its own, after it a merge.
+                let id = 1 + (w + n) % 5;
+                let row = order(
+                    id,
+                    "paid",
+                    &format!("2026-10-12T{:02}:{:02}:00Z", n / 10, n % 10),
+                );
+                let key = format!("writer-{w}-{n}");
+                let r = app
+                    .send_keyed(Method::POST, "/rows?table=orders", &key, &[row])
+                    .await;
+                statuses.push(r.status().as_u16());
+            }
+            statuses
+        }
+    });
+    let declaration = with_adopt(&keyed_orders(&app).await, "resolve");
+    let adoption = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        app.declare("orders", &declaration).await
+    };
+    let (statuses, adopted) = tokio::join!(futures::future::join_all(writers), adoption);
+    assert_eq!(adopted.status(), 200, "{}", adopted.text().await.unwrap());
+    for statuses in statuses {
+        assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    }
+    let (rows, keys): (i64, i64) =
+        sqlx::query_as("select count(*), count(distinct (ds, order_id)) from idem_data.orders")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(rows, keys, "no key stored twice");
+    assert_eq!(keys, 5);
+    // Writers wrote on both sides of the adoption: appends before it,
+    // merges after.
+    let (appends, merges): (i64, i64) = sqlx::query_as(
+        "select count(*) filter (where mode = 'append'), count(*) filter (where mode = 'merge')
+           from idem.loads where idempotency_key like 'writer-%'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(
+        appends > 0 && merges > 0,
+        "appends {appends}, merges {merges}"
+    );
+}
