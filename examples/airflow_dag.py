@@ -8,7 +8,12 @@ DAG run is answered from idem's record and never loads the day twice.
 Before it loads, a task declares `orders` with its key (the same
 declaration again changes nothing), as examples/run_twice.sh does: a table
 that a first write creates has no key, so an order that the file holds
-twice would be stored twice.
+twice would be stored twice. If a load ran before the declaration (the
+load task run alone, say) and made `orders` without a key, the declaration
+adopts the key when the stored rows hold each order once; when they repeat
+one it is refused (409) naming the repeats, and declaring it once with
+"adopt": {"repeats": "resolve"} keeps one version of each (the latest by
+`updated_at`), the others in the duplicates log: no need to drop the table.
 
 `idem`'s exit code says whether a retry can help:
   0  done

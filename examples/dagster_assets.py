@@ -10,7 +10,12 @@ own backfills (of the asset's partitions) work the same way; the
 Both first declare `orders` with its key (the same declaration again
 changes nothing), as examples/run_twice.sh does: a table that a first write
 creates has no key, so an order that the file holds twice would be stored
-twice.
+twice. If an asset was materialized before the declaration and made
+`orders` without a key, the declaration adopts the key when the stored rows
+hold each order once; when they repeat one it is refused (409) naming the
+repeats, and declaring it once with "adopt": {"repeats": "resolve"} keeps
+one version of each (the latest by `updated_at`), the others in the
+duplicates log: no need to drop the table.
 
 `idem`'s exit code says whether a retry can help: 0 done, 1 refused by the
 server, 2 gave up after its own retries (retry later), 3 usage error. Only
