@@ -302,17 +302,8 @@ fn check_versioning(old: &TableDef, new: &TableDef) -> Result<(), SchemaError> {
             "the table keeps history; turning it off would drop it (drop and declare the table again)".into(),
         ));
     }
-    let cursor_nullable = |def: &TableDef| {
-        def.cursor
-            .as_ref()
-            .and_then(|c| def.column(c))
-            .is_none_or(|c| c.nullable)
-    };
-    if old.history.is_none() && new.history.is_some() && cursor_nullable(old) {
-        return Err(conflict(
-            "history needs a cursor that is NOT NULL, and this table's cursor column allows NULL; declare history when the table is created".into(),
-        ));
-    }
+    // History turned on later makes the cursor NOT NULL (the store
+    // refuses it when a stored row has none: see `history::evolve`).
     Ok(())
 }
 
@@ -404,7 +395,15 @@ impl TableDef {
                 }
                 SchemaChange::SetAudits { audits } => def.audits = audits.clone(),
                 SchemaChange::SetWriteMode { write_mode } => def.write_mode = *write_mode,
-                SchemaChange::SetHistory { history } => def.history = *history,
+                SchemaChange::SetHistory { history } => {
+                    def.history = *history;
+                    // A version's start is its cursor: it may not be null.
+                    if let (Some(_), Some(cursor)) = (history, &def.cursor) {
+                        if let Some(c) = def.columns.iter_mut().find(|c| &c.name == cursor) {
+                            c.nullable = false;
+                        }
+                    }
+                }
                 SchemaChange::SetDistribution { distribution } => {
                     def.distribution = distribution.clone()
                 }
@@ -466,11 +465,13 @@ mod tests {
         );
         assert!(plan_changes(&plain, &versions).is_err());
         assert!(plan_changes(&versions, &plain).is_err());
-        // The cursor of `plain` allows NULL: no history on it.
+        // The cursor of `plain` allows NULL: history turned on makes it
+        // NOT NULL (the store refuses it if a stored row has none).
         let plain_history = def(
             r#"{"columns":{"id":"bigint","at":"timestamptz"},"primary_key":["id"],"cursor":"at","history":"scd2"}"#,
         );
-        assert!(plan_changes(&plain, &plain_history).is_err());
+        let on = plan_changes(&plain, &plain_history).unwrap();
+        assert!(!plain.apply(&on).column("at").unwrap().nullable);
         let on = plan_changes(&versions, &history).unwrap();
         assert_eq!(
             on,

@@ -113,6 +113,27 @@ async fn a_table_made_by_a_first_write_adopts_its_key_its_repeats_resolved_and_l
     assert_eq!(json_body(post).await["updated"], 1);
     assert_eq!(app.count("orders", "2026-10-12").await, 2);
     app.put_back_unchanged(day).await;
+
+    // History may follow, seeded from the rows as they now are.
+    let mut with_history: Value = serde_json::from_str(&keyed).unwrap();
+    with_history["history"] = json!("scd2");
+    let r = app.declare("orders", &with_history.to_string()).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let history = app.get("/tables/orders/history/rows").await;
+    assert_eq!(history.status(), 200);
+    let versions: Vec<Value> = history
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut statuses: Vec<&str> = versions
+        .iter()
+        .map(|v| v["status"].as_str().unwrap())
+        .collect();
+    statuses.sort();
+    assert_eq!(statuses, ["refunded", "shipped"], "{versions:?}");
 }
 
 #[tokio::test]

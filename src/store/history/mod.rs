@@ -111,6 +111,7 @@ pub(crate) async fn evolve(
         return Ok(());
     };
     if old.history.is_none() {
+        cursor_not_null(conn, old, &shape).await?;
         return create_seeded(conn, new).await;
     }
     for change in changes {
@@ -127,6 +128,45 @@ pub(crate) async fn evolve(
             sqlx::query(&statement).execute(&mut *conn).await?;
         }
     }
+    Ok(())
+}
+
+/// Makes the cursor of a table that turns history on NOT NULL, where it
+/// allowed NULL (a table that adopted its key later, say); a 409 when a
+/// stored row has no cursor, which would be a version without a start.
+async fn cursor_not_null(
+    conn: &mut PgConnection,
+    old: &TableDef,
+    shape: &HistoryShape,
+) -> StoreResult<()> {
+    let nullable = old
+        .cursor
+        .as_ref()
+        .and_then(|c| old.column(c))
+        .is_some_and(|c| c.nullable);
+    if !nullable {
+        return Ok(());
+    }
+    let parent = parent_table(&old.name);
+    let nulls: i64 = sqlx::query_scalar(&format!(
+        "select count(*) from {parent} where {} is null",
+        shape.cursor
+    ))
+    .fetch_one(&mut *conn)
+    .await?;
+    if nulls > 0 {
+        return Err(crate::schema::SchemaError::Conflict(format!(
+            "history needs every stored row to have a cursor ({}): {nulls} have none",
+            shape.cursor
+        ))
+        .into());
+    }
+    sqlx::query(&format!(
+        "alter table {parent} alter column {} set not null",
+        shape.cursor
+    ))
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
