@@ -229,3 +229,53 @@ async fn a_stream_is_bounded_per_token_and_its_last_event_id_checked() {
     }
     assert_eq!(answered, 200);
 }
+
+#[tokio::test]
+async fn a_load_rolled_back_is_never_announced_and_a_committed_one_is_once() {
+    let app = spawn_app().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&app.db)
+        .await
+        .unwrap();
+    listener.listen("idem_loads").await.unwrap();
+    let record = |status: &'static str| {
+        format!(
+            "insert into idem.loads (load_id, table_name, mode, status, started_at)
+             values (gen_random_uuid(), 'orders', 'replace', '{status}', now())"
+        )
+    };
+    let mut rolled_back = app.db.begin().await.unwrap();
+    sqlx::query(&record("published"))
+        .execute(&mut *rolled_back)
+        .await
+        .unwrap();
+    rolled_back.rollback().await.unwrap();
+    let mut committed = app.db.begin().await.unwrap();
+    sqlx::query(&record("published"))
+        .execute(&mut *committed)
+        .await
+        .unwrap();
+    // A refusal is recorded, and not announced.
+    sqlx::query(&record("rejected"))
+        .execute(&mut *committed)
+        .await
+        .unwrap();
+    committed.commit().await.unwrap();
+
+    let told = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("the committed load is told")
+        .unwrap();
+    let told: Value = serde_json::from_str(told.payload()).unwrap();
+    assert_eq!(told.as_array().unwrap().len(), 1, "{told}");
+    assert_eq!(told[0]["status"], "published");
+    let more = tokio::time::timeout(Duration::from_millis(500), listener.recv()).await;
+    assert!(more.is_err(), "only the committed load is told");
+    // Announced once, whichever announcer (the server's own, or this
+    // round) gives it its position.
+    app.state.store.announce_loads().await.unwrap();
+    let announced: Vec<String> = sqlx::query_scalar("select load_id::text from idem.load_events")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(announced, [told[0]["load_id"].as_str().unwrap()]);
+}
