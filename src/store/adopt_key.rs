@@ -16,7 +16,8 @@ use sqlx::{PgConnection, Row};
 use super::contents;
 use super::ledger::{self, LoadEntry, LoadStatus};
 use super::sql::{
-    join, key_index_columns, label_sql, live_partition, parent_table, quote_literal, Ident, ROW_ID,
+    join, key_index, key_index_columns, label_sql, live_partition, parent_table, quote_literal,
+    Ident, ROW_ID,
 };
 use super::write::duplicates::{self, Resolve};
 use super::{StoreError, StoreResult};
@@ -54,12 +55,9 @@ pub(super) async fn adopt_key(
     }
     let parent = parent_table(&keyed.name);
     let index = Ident::index(&keyed.name, "key");
-    sqlx::query(&format!(
-        "drop index if exists {}",
-        index_in_schema(&parent, &index)
-    ))
-    .execute(&mut *conn)
-    .await?;
+    sqlx::query(&format!("drop index if exists {}", key_index(&keyed.name)))
+        .execute(&mut *conn)
+        .await?;
     // The versions set aside are a load of their own in the ledger, by
     // idem itself, so the duplicates log lists them.
     let load = AdoptionLoad::new(keyed);
@@ -88,15 +86,6 @@ pub(super) async fn adopt_key(
         sqlx::query(&sql).execute(&mut *conn).await?;
     }
     Ok(())
-}
-
-/// The index `index`, in the schema of its table `parent`.
-fn index_in_schema(parent: &Ident, index: &Ident) -> String {
-    let text = parent.to_string();
-    match text.split_once('.') {
-        Some((schema, _)) => format!("{schema}.{index}"),
-        None => index.to_string(),
-    }
 }
 
 /// A 409 when a stored row has no value for a key column.

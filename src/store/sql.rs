@@ -154,6 +154,12 @@ pub fn parent_table(table: &TableName) -> Ident {
     Ident::qualified(DATA_SCHEMA, Ident::table(table))
 }
 
+/// The unique index of `table`'s parent (and, through it, of each
+/// partition), qualified: `idem_data.orders__key`.
+pub fn key_index(table: &TableName) -> Ident {
+    Ident::qualified(DATA_SCHEMA, Ident::index(table, "key"))
+}
+
 /// The table that keeps `table`'s versions: `idem_history."orders"`.
 pub fn history_table(table: &TableName) -> Ident {
     Ident::qualified(HISTORY_SCHEMA, Ident::table(table))
