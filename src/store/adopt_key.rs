@@ -16,8 +16,7 @@ use sqlx::{PgConnection, Row};
 use super::contents;
 use super::ledger::{self, LoadEntry, LoadStatus};
 use super::sql::{
-    join, key_index, key_index_columns, label_sql, live_partition, parent_table, quote_literal,
-    Ident, ROW_ID,
+    join, key_index, key_index_columns, label_sql, live_partition, parent_table, Ident, ROW_ID,
 };
 use super::write::duplicates::{self, Resolve};
 use super::{StoreError, StoreResult};
@@ -128,21 +127,16 @@ async fn repeated_keys(conn: &mut PgConnection, keyed: &TableDef) -> StoreResult
             .map(Ident::column)
             .collect::<Vec<_>>(),
     );
-    let pairs = keyed
-        .primary_key
-        .iter()
-        .map(|c| format!("{}, _s.{}", quote_literal(c.as_str()), Ident::column(c)))
-        .collect::<Vec<_>>()
-        .join(", ");
     // language=PostgreSQL
     let sql = format!(
-        "select {ds}, jsonb_build_object({pairs})::text, count(*)
+        "select {ds}, {logged}::text, count(*)
            from {parent} _s
           group by {ds}, {key}
          having count(*) > 1
           order by 1, 2
           limit $1",
         ds = label_sql(keyed, "_s"),
+        logged = duplicates::logged_key(keyed),
         parent = parent_table(&keyed.name),
     );
     let rows = sqlx::query(&sql)

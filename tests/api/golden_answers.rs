@@ -54,14 +54,7 @@ async fn stored(app: &TestApp, key: &str) -> String {
 }
 
 async fn put_keyed(app: &TestApp, path: &str, key: &str, rows: &[Value]) -> Response {
-    app.client
-        .put(app.url(path))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", key)
-        .body(ndjson(rows))
-        .send()
-        .await
-        .unwrap()
+    app.send_keyed(reqwest::Method::PUT, path, key, rows).await
 }
 
 async fn replay_rejects(app: &TestApp, key: &str) -> Response {

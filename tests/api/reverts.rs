@@ -26,14 +26,8 @@ fn file_b() -> Vec<Value> {
 }
 
 async fn put_keyed(app: &TestApp, key: &str, rows: &[Value]) -> reqwest::Response {
-    app.client
-        .put(app.url(&format!("/partitions/orders/{DAY}")))
-        .header("content-type", "application/x-ndjson")
-        .header("idempotency-key", key)
-        .body(ndjson(rows))
-        .send()
-        .await
-        .unwrap()
+    let day = format!("/partitions/orders/{DAY}");
+    app.send_keyed(reqwest::Method::PUT, &day, key, rows).await
 }
 
 /// The day's rows as the API gives them back, sorted.

@@ -101,7 +101,7 @@ fn removal_sql(def: &TableDef, table: &Ident, policy: DuplicatePolicy) -> String
 
 /// The key of row `_s` as the log keeps it, e.g. `{"order_id": 5}`; a
 /// version's names its cursor too (`TableDef::identity`).
-pub(super) fn logged_key(def: &TableDef) -> String {
+pub(crate) fn logged_key(def: &TableDef) -> String {
     let pairs = def
         .identity()
         .into_iter()

@@ -6,13 +6,14 @@
 
 use chrono::NaiveDateTime;
 use sqlx::pool::PoolConnection;
-use sqlx::{Connection, PgConnection, Postgres};
+use sqlx::{PgConnection, Postgres};
 
 use super::remove::remove_partition;
 use crate::names::TableName;
 use crate::period::Period;
 use crate::schema::{HistoryKind, TableDef};
 use crate::store::history::HistoryShape;
+use crate::store::idempotency::begin_bounded_on;
 use crate::store::ledger::{self, LoadEntry};
 use crate::store::locks::{lock_key, lock_partition, lock_table_shared};
 use crate::store::sql::{history_table, DELETED, VALID_FROM};
@@ -81,13 +82,7 @@ impl ExpireRound {
         entry: LoadEntry<'_>,
         lock_wait: std::time::Duration,
     ) -> StoreResult<Option<DroppedPartition>> {
-        let mut tx = self.conn.begin().await?;
-        sqlx::query(&format!(
-            "set local lock_timeout = {}",
-            lock_wait.as_millis().max(1)
-        ))
-        .execute(&mut *tx)
-        .await?;
+        let mut tx = begin_bounded_on(&mut self.conn, lock_wait).await?;
         // As a writer does: a drop of the table waits for the expire, and
         // the partition's writers finish first (its lock exclusive).
         lock_table_shared(&mut tx, &def.name).await?;
