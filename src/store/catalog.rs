@@ -201,6 +201,24 @@ async fn declare_with(
     distribution_default: DistributionDefault,
     repeats: AdoptRepeats,
 ) -> StoreResult<Declared> {
+    let adopting = origin == Origin::Declared && prepare_adoption(&mut *conn, def, repeats).await?;
+    let declared = declare_locked(&mut *conn, def, origin, distribution_default, repeats).await;
+    if adopting {
+        // The adoption's work table goes with the declaration; a
+        // connection that failed is closed by the pool, and it with it.
+        let _ = super::adopt_key::forget(&mut *conn).await;
+    }
+    declared
+}
+
+/// `declare_with`'s work under the table's lock.
+async fn declare_locked(
+    conn: &mut PgConnection,
+    def: &TableDef,
+    origin: Origin,
+    distribution_default: DistributionDefault,
+    repeats: AdoptRepeats,
+) -> StoreResult<Declared> {
     let mut tx = conn.begin().await?;
     lock_table(&mut tx, &def.name).await?;
     let outcome = match (table_def(&mut tx, &def.name).await?, origin) {
@@ -227,6 +245,33 @@ async fn declare_with(
     };
     tx.commit().await?;
     Ok(outcome)
+}
+
+/// The part of a key adoption done before the table's lock
+/// (`adopt_key::before_lock`): a declaration the stored rows refuse keeps
+/// no writer waiting (an orchestrator's run repeats its declaration each
+/// time), and one they take holds the lock for less. Whether the
+/// declaration adopts a key; anything else is decided under the lock.
+async fn prepare_adoption(
+    conn: &mut PgConnection,
+    declared: &TableDef,
+    repeats: AdoptRepeats,
+) -> StoreResult<bool> {
+    let Some(stored) = table_def(&mut *conn, &declared.name).await? else {
+        return Ok(false);
+    };
+    let Ok(changes) = plan_changes(&stored, declared) else {
+        return Ok(false);
+    };
+    if !changes
+        .iter()
+        .any(|c| matches!(c, SchemaChange::AdoptKey { .. }))
+    {
+        return Ok(false);
+    }
+    let keyed = stored.apply(&changes);
+    super::adopt_key::before_lock(&mut *conn, &stored, &keyed, repeats).await?;
+    Ok(true)
 }
 
 /// Makes the table of `def`, its distribution settled.

@@ -348,6 +348,10 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
 }
 
+pub fn is_not_null_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23502"))
+}
+
 /// A pool of `max_connections`, its first connection made.
 async fn open_pool(options: PgConnectOptions, max_connections: u32) -> sqlx::Result<PgPool> {
     PgPoolOptions::new()

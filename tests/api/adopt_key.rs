@@ -218,3 +218,173 @@ async fn eight_writers_during_an_adoption_all_succeed_and_no_key_repeats() {
         "appends {appends}, merges {merges}"
     );
 }
+
+#[tokio::test]
+async fn a_refused_adoption_answers_while_a_writer_holds_the_table() {
+    use idem::names::TableName;
+    use idem::store::locks::lock_table_shared;
+
+    let app = spawn_app().await;
+    let day = "/partitions/orders/2026-10-12";
+    assert_eq!(app.put_ndjson(day, &first_day()).await.status(), 200);
+    if refused_on_citus(&app).await {
+        return;
+    }
+    // A writer in the middle of its write holds the table's lock shared; a
+    // declaration that changes the table waits for it to end, one whose key
+    // the stored rows repeat is refused without waiting (the guard below
+    // only keeps a regression from hanging the suite).
+    let mut writer = app.db.acquire().await.unwrap();
+    sqlx::query("begin").execute(&mut *writer).await.unwrap();
+    lock_table_shared(&mut writer, &TableName::parse("orders").unwrap())
+        .await
+        .unwrap();
+    let declaration = keyed_orders(&app).await;
+    let refused = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        app.declare("orders", &declaration),
+    )
+    .await
+    .expect("the refusal waited for the writer");
+    assert_eq!(refused.status(), 409);
+    assert_eq!(json_body(refused).await["code"], "schema_conflict");
+    sqlx::query("commit").execute(&mut *writer).await.unwrap();
+    assert_eq!(app.count("orders", "2026-10-12").await, 3);
+}
+
+#[tokio::test]
+async fn a_partition_larger_than_one_read_is_rekeyed_whole() {
+    let app = spawn_app().await;
+    let day = "/partitions/orders/2026-10-12";
+    // More rows than the adoption reads at a time (10,000).
+    let rows: Vec<Value> = (1..=25_000)
+        .map(|id| order(id, "paid", "2026-10-12T08:00:00Z"))
+        .collect();
+    assert_eq!(app.put_ndjson(day, &rows).await.status(), 200);
+    if refused_on_citus(&app).await {
+        return;
+    }
+    assert_eq!(
+        app.declare("orders", &keyed_orders(&app).await)
+            .await
+            .status(),
+        200
+    );
+    // Every row took its key's id: orders from each read merge into their
+    // stored row, and the day is as many rows as before.
+    let changed = [1, 10_001, 25_000].map(|id| order(id, "shipped", "2026-10-12T09:00:00Z"));
+    let post = app
+        .send_keyed(Method::POST, "/rows?table=orders", "after", &changed)
+        .await;
+    assert_eq!(post.status(), 200);
+    assert_eq!(json_body(post).await["updated"], 3);
+    assert_eq!(app.count("orders", "2026-10-12").await, 25_000);
+    app.put_back_unchanged(day).await;
+}
+
+#[tokio::test]
+async fn a_repeat_written_while_the_adoption_waits_for_the_table_is_refused() {
+    let again = "update again set _row_id = sha256(_row_id), status = 'again'";
+    refused_after_a_writer(again, r#"{"order_id": 1} in 2026-10-12 (2 rows)"#).await;
+}
+
+#[tokio::test]
+async fn a_null_key_written_while_the_adoption_waits_for_the_table_is_refused() {
+    let again = "update again set _row_id = sha256(_row_id), order_id = null";
+    refused_after_a_writer(again, "1 stored row(s) have no value for the key").await;
+}
+
+#[tokio::test]
+async fn a_repeat_written_while_the_adoption_waits_for_the_table_is_resolved_when_asked() {
+    let again = "update again set _row_id = sha256(_row_id), status = 'again', \
+                 updated_at = updated_at + interval '1 hour'";
+    let Some((app, adopted)) = declared_after_a_writer(again, "resolve").await else {
+        return;
+    };
+    assert_eq!(adopted.status(), 200, "{}", adopted.text().await.unwrap());
+    // The repeat, stored after the rows were first read, took its key's id
+    // too: the duplicates rule met both versions of order 1 and kept the
+    // later one.
+    let rows = app.rows("orders", "2026-10-12").await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let one = rows.iter().find(|r| r["order_id"] == 1).unwrap();
+    assert_eq!(one["status"], "again");
+    let logged = json_body(app.get("/duplicates?table=orders").await).await;
+    assert_eq!(logged.as_array().unwrap().len(), 1, "{logged}");
+}
+
+/// A declaration the writer's change makes a 409 naming `named`, and
+/// that changes nothing.
+async fn refused_after_a_writer(change: &str, named: &str) {
+    let Some((app, refused)) = declared_after_a_writer(change, "refuse").await else {
+        return;
+    };
+    assert_eq!(refused.status(), 409);
+    let problem = json_body(refused).await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains(named),
+        "{problem}"
+    );
+    let table = json_body(app.get("/tables/orders").await).await;
+    assert_eq!(table["primary_key"], json!([]), "nothing changed: {table}");
+}
+
+/// A declaration adopting `order_id`, checked when the stored rows (orders
+/// 1 and 2) hold each key once, waits for a writer that holds the table and
+/// stores order 1 again, changed by `change` (an UPDATE of the temporary
+/// table `again`); the app and the declaration's answer (none on Citus).
+/// `repeats` is the declaration's `"adopt": {"repeats": …}`.
+async fn declared_after_a_writer(
+    change: &str,
+    repeats: &str,
+) -> Option<(TestApp, reqwest::Response)> {
+    use idem::names::TableName;
+    use idem::store::locks::lock_table_shared;
+
+    let app = spawn_app().await;
+    let day = "/partitions/orders/2026-10-12";
+    let rows = [
+        order(1, "paid", "2026-10-12T08:00:00Z"),
+        order(2, "paid", "2026-10-12T09:00:00Z"),
+    ];
+    assert_eq!(app.put_ndjson(day, &rows).await.status(), 200);
+    if refused_on_citus(&app).await {
+        return None;
+    }
+    let mut writer = app.db.acquire().await.unwrap();
+    sqlx::query("begin").execute(&mut *writer).await.unwrap();
+    lock_table_shared(&mut writer, &TableName::parse("orders").unwrap())
+        .await
+        .unwrap();
+    let declaration = with_adopt(&keyed_orders(&app).await, repeats);
+    let write = async {
+        wait_for_advisory_lock_waiter(&app).await;
+        for sql in [
+            "create temp table again as select * from idem_data.orders where order_id = 1",
+            change,
+            "insert into idem_data.orders select * from again",
+            "commit",
+        ] {
+            sqlx::query(sql).execute(&mut *writer).await.unwrap();
+        }
+    };
+    let (answer, ()) = tokio::join!(app.declare("orders", &declaration), write);
+    Some((app, answer))
+}
+
+/// Until a session of the test's database waits for an advisory lock.
+async fn wait_for_advisory_lock_waiter(app: &TestApp) {
+    for _ in 0..600 {
+        let waiting: i64 = sqlx::query_scalar(
+            "select count(*) from pg_locks where locktype = 'advisory' and not granted",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("nobody waited for the table's lock");
+}

@@ -4,62 +4,58 @@
 //! partition's unique index becomes the key's, and the key's columns NOT
 //! NULL. Done in the declaration's transaction, under the table's lock
 //! (writers wait for it, as for any declaration), so writers see the table
-//! keyless or keyed, never half of each.
+//! keyless or keyed, never half of each, and a process killed midway leaves
+//! it keyless. The rows pass through idem a chunk at a time.
 //!
-//! A key the stored rows repeat within a partition is refused (a 409 naming
-//! up to 5 of them), unless the declaration asks to resolve them: then the
-//! table's `duplicates` rule keeps each key's survivor, as it does for a
-//! body's repeats, and logs the other versions.
+//! A key the stored rows repeat within a partition, or leave null, is
+//! refused (a 409 naming up to 5 repeats) before the lock is taken, so a
+//! refused declaration keeps no writer waiting; under the lock Postgres's
+//! own checks (NOT NULL, the unique index) catch what was written in
+//! between. The declaration may ask to resolve repeats: then the table's
+//! `duplicates` rule keeps each key's survivor, as it does for a body's
+//! repeats, and logs the other versions.
 
-use sqlx::{PgConnection, Row};
+mod rekey;
+
+use sqlx::{Connection, PgConnection, Row};
 
 use super::contents;
 use super::ledger::{self, LoadEntry, LoadStatus};
 use super::sql::{
-    join, key_index, key_index_columns, label_sql, live_partition, parent_table, Ident, ROW_ID,
+    join, key_index, key_index_columns, label_sql, live_partition, parent_table, Ident,
 };
 use super::write::duplicates::{self, Resolve};
-use super::{StoreError, StoreResult};
+use super::{is_not_null_violation, is_unique_violation, StoreError, StoreResult};
 use crate::access::Actor;
 use crate::ids::LoadId;
-use crate::ingest::encode::row_id_of_key_text;
 use crate::period::Period;
 use crate::schema::{AdoptRepeats, DuplicatePolicy, SchemaError, TableDef};
+pub(in crate::store) use rekey::forget;
+use rekey::rekey_partition;
 
 /// Most repeated keys a refusal names.
 const LISTED_REPEATS: i64 = 5;
 
 /// Gives `keyed`'s key (adopted by `keyless`, its stored definition) to
-/// the stored rows. The caller holds the table's lock.
+/// the stored rows. The caller holds the table's lock, so this does no
+/// work twice that Postgres does anyway: the key's NOT NULL finds a null
+/// key, and its unique index a repeat (rows written since the declaration
+/// was checked before the lock, `refusals`), each then named in a 409.
 pub(super) async fn adopt_key(
     conn: &mut PgConnection,
     keyless: &TableDef,
     keyed: &TableDef,
     repeats: AdoptRepeats,
 ) -> StoreResult<()> {
-    if keyless.distribution.needs_citus() {
-        return Err(SchemaError::Citus(
-            "a distributed table's rows are placed by their row id, which a key changes; \
-             Citus cannot move them: load the rows into a new keyed table instead"
-                .into(),
-        )
-        .into());
-    }
-    refuse_null_keys(conn, keyed).await?;
-    let repeated = repeated_keys(conn, keyed).await?;
-    let resolving = !repeated.is_empty();
-    if resolving && (repeats == AdoptRepeats::Refuse || keyed.duplicates == DuplicatePolicy::Reject)
-    {
-        return Err(repeats_refusal(keyed, &repeated).into());
-    }
-    let parent = parent_table(&keyed.name);
-    let index = Ident::index(&keyed.name, "key");
+    refuse_distributed(keyless)?;
     sqlx::query(&format!("drop index if exists {}", key_index(&keyed.name)))
         .execute(&mut *conn)
         .await?;
+    set_key_not_null(conn, keyed).await?;
     // The versions set aside are a load of their own in the ledger, by
     // idem itself, so the duplicates log lists them.
     let load = AdoptionLoad::new(keyed);
+    let resolving = repeats == AdoptRepeats::Resolve && keyed.duplicates != DuplicatePolicy::Reject;
     let mut set_aside = 0;
     for period in partitions(conn, keyed).await? {
         rekey_partition(conn, keyed, period).await?;
@@ -67,24 +63,102 @@ pub(super) async fn adopt_key(
             set_aside += resolve_partition(conn, keyed, period, load.load_id).await?;
         }
     }
-    if resolving {
+    if set_aside > 0 {
         load.record(conn, set_aside).await?;
     }
+    build_key_index(conn, keyed).await
+}
+
+/// Makes the key's columns NOT NULL (Postgres checks every stored row); a
+/// null key is a 409.
+async fn set_key_not_null(conn: &mut PgConnection, keyed: &TableDef) -> StoreResult<()> {
     let not_null: Vec<String> = keyed
         .primary_key
         .iter()
         .map(|c| format!("alter column {} set not null", Ident::column(c)))
         .collect();
-    for sql in [
-        format!("alter table {parent} {}", not_null.join(", ")),
-        format!(
-            "create unique index {index} on {parent} ({})",
-            key_index_columns(keyed)
-        ),
-    ] {
-        sqlx::query(&sql).execute(&mut *conn).await?;
+    let sql = format!(
+        "alter table {} {}",
+        parent_table(&keyed.name),
+        not_null.join(", ")
+    );
+    let mut attempt = conn.begin().await?;
+    match sqlx::query(&sql).execute(&mut *attempt).await {
+        Ok(_) => Ok(attempt.commit().await?),
+        Err(e) if is_not_null_violation(&e) => {
+            attempt.rollback().await?;
+            refuse_null_keys(conn, keyed).await
+        }
+        Err(e) => Err(e.into()),
     }
-    Ok(())
+}
+
+/// Builds the key's unique index (Postgres checks every stored row); a
+/// repeated key is a 409 naming up to `LISTED_REPEATS` of them.
+async fn build_key_index(conn: &mut PgConnection, keyed: &TableDef) -> StoreResult<()> {
+    let sql = format!(
+        "create unique index {} on {} ({})",
+        Ident::index(&keyed.name, "key"),
+        parent_table(&keyed.name),
+        key_index_columns(keyed)
+    );
+    let mut attempt = conn.begin().await?;
+    match sqlx::query(&sql).execute(&mut *attempt).await {
+        Ok(_) => Ok(attempt.commit().await?),
+        Err(e) if is_unique_violation(&e) => {
+            attempt.rollback().await?;
+            let repeated = repeated_keys(conn, keyed).await?;
+            Err(repeats_refusal(keyed, &repeated).into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What an adoption does before the table's lock is taken, keeping no
+/// writer waiting: its refusals (`refusals`), then the new ids of the
+/// stored rows, worked out (`rekey::map_before_lock`).
+pub(super) async fn before_lock(
+    conn: &mut PgConnection,
+    keyless: &TableDef,
+    keyed: &TableDef,
+    repeats: AdoptRepeats,
+) -> StoreResult<()> {
+    refusals(&mut *conn, keyless, keyed, repeats).await?;
+    let periods = partitions(&mut *conn, keyed).await?;
+    rekey::map_before_lock(conn, keyed, &periods).await
+}
+
+/// Refuses the adoption when the stored rows cannot take the key (a null
+/// key, a repeat it may not resolve, a table Citus places by row id);
+/// whether repeats are to be resolved.
+async fn refusals(
+    conn: &mut PgConnection,
+    keyless: &TableDef,
+    keyed: &TableDef,
+    repeats: AdoptRepeats,
+) -> StoreResult<bool> {
+    refuse_distributed(keyless)?;
+    refuse_null_keys(conn, keyed).await?;
+    let repeated = repeated_keys(conn, keyed).await?;
+    let resolving = !repeated.is_empty();
+    if resolving && (repeats == AdoptRepeats::Refuse || keyed.duplicates == DuplicatePolicy::Reject)
+    {
+        return Err(repeats_refusal(keyed, &repeated).into());
+    }
+    Ok(resolving)
+}
+
+/// A 409 for a table Citus places by its row id.
+fn refuse_distributed(keyless: &TableDef) -> StoreResult<()> {
+    if !keyless.distribution.needs_citus() {
+        return Ok(());
+    }
+    Err(SchemaError::Citus(
+        "a distributed table's rows are placed by their row id, which a key changes; \
+         Citus cannot move them: load the rows into a new keyed table instead"
+            .into(),
+    )
+    .into())
 }
 
 /// A 409 when a stored row has no value for a key column.
@@ -184,48 +258,6 @@ async fn partitions(conn: &mut PgConnection, def: &TableDef) -> StoreResult<Vec<
                 .ok_or(StoreError::Corrupt("a registered partition has no period"))
         })
         .collect()
-}
-
-/// Gives each row of partition `period` the id its key gives it.
-async fn rekey_partition(
-    conn: &mut PgConnection,
-    keyed: &TableDef,
-    period: Period,
-) -> StoreResult<()> {
-    let table = live_partition(keyed, period);
-    let key_text = keyed
-        .identity()
-        .into_iter()
-        .map(|c| format!("{}::text", Ident::column(c)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let rows = sqlx::query(&format!("select {ROW_ID}, {key_text} from {table}"))
-        .fetch_all(&mut *conn)
-        .await?;
-    let (mut old_ids, mut new_ids) = (
-        Vec::with_capacity(rows.len()),
-        Vec::with_capacity(rows.len()),
-    );
-    for row in &rows {
-        let key: Vec<Option<String>> = (1..row.len())
-            .map(|i| row.try_get(i))
-            .collect::<Result<_, _>>()?;
-        let id = row_id_of_key_text(keyed, period, &key).ok_or(StoreError::Corrupt(
-            "a stored key does not read back as its type",
-        ))?;
-        old_ids.push(row.try_get::<Vec<u8>, _>(0)?);
-        new_ids.push(id.to_vec());
-    }
-    sqlx::query(&format!(
-        "update {table} t set {ROW_ID} = m.new
-           from unnest($1::bytea[], $2::bytea[]) m(old, new)
-          where t.{ROW_ID} = m.old"
-    ))
-    .bind(&old_ids)
-    .bind(&new_ids)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
 }
 
 /// The ledger row of an adoption that set versions aside.
