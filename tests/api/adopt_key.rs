@@ -37,6 +37,18 @@ fn with_adopt(declaration: &str, repeats: &str) -> String {
     value.to_string()
 }
 
+/// A test's app whose `orders`, made by a first write, holds `rows` in
+/// 2026-10-12; none on a Citus cluster (see `refused_on_citus`).
+async fn orders_stored(rows: &[Value]) -> Option<TestApp> {
+    let app = spawn_app().await;
+    let day = "/partitions/orders/2026-10-12";
+    assert_eq!(app.put_ndjson(day, rows).await.status(), 200);
+    if refused_on_citus(&app).await {
+        return None;
+    }
+    Some(app)
+}
+
 /// On a Citus cluster every table a first write makes is distributed by
 /// its row id, which a key would change: the adoption is refused there.
 async fn refused_on_citus(app: &TestApp) -> bool {
@@ -159,12 +171,9 @@ async fn a_key_the_stored_rows_hold_once_is_adopted_without_asking() {
 
 #[tokio::test]
 async fn eight_writers_during_an_adoption_all_succeed_and_no_key_repeats() {
-    let app = spawn_app().await;
-    let day = "/partitions/orders/2026-10-12";
-    assert_eq!(app.put_ndjson(day, &first_day()).await.status(), 200);
-    if refused_on_citus(&app).await {
+    let Some(app) = orders_stored(&first_day()).await else {
         return;
-    }
+    };
     let writers = (0..8).map(|w| {
         let app = &app;
         async move {
@@ -221,24 +230,14 @@ async fn eight_writers_during_an_adoption_all_succeed_and_no_key_repeats() {
 
 #[tokio::test]
 async fn a_refused_adoption_answers_while_a_writer_holds_the_table() {
-    use idem::names::TableName;
-    use idem::store::locks::lock_table_shared;
-
-    let app = spawn_app().await;
-    let day = "/partitions/orders/2026-10-12";
-    assert_eq!(app.put_ndjson(day, &first_day()).await.status(), 200);
-    if refused_on_citus(&app).await {
+    let Some(app) = orders_stored(&first_day()).await else {
         return;
-    }
+    };
     // A writer in the middle of its write holds the table's lock shared; a
     // declaration that changes the table waits for it to end, one whose key
     // the stored rows repeat is refused without waiting (the guard below
     // only keeps a regression from hanging the suite).
-    let mut writer = app.db.acquire().await.unwrap();
-    sqlx::query("begin").execute(&mut *writer).await.unwrap();
-    lock_table_shared(&mut writer, &TableName::parse("orders").unwrap())
-        .await
-        .unwrap();
+    let mut writer = writer_holding_orders(&app).await;
     let declaration = keyed_orders(&app).await;
     let refused = tokio::time::timeout(
         std::time::Duration::from_secs(60),
@@ -254,16 +253,14 @@ async fn a_refused_adoption_answers_while_a_writer_holds_the_table() {
 
 #[tokio::test]
 async fn a_partition_larger_than_one_read_is_rekeyed_whole() {
-    let app = spawn_app().await;
-    let day = "/partitions/orders/2026-10-12";
     // More rows than the adoption reads at a time (10,000).
     let rows: Vec<Value> = (1..=25_000)
         .map(|id| order(id, "paid", "2026-10-12T08:00:00Z"))
         .collect();
-    assert_eq!(app.put_ndjson(day, &rows).await.status(), 200);
-    if refused_on_citus(&app).await {
+    let Some(app) = orders_stored(&rows).await else {
         return;
-    }
+    };
+    let day = "/partitions/orders/2026-10-12";
     assert_eq!(
         app.declare("orders", &keyed_orders(&app).await)
             .await
@@ -338,24 +335,12 @@ async fn declared_after_a_writer(
     change: &str,
     repeats: &str,
 ) -> Option<(TestApp, reqwest::Response)> {
-    use idem::names::TableName;
-    use idem::store::locks::lock_table_shared;
-
-    let app = spawn_app().await;
-    let day = "/partitions/orders/2026-10-12";
     let rows = [
         order(1, "paid", "2026-10-12T08:00:00Z"),
         order(2, "paid", "2026-10-12T09:00:00Z"),
     ];
-    assert_eq!(app.put_ndjson(day, &rows).await.status(), 200);
-    if refused_on_citus(&app).await {
-        return None;
-    }
-    let mut writer = app.db.acquire().await.unwrap();
-    sqlx::query("begin").execute(&mut *writer).await.unwrap();
-    lock_table_shared(&mut writer, &TableName::parse("orders").unwrap())
-        .await
-        .unwrap();
+    let app = orders_stored(&rows).await?;
+    let mut writer = writer_holding_orders(&app).await;
     let declaration = with_adopt(&keyed_orders(&app).await, repeats);
     let write = async {
         wait_for_advisory_lock_waiter(&app).await;
@@ -370,6 +355,20 @@ async fn declared_after_a_writer(
     };
     let (answer, ()) = tokio::join!(app.declare("orders", &declaration), write);
     Some((app, answer))
+}
+
+/// A connection in the middle of a write: its transaction holds the
+/// table's lock shared, as a writer's does, until the caller commits.
+async fn writer_holding_orders(app: &TestApp) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+    use idem::names::TableName;
+    use idem::store::locks::lock_table_shared;
+
+    let mut writer = app.db.acquire().await.unwrap();
+    sqlx::query("begin").execute(&mut *writer).await.unwrap();
+    lock_table_shared(&mut writer, &TableName::parse("orders").unwrap())
+        .await
+        .unwrap();
+    writer
 }
 
 /// Until a session of the test's database waits for an advisory lock.
