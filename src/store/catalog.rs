@@ -9,9 +9,7 @@ use serde::Serialize;
 use sqlx::{Connection, PgConnection, Row};
 
 use super::locks::lock_table;
-use super::sql::{
-    column_change_ddl, column_ddl, key_index_columns, parent_table, partition_key, Ident,
-};
+use super::sql::{column_change_ddl, column_ddl, create_key_index, parent_table, partition_key};
 use super::{distribute, Store, StoreError, StoreResult};
 use crate::ids::LoadId;
 use crate::names::TableName;
@@ -417,13 +415,9 @@ async fn create_table(conn: &mut PgConnection, def: &TableDef) -> StoreResult<()
     .await?;
     // Unique per partition; a staged table carries the same index, so ATTACH
     // adopts it instead of building one under the swap's lock.
-    sqlx::query(&format!(
-        "create unique index {} on {parent} ({})",
-        Ident::index(&def.name, "key"),
-        key_index_columns(def)
-    ))
-    .execute(&mut *conn)
-    .await?;
+    sqlx::query(&create_key_index(def))
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 

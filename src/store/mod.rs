@@ -345,11 +345,36 @@ pub fn stored_count(n: i64) -> StoreResult<u64> {
 }
 
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some(UNIQUE_VIOLATION))
 }
 
-pub fn is_not_null_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23502"))
+/// The SQLSTATE of a NOT NULL a stored row breaks, and of a unique index
+/// two stored rows break.
+pub const NOT_NULL_VIOLATION: &str = "23502";
+pub const UNIQUE_VIOLATION: &str = "23505";
+
+/// Runs `sql`, DDL that Postgres checks against every stored row (a NOT
+/// NULL, a unique index), in a savepoint: false, the savepoint rolled back
+/// and the transaction still usable, when a stored row breaks it with
+/// SQLSTATE `violation`, so that the caller can say which rows do.
+pub async fn checked_ddl(
+    conn: &mut sqlx::PgConnection,
+    sql: &str,
+    violation: &str,
+) -> StoreResult<bool> {
+    use sqlx::Connection;
+    let mut attempt = conn.begin().await?;
+    match sqlx::query(sql).execute(&mut *attempt).await {
+        Ok(_) => {
+            attempt.commit().await?;
+            Ok(true)
+        }
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some(violation) => {
+            attempt.rollback().await?;
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A pool of `max_connections`, its first connection made.

@@ -160,6 +160,17 @@ pub fn key_index(table: &TableName) -> Ident {
     Ident::qualified(DATA_SCHEMA, Ident::index(table, "key"))
 }
 
+/// The DDL of `def`'s unique index, on its parent (and so on each
+/// partition): on its key, or its row id (`key_index_columns`).
+pub fn create_key_index(def: &TableDef) -> String {
+    format!(
+        "create unique index {} on {} ({})",
+        Ident::index(&def.name, "key"),
+        parent_table(&def.name),
+        key_index_columns(def)
+    )
+}
+
 /// The table that keeps `table`'s versions: `idem_history."orders"`.
 pub fn history_table(table: &TableName) -> Ident {
     Ident::qualified(HISTORY_SCHEMA, Ident::table(table))

@@ -387,3 +387,26 @@ async fn wait_for_advisory_lock_waiter(app: &TestApp) {
     }
     panic!("nobody waited for the table's lock");
 }
+
+#[tokio::test]
+async fn history_after_an_adoption_needs_every_stored_row_to_have_a_cursor() {
+    let mut undated = order(2, "paid", "2026-10-12T09:00:00Z");
+    undated["updated_at"] = Value::Null;
+    let rows = [order(1, "paid", "2026-10-12T08:00:00Z"), undated];
+    let Some(app) = orders_stored(&rows).await else {
+        return;
+    };
+    let keyed = keyed_orders(&app).await;
+    assert_eq!(app.declare("orders", &keyed).await.status(), 200);
+    let mut with_history: Value = serde_json::from_str(&keyed).unwrap();
+    with_history["history"] = json!("scd2");
+    let refused = app.declare("orders", &with_history.to_string()).await;
+    assert_eq!(refused.status(), 409);
+    let problem = json_body(refused).await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("1 have none"),
+        "{problem}"
+    );
+    let table = json_body(app.get("/tables/orders").await).await;
+    assert!(table["history"].is_null(), "nothing changed: {table}");
+}

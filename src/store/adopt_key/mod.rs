@@ -17,15 +17,15 @@
 
 mod rekey;
 
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 
 use super::contents;
 use super::ledger::{self, LoadEntry, LoadStatus};
 use super::sql::{
-    join, key_index, key_index_columns, label_sql, live_partition, parent_table, Ident,
+    create_key_index, join, key_index, label_sql, live_partition, parent_table, Ident,
 };
 use super::write::duplicates::{self, Resolve};
-use super::{is_not_null_violation, is_unique_violation, StoreError, StoreResult};
+use super::{checked_ddl, StoreError, StoreResult, NOT_NULL_VIOLATION, UNIQUE_VIOLATION};
 use crate::access::Actor;
 use crate::ids::LoadId;
 use crate::period::Period;
@@ -55,7 +55,7 @@ pub(super) async fn adopt_key(
     // The versions set aside are a load of their own in the ledger, by
     // idem itself, so the duplicates log lists them.
     let load = AdoptionLoad::new(keyed);
-    let resolving = repeats == AdoptRepeats::Resolve && keyed.duplicates != DuplicatePolicy::Reject;
+    let resolving = resolves_repeats(keyed, repeats);
     let mut set_aside = 0;
     for period in partitions(conn, keyed).await? {
         rekey_partition(conn, keyed, period).await?;
@@ -82,36 +82,20 @@ async fn set_key_not_null(conn: &mut PgConnection, keyed: &TableDef) -> StoreRes
         parent_table(&keyed.name),
         not_null.join(", ")
     );
-    let mut attempt = conn.begin().await?;
-    match sqlx::query(&sql).execute(&mut *attempt).await {
-        Ok(_) => Ok(attempt.commit().await?),
-        Err(e) if is_not_null_violation(&e) => {
-            attempt.rollback().await?;
-            refuse_null_keys(conn, keyed).await
-        }
-        Err(e) => Err(e.into()),
+    match checked_ddl(&mut *conn, &sql, NOT_NULL_VIOLATION).await? {
+        true => Ok(()),
+        false => refuse_null_keys(conn, keyed).await,
     }
 }
 
 /// Builds the key's unique index (Postgres checks every stored row); a
 /// repeated key is a 409 naming up to `LISTED_REPEATS` of them.
 async fn build_key_index(conn: &mut PgConnection, keyed: &TableDef) -> StoreResult<()> {
-    let sql = format!(
-        "create unique index {} on {} ({})",
-        Ident::index(&keyed.name, "key"),
-        parent_table(&keyed.name),
-        key_index_columns(keyed)
-    );
-    let mut attempt = conn.begin().await?;
-    match sqlx::query(&sql).execute(&mut *attempt).await {
-        Ok(_) => Ok(attempt.commit().await?),
-        Err(e) if is_unique_violation(&e) => {
-            attempt.rollback().await?;
-            let repeated = repeated_keys(conn, keyed).await?;
-            Err(repeats_refusal(keyed, &repeated).into())
-        }
-        Err(e) => Err(e.into()),
+    if checked_ddl(&mut *conn, &create_key_index(keyed), UNIQUE_VIOLATION).await? {
+        return Ok(());
     }
+    let repeated = repeated_keys(conn, keyed).await?;
+    Err(repeats_refusal(keyed, &repeated).into())
 }
 
 /// What an adoption does before the table's lock is taken, keeping no
@@ -129,23 +113,26 @@ pub(super) async fn before_lock(
 }
 
 /// Refuses the adoption when the stored rows cannot take the key (a null
-/// key, a repeat it may not resolve, a table Citus places by row id);
-/// whether repeats are to be resolved.
+/// key, a repeat it may not resolve, a table Citus places by row id).
 async fn refusals(
     conn: &mut PgConnection,
     keyless: &TableDef,
     keyed: &TableDef,
     repeats: AdoptRepeats,
-) -> StoreResult<bool> {
+) -> StoreResult<()> {
     refuse_distributed(keyless)?;
     refuse_null_keys(conn, keyed).await?;
     let repeated = repeated_keys(conn, keyed).await?;
-    let resolving = !repeated.is_empty();
-    if resolving && (repeats == AdoptRepeats::Refuse || keyed.duplicates == DuplicatePolicy::Reject)
-    {
+    if !repeated.is_empty() && !resolves_repeats(keyed, repeats) {
         return Err(repeats_refusal(keyed, &repeated).into());
     }
-    Ok(resolving)
+    Ok(())
+}
+
+/// Whether the adoption keeps one version of each repeated key: asked to,
+/// by a `duplicates` rule that picks one.
+fn resolves_repeats(keyed: &TableDef, repeats: AdoptRepeats) -> bool {
+    repeats == AdoptRepeats::Resolve && keyed.duplicates != DuplicatePolicy::Reject
 }
 
 /// A 409 for a table Citus places by its row id.

@@ -33,11 +33,7 @@ pub(super) async fn map_before_lock(
     forget(&mut *conn).await?;
     // A cursor lives in a transaction; the session table outlives it.
     let mut tx = conn.begin().await?;
-    sqlx::query(&format!(
-        "create temp table {MAP} (ds text, old bytea, new bytea)"
-    ))
-    .execute(&mut *tx)
-    .await?;
+    make_map(&mut tx).await?;
     for &period in periods {
         map_rows(&mut tx, keyed, period).await?;
     }
@@ -60,11 +56,7 @@ pub(super) async fn rekey_partition(
     keyed: &TableDef,
     period: Period,
 ) -> StoreResult<()> {
-    sqlx::query(&format!(
-        "create temp table if not exists {MAP} (ds text, old bytea, new bytea)"
-    ))
-    .execute(&mut *conn)
-    .await?;
+    make_map(&mut *conn).await?;
     map_rows(conn, keyed, period).await?;
     sqlx::query(&format!(
         "update {} t set {ROW_ID} = m.new from {MAP} m where m.ds = $1 and t.{ROW_ID} = m.old",
@@ -72,6 +64,16 @@ pub(super) async fn rekey_partition(
     ))
     .bind(period.label())
     .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Makes the map, unless the session has it (made before the lock).
+async fn make_map(conn: &mut PgConnection) -> StoreResult<()> {
+    sqlx::query(&format!(
+        "create temp table if not exists {MAP} (ds text, old bytea, new bytea)"
+    ))
+    .execute(conn)
     .await?;
     Ok(())
 }

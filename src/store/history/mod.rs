@@ -26,7 +26,7 @@ use crate::store::sql::{
     column_change_ddl, history_table, label_sql, parent_table, widen_ddl, Ident, DELETED,
     IS_CURRENT, LOAD_ID, RECORDED_AT, ROW_HASH, VALID_FROM, VALID_TO,
 };
-use crate::store::{Store, StoreError, StoreResult};
+use crate::store::{checked_ddl, Store, StoreError, StoreResult, NOT_NULL_VIOLATION};
 
 /// The fields a history read adds after the user columns.
 const READ_FIELDS: [Ident; 5] = [VALID_FROM, VALID_TO, IS_CURRENT, DELETED, LOAD_ID];
@@ -148,26 +148,24 @@ async fn cursor_not_null(
         return Ok(());
     }
     let parent = parent_table(&old.name);
+    let not_null = format!(
+        "alter table {parent} alter column {} set not null",
+        shape.cursor
+    );
+    if checked_ddl(&mut *conn, &not_null, NOT_NULL_VIOLATION).await? {
+        return Ok(());
+    }
     let nulls: i64 = sqlx::query_scalar(&format!(
         "select count(*) from {parent} where {} is null",
         shape.cursor
     ))
     .fetch_one(&mut *conn)
     .await?;
-    if nulls > 0 {
-        return Err(crate::schema::SchemaError::Conflict(format!(
-            "history needs every stored row to have a cursor ({}): {nulls} have none",
-            shape.cursor
-        ))
-        .into());
-    }
-    sqlx::query(&format!(
-        "alter table {parent} alter column {} set not null",
+    Err(crate::schema::SchemaError::Conflict(format!(
+        "history needs every stored row to have a cursor ({}): {nulls} have none",
         shape.cursor
     ))
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+    .into())
 }
 
 /// Drops `table`'s history, if it keeps one.
