@@ -174,11 +174,13 @@ impl From<sqlx::Error> for StoreError {
         if let (Some("0A000"), sqlx::Error::Database(db)) = (state.as_deref(), &err) {
             return StoreError::CitusUnsupported(db.message().to_owned());
         }
-        if let (Some("XX000"), sqlx::Error::Database(db)) = (state.as_deref(), &err) {
+        if let (Some(code @ ("XX000" | "58030")), sqlx::Error::Database(db)) =
+            (state.as_deref(), &err)
+        {
             let routine = db
                 .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
                 .and_then(|pg| pg.routine());
-            if citus_lost_a_node(db.message(), routine) {
+            if citus_lost_a_node(code, db.message(), routine) {
                 return StoreError::Unavailable(err);
             }
         }
@@ -202,24 +204,51 @@ fn is_connection_error(err: &sqlx::Error) -> bool {
     )
 }
 
-/// Whether an internal error (XX000), raised in `routine`, is Citus's word
-/// that a node it needed went away mid-transaction. Citus reports a
-/// connection it cannot open as 08006, as Postgres does, but one lost while
-/// a transaction used it, and the commits and placements that fail with it,
-/// under these messages (Citus 13's `remote_transaction.c`,
-/// `placement_connection.c`, `multi_copy.c`); and a command whose
-/// connection broke under it (no answer from the node, so no SQLSTATE of
-/// its own: "SSL SYSCALL error: EOF detected", "server closed the
-/// connection unexpectedly") as XX000 from `ReportResultError`. The
-/// transaction was rolled back; a retry may succeed.
-fn citus_lost_a_node(message: &str, routine: Option<&str>) -> bool {
+/// Whether an error Citus raised (SQLSTATE `state`, in `routine`) is its
+/// word that a node it needed went away mid-transaction; the transaction
+/// was rolled back and a retry may succeed. Citus reports a connection it
+/// cannot open as 08006, as Postgres does, but not one lost while a
+/// transaction used it (Citus 13's `remote_transaction.c`,
+/// `placement_connection.c`, `multi_copy.c`, `worker_shard_copy.c`):
+/// - XX000, for the commits and placements that fail with it (`LOST`);
+/// - XX000 from `ReportResultError`, for a command whose connection broke
+///   under it (no answer from the node, so no SQLSTATE of its own: "SSL
+///   SYSCALL error: EOF detected", "server closed the connection
+///   unexpectedly");
+/// - XX000 from `ReportCopyError`, which passes on the worker's message
+///   without its SQLSTATE: a shutdown, a crash or a broken connection (`GONE`)
+///   is the node going away, anything else (a constraint the rows broke) is not;
+/// - 58030 (I/O error), for COPY data or its end that could not be sent.
+fn citus_lost_a_node(state: &str, message: &str, routine: Option<&str>) -> bool {
     const LOST: [&str; 4] = [
         "failure on connection marked as essential",
         "could not connect to any active placements",
         "could not commit transaction for shard",
         "failed to prepare transaction",
     ];
-    routine == Some("ReportResultError") || LOST.iter().any(|lost| message.starts_with(lost))
+    // Postgres's own messages for a backend ended by a shutdown or a crash
+    // (57P01, 57P02, 57P03), and libpq's for a connection that broke.
+    const GONE: [&str; 7] = [
+        "terminating connection due to",
+        "terminating connection because of crash",
+        "the database system is shutting down",
+        "the database system is in recovery mode",
+        "server closed the connection unexpectedly",
+        "SSL SYSCALL error",
+        "could not receive data from server",
+    ];
+    const COPY_NOT_SENT: [&str; 3] = [
+        "failed to COPY to shard",
+        "Failed to COPY to",
+        "failed to complete COPY on",
+    ];
+    let starts_with_any = |prefixes: &[&str]| prefixes.iter().any(|p| message.starts_with(p));
+    match (state, routine) {
+        ("58030", _) => starts_with_any(&COPY_NOT_SENT),
+        (_, Some("ReportResultError")) => true,
+        (_, Some("ReportCopyError")) => starts_with_any(&GONE),
+        _ => starts_with_any(&LOST),
+    }
 }
 
 enum Sorted {
@@ -257,19 +286,47 @@ mod tests {
 
     #[test]
     fn citus_losing_a_node_mid_transaction_is_the_database_away() {
-        assert!(citus_lost_a_node(
+        let lost = citus_lost_a_node;
+        assert!(lost(
+            "XX000",
             "failure on connection marked as essential: 127.0.0.1:59775",
             Some("MarkRemoteTransactionFailed")
         ));
-        assert!(citus_lost_a_node(
+        assert!(lost(
+            "XX000",
             "could not commit transaction for shard 102008 on at least one active node",
             None
         ));
-        assert!(citus_lost_a_node(
+        assert!(lost(
+            "XX000",
             "SSL SYSCALL error: EOF detected\ninvalid socket",
             Some("ReportResultError")
         ));
-        assert!(!citus_lost_a_node(
+        // A worker shut down while a COPY sent it rows (seen in CI).
+        assert!(lost(
+            "XX000",
+            "terminating connection due to administrator command",
+            Some("ReportCopyError")
+        ));
+        assert!(lost(
+            "58030",
+            "failed to COPY to shard 102008 on 127.0.0.1:55952",
+            Some("SendCopyDataToPlacement")
+        ));
+        // The worker refused the rows themselves: no retry mends that.
+        assert!(!lost(
+            "XX000",
+            "duplicate key value violates unique constraint \"orders_pkey_102008\"",
+            Some("ReportCopyError")
+        ));
+        // Plain Postgres's own I/O errors are not a node gone away.
+        assert!(!lost(
+            "58030",
+            "could not read block 0 in file \"base/1/2\"",
+            Some("mdread")
+        ));
+        assert!(!lost(
+            "XX000",
             "cache lookup failed for relation 1234",
             Some("RelationBuildDesc")
         ));
