@@ -124,7 +124,12 @@ async fn put_table(
     }
     let declared = state
         .store
-        .declare_table_adopting(&def, Origin::Declared, repeats)
+        .declare_table_adopting(
+            &def,
+            Origin::Declared,
+            repeats,
+            state.settings.idempotency_wait(),
+        )
         .await?;
     let (status, changes) = match declared {
         Declared::Created(_) => (StatusCode::CREATED, json!([])),

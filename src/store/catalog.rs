@@ -4,11 +4,13 @@
 //! serialized per table by an advisory lock, under which the stored
 //! definition is read again.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Connection, PgConnection, Row};
 
-use super::locks::lock_table;
+use super::locks::{lock_table, lock_table_within};
 use super::sql::{column_change_ddl, column_ddl, create_key_index, parent_table, partition_key};
 use super::{distribute, Store, StoreError, StoreResult};
 use crate::ids::LoadId;
@@ -126,21 +128,30 @@ impl Store {
 
     /// `declare` on a connection of its own.
     pub async fn declare_table(&self, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
-        self.declare_table_adopting(def, origin, AdoptRepeats::Refuse)
-            .await
+        let mut conn = self.acquire().await?;
+        let default = self.distribution_default();
+        declare_with(&mut conn, def, default, Declaring::unbounded(origin)).await
     }
 
     /// `declare_table`, a key adopted by a table without one treating the
-    /// keys its stored rows repeat as `repeats` says.
+    /// keys its stored rows repeat as `repeats` says, the table's lock
+    /// waited for at most `lock_wait` (writes in flight hold it; then a
+    /// busy answer, nothing changed).
     pub async fn declare_table_adopting(
         &self,
         def: &TableDef,
         origin: Origin,
         repeats: AdoptRepeats,
+        lock_wait: Duration,
     ) -> StoreResult<Declared> {
         let mut conn = self.acquire().await?;
         let default = self.distribution_default();
-        declare_with(&mut conn, def, origin, default, repeats).await
+        let how = Declaring {
+            origin,
+            repeats,
+            lock_wait: Some(lock_wait),
+        };
+        declare_with(&mut conn, def, default, how).await
     }
 
     /// Table `name`'s schema versions, oldest first (none: no such table).
@@ -185,22 +196,42 @@ pub async fn declare(
     declare_with(
         conn,
         def,
-        origin,
         distribution_default,
-        AdoptRepeats::Refuse,
+        Declaring::unbounded(origin),
     )
     .await
+}
+
+/// How a declaration is made: by whom (`origin`), what an adopted key
+/// does with repeats, and how long it waits for the table's lock (`None`:
+/// as long as it takes, for a writer's declaration inside its own
+/// bounded write).
+#[derive(Clone, Copy)]
+struct Declaring {
+    origin: Origin,
+    repeats: AdoptRepeats,
+    lock_wait: Option<Duration>,
+}
+
+impl Declaring {
+    fn unbounded(origin: Origin) -> Self {
+        Declaring {
+            origin,
+            repeats: AdoptRepeats::Refuse,
+            lock_wait: None,
+        }
+    }
 }
 
 async fn declare_with(
     conn: &mut PgConnection,
     def: &TableDef,
-    origin: Origin,
     distribution_default: DistributionDefault,
-    repeats: AdoptRepeats,
+    how: Declaring,
 ) -> StoreResult<Declared> {
-    let adopting = origin == Origin::Declared && prepare_adoption(&mut *conn, def, repeats).await?;
-    let declared = declare_locked(&mut *conn, def, origin, distribution_default, repeats).await;
+    let adopting =
+        how.origin == Origin::Declared && prepare_adoption(&mut *conn, def, how.repeats).await?;
+    let declared = declare_locked(&mut *conn, def, distribution_default, how).await;
     if adopting {
         // The adoption's work table goes with the declaration; a
         // connection that failed is closed by the pool, and it with it.
@@ -213,16 +244,18 @@ async fn declare_with(
 async fn declare_locked(
     conn: &mut PgConnection,
     def: &TableDef,
-    origin: Origin,
     distribution_default: DistributionDefault,
-    repeats: AdoptRepeats,
+    how: Declaring,
 ) -> StoreResult<Declared> {
     let mut tx = conn.begin().await?;
-    lock_table(&mut tx, &def.name).await?;
-    let outcome = match (table_def(&mut tx, &def.name).await?, origin) {
+    match how.lock_wait {
+        Some(wait) => lock_table_within(&mut tx, &def.name, wait).await?,
+        None => lock_table(&mut tx, &def.name).await?,
+    }
+    let outcome = match (table_def(&mut tx, &def.name).await?, how.origin) {
         (None, _) => {
             let def = distribute::settle(&mut tx, def, distribution_default).await?;
-            create(&mut tx, &def, origin).await?
+            create(&mut tx, &def, how.origin).await?
         }
         // An inferred write racing another write that created the table
         // first grows it by what it brings (under `schema: evolve`).
@@ -239,7 +272,7 @@ async fn declare_locked(
         }
         // An inferred write racing a declaration takes what is there.
         (Some(stored), Origin::Inferred) => Declared::Unchanged(stored),
-        (Some(stored), Origin::Declared) => evolve(&mut tx, stored, def, repeats).await?,
+        (Some(stored), Origin::Declared) => evolve(&mut tx, stored, def, how.repeats).await?,
     };
     tx.commit().await?;
     Ok(outcome)
@@ -372,7 +405,7 @@ pub async fn evolve_to_fit(
     name: &TableName,
     wants: &SchemaWants,
     load_id: LoadId,
-    lock_wait: Option<std::time::Duration>,
+    lock_wait: Option<Duration>,
 ) -> StoreResult<Option<TableDef>> {
     let mut tx = conn.begin().await?;
     if let Some(wait) = lock_wait {

@@ -54,6 +54,23 @@ pub async fn lock_table(conn: &mut PgConnection, table: &TableName) -> StoreResu
     Ok(())
 }
 
+/// `lock_table`, waiting at most `wait` (then `55P03`, a busy answer);
+/// the statements after it wait as long as they must.
+pub async fn lock_table_within(
+    conn: &mut PgConnection,
+    table: &TableName,
+    wait: std::time::Duration,
+) -> StoreResult<()> {
+    sqlx::query(&format!("set local lock_timeout = {}", wait.as_millis()))
+        .execute(&mut *conn)
+        .await?;
+    lock_table(&mut *conn, table).await?;
+    sqlx::query("set local lock_timeout to default")
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// Serializes the writers of one partition (see `lock_table_shared`).
 pub async fn lock_partition(
     conn: &mut PgConnection,

@@ -237,7 +237,7 @@ async fn a_refused_adoption_answers_while_a_writer_holds_the_table() {
     // declaration that changes the table waits for it to end, one whose key
     // the stored rows repeat is refused without waiting (the guard below
     // only keeps a regression from hanging the suite).
-    let mut writer = writer_holding_orders(&app).await;
+    let mut writer = app.writer_holding("orders").await;
     let declaration = keyed_orders(&app).await;
     let refused = tokio::time::timeout(
         std::time::Duration::from_secs(60),
@@ -340,7 +340,7 @@ async fn declared_after_a_writer(
         order(2, "paid", "2026-10-12T09:00:00Z"),
     ];
     let app = orders_stored(&rows).await?;
-    let mut writer = writer_holding_orders(&app).await;
+    let mut writer = app.writer_holding("orders").await;
     let declaration = with_adopt(&keyed_orders(&app).await, repeats);
     let write = async {
         wait_for_advisory_lock_waiter(&app).await;
@@ -355,20 +355,6 @@ async fn declared_after_a_writer(
     };
     let (answer, ()) = tokio::join!(app.declare("orders", &declaration), write);
     Some((app, answer))
-}
-
-/// A connection in the middle of a write: its transaction holds the
-/// table's lock shared, as a writer's does, until the caller commits.
-async fn writer_holding_orders(app: &TestApp) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
-    use idem::names::TableName;
-    use idem::store::locks::lock_table_shared;
-
-    let mut writer = app.db.acquire().await.unwrap();
-    sqlx::query("begin").execute(&mut *writer).await.unwrap();
-    lock_table_shared(&mut writer, &TableName::parse("orders").unwrap())
-        .await
-        .unwrap();
-    writer
 }
 
 /// Until a session of the test's database waits for an advisory lock.

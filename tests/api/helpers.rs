@@ -236,6 +236,21 @@ pub struct Trickle {
 }
 
 impl TestApp {
+    /// A connection in the middle of a write to `table`: its transaction
+    /// holds the table's lock shared, as a writer's does, until the caller
+    /// commits.
+    pub async fn writer_holding(&self, table: &str) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+        use idem::names::TableName;
+        use idem::store::locks::lock_table_shared;
+
+        let mut writer = self.db.acquire().await.unwrap();
+        sqlx::query("begin").execute(&mut *writer).await.unwrap();
+        lock_table_shared(&mut writer, &TableName::parse(table).unwrap())
+            .await
+            .unwrap();
+        writer
+    }
+
     pub fn trickle(&self, method: reqwest::Method, path: &str, key: Option<&str>) -> Trickle {
         let (body, rx) = tokio::sync::mpsc::channel(2);
         let mut request = self

@@ -246,3 +246,33 @@ async fn requests_the_router_refuses_still_get_problem_documents() {
         assert_eq!(json_body(r).await["code"], code);
     }
 }
+
+#[tokio::test]
+async fn a_declaration_waits_for_writes_in_flight_at_most_the_lock_wait() {
+    let app = spawn_app_with(idem::config::Settings {
+        idempotency_wait_ms: 300,
+        ..Default::default()
+    })
+    .await;
+    app.declare_orders().await;
+    let wider = ORDERS.replace(r#""note": "text""#, r#""note": "text", "channel": "text""#);
+    // A write in flight holds the table; the change waits for it no longer
+    // than a write waits, and then changes nothing.
+    let mut writer = app.writer_holding("orders").await;
+    let busy = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        app.declare("orders", &wider),
+    )
+    .await
+    .expect("the declaration waited for the write to end");
+    assert_eq!(busy.status(), 503);
+    assert!(busy.headers().contains_key("retry-after"));
+    assert_eq!(json_body(busy).await["code"], "busy");
+    sqlx::query("commit").execute(&mut *writer).await.unwrap();
+    let table = json_body(app.get("/tables/orders").await).await;
+    assert!(!table["columns"].to_string().contains("channel"), "{table}");
+    // Sent again once the write is done, it is made.
+    let made = app.declare("orders", &wider).await;
+    assert_eq!(made.status(), 200);
+    assert_eq!(json_body(made).await["changes"][0]["change"], "add_column");
+}
