@@ -124,7 +124,7 @@ async fn put_table(
     }
     let declared = state
         .store
-        .declare_table_adopting(
+        .declare_table(
             &def,
             Origin::Declared,
             repeats,

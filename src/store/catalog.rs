@@ -126,18 +126,11 @@ impl Store {
         rows.iter().map(table_info).collect()
     }
 
-    /// `declare` on a connection of its own.
-    pub async fn declare_table(&self, def: &TableDef, origin: Origin) -> StoreResult<Declared> {
-        let mut conn = self.acquire().await?;
-        let default = self.distribution_default();
-        declare_with(&mut conn, def, default, Declaring::unbounded(origin)).await
-    }
-
-    /// `declare_table`, a key adopted by a table without one treating the
-    /// keys its stored rows repeat as `repeats` says, the table's lock
-    /// waited for at most `lock_wait` (writes in flight hold it; then a
-    /// busy answer, nothing changed).
-    pub async fn declare_table_adopting(
+    /// `declare` on a connection of its own, a key adopted by a table
+    /// without one treating the keys its stored rows repeat as `repeats`
+    /// says, the table's lock waited for at most `lock_wait` (writes in
+    /// flight hold it; then a busy answer, nothing changed).
+    pub async fn declare_table(
         &self,
         def: &TableDef,
         origin: Origin,

@@ -24,7 +24,7 @@ use crate::store::sql::{
     self, all_columns, column_ddl, key_index_columns, partition_key, period_literal, staging_table,
     Ident, ROW_ID, STAGING_SCHEMA,
 };
-use crate::store::{is_unique_violation, StoreError, StoreResult};
+use crate::store::{checked_ddl, StoreError, StoreResult, UNIQUE_VIOLATION};
 
 pub fn staging_name(load_id: LoadId) -> String {
     format!("s_{}", load_id.as_uuid().simple())
@@ -234,21 +234,12 @@ pub(super) async fn try_key_index(
     sqlx::query("set local maintenance_work_mem = '256MB'")
         .execute(&mut *tx)
         .await?;
-    sqlx::query("savepoint key_index").execute(&mut *tx).await?;
     let index = format!(
         "create unique index on {stage} ({})",
         key_index_columns(def)
     );
-    match sqlx::query(&index).execute(&mut *tx).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_unique_violation(&e) => {
-            sqlx::query("rollback to savepoint key_index")
-                .execute(&mut *tx)
-                .await?;
-            Ok(())
-        }
-        Err(e) => Err(e.into()),
-    }
+    checked_ddl(&mut *tx, &index, UNIQUE_VIOLATION).await?;
+    Ok(())
 }
 
 /// Every column a stage holds, user and system, quoted and comma-separated.
@@ -273,18 +264,10 @@ pub(super) async fn build_unique_index(
     sqlx::query("set local maintenance_work_mem = '256MB'")
         .execute(&mut *tx)
         .await?;
-    sqlx::query("savepoint unique_rows")
-        .execute(&mut *tx)
-        .await?;
-    match sqlx::query(&index_sql).execute(&mut *tx).await {
-        Ok(_) => return Ok(Vec::new()),
-        // Most bodies carry no duplicates; they pay nothing for this path.
-        Err(e) if is_unique_violation(&e) => {}
-        Err(e) => return Err(e.into()),
+    // Most bodies carry no duplicates; they pay nothing for what follows.
+    if checked_ddl(&mut *tx, &index_sql, UNIQUE_VIOLATION).await? {
+        return Ok(Vec::new());
     }
-    sqlx::query("rollback to savepoint unique_rows")
-        .execute(&mut *tx)
-        .await?;
     let dropped = if distribute::stages_distributed(def) {
         resolve_on_coordinator(&mut *tx, def, stage, repeats).await?
     } else {
